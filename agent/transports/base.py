@@ -23,7 +23,9 @@ REASONS: Final = (
     "tls",  # certificate did not verify
     "write_error",  # the file transport could not write (disk full, permission, size limit)
     "queue_full",  # the bounded queue was full when the event was offered
-    "shutdown",  # still queued when the drain deadline passed
+    "shutdown",  # still queued when the drain deadline passed, or its transport was removed
+    "invalid",  # the event could not be serialized or signed (it is logged, never shipped)
+    "internal",  # a transport raised something other than DeliveryError (a bug; logged)
 )
 
 

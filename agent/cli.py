@@ -1,0 +1,163 @@
+"""The `lineage-agent` command; the only place that picks exit codes.
+
+Exit codes: 0 ok, 1 a check failed (verify), 2 usage, 78 (EX_CONFIG) configuration or
+start-up refusal, so that systemd's RestartPreventExitStatus=78 stops a restart loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from agent import __version__
+
+if TYPE_CHECKING:
+    from agent.daemon import SourceFactory
+
+EX_OK = 0
+EX_FAILED = 1
+EX_USAGE = 2
+EX_CONFIG = 78
+DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
+
+
+def _err(message: str) -> None:
+    print(f"lineage-agent: {message}", file=sys.stderr)
+
+
+def default_source(config: Any, daemon: Any) -> Any:
+    from agent.spark.watcher import SparkSource
+
+    return SparkSource.from_config(config, daemon)
+
+
+def run_daemon(config_path: str, source_factory: SourceFactory | None = None) -> int:
+    """Load the config and run the agent until SIGTERM; the exit code for the process."""
+    from agent import logs
+    from agent.config import ConfigError, load_config
+    from agent.daemon import Daemon, StartError
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as error:
+        _err(str(error))
+        return EX_CONFIG
+    logs.configure(config.logging.level, config.logging.format)
+    daemon = Daemon(config, source_factory or default_source)
+    try:
+        return asyncio.run(daemon.run())
+    except StartError as error:
+        import structlog
+
+        structlog.get_logger("agent.daemon").error("start_refused", error=str(error))
+        _err(str(error))
+        return EX_CONFIG
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    return run_daemon(args.config)
+
+
+def _cmd_config_check(args: argparse.Namespace) -> int:
+    from agent.config import ConfigError, load_config
+
+    try:
+        load_config(args.file)
+    except ConfigError as error:
+        _err(str(error))
+        return EX_CONFIG
+    print("ok")
+    return EX_OK
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from agent.signing import KeyFileError, generate_key_file, key_id, public_key_text
+
+    try:
+        verify_key = generate_key_file(args.out)
+    except KeyFileError as error:
+        _err(str(error))
+        return EX_FAILED
+    print(f"wrote {args.out} (mode 0600)")
+    print(f"public key: {public_key_text(verify_key)}")
+    print(f"key id: {key_id(verify_key)}")
+    return EX_OK
+
+
+def _cmd_pubkey(args: argparse.Namespace) -> int:
+    from agent.signing import KeyFileError, key_id, load_signing_key, public_key_text
+
+    try:
+        verify_key = load_signing_key(args.key).verify_key
+    except KeyFileError as error:
+        _err(str(error))
+        return EX_CONFIG
+    print(public_key_text(verify_key))
+    print(key_id(verify_key))
+    return EX_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from agent.signing import KeyFileError, load_verify_key, verify_files
+
+    try:
+        trusted = [load_verify_key(key) for key in args.public_key]
+    except KeyFileError as error:
+        _err(str(error))
+        return EX_USAGE
+    report = verify_files(args.files, trusted)
+    for problem in report.problems:
+        print(f"{problem.position}: {problem.reason}")
+    print(f"{report.checked} events checked, {report.verified} verified, "
+          f"{len(report.problems)} failed")
+    return EX_OK if report.passed else EX_FAILED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lineage-agent",
+        description="OpenLineage lineage for Spark from outside the JVM.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the agent in the foreground (systemd runs this)")
+    run.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="YAML config file")
+    run.set_defaults(func=_cmd_run)
+
+    config = sub.add_parser("config", help="configuration commands")
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    check = config_sub.add_parser("check", help="validate a config file without starting")
+    check.add_argument("file")
+    check.set_defaults(func=_cmd_config_check)
+
+    keygen = sub.add_parser("keygen", help="create this node's Ed25519 signing key")
+    keygen.add_argument("--out", required=True, help="private key file to create (mode 0600)")
+    keygen.set_defaults(func=_cmd_keygen)
+
+    pubkey = sub.add_parser("pubkey", help="print the public key and key id of a private key")
+    pubkey.add_argument("--key", required=True)
+    pubkey.set_defaults(func=_cmd_pubkey)
+
+    verify = sub.add_parser("verify", help="verify signed events in JSON or JSON-lines files")
+    verify.add_argument("files", nargs="+", metavar="FILE")
+    verify.add_argument(
+        "--public-key", action="append", required=True, metavar="KEY",
+        help="trusted public key: a file or the base64 text `pubkey` prints (repeatable)",
+    )
+    verify.set_defaults(func=_cmd_verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""Startup -> run -> drain -> shutdown; signals, reloads and sd_notify.
+
+Errors:
+    StartError: the agent cannot start as configured (key file, token, transport lock);
+    `cli.py` maps it, like ConfigError, to exit 78 so that systemd does not restart in a loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from agent import __version__, logs
+from agent.config import AgentConfig, ConfigError, LineageConfig, load_config
+from agent.health import HealthTracker
+from agent.metrics import Metrics, MetricsServer
+from agent.pipeline import Delivery, Pipeline
+from agent.queue import BoundedQueue
+from agent.sdnotify import Notifier, watchdog_interval
+from agent.signing import KeyFileError, Signer, load_signing_key
+from agent.source import Source
+from agent.transports.base import Transport
+
+log = structlog.get_logger("agent.daemon")
+
+SourceFactory = Callable[[AgentConfig, "Daemon"], Source]
+
+
+class StartError(Exception):
+    """The agent refuses to start as configured; the message says what to fix."""
+
+
+def read_token(lineage: LineageConfig) -> str | None:
+    """The bearer token from the environment variable the config names, or None without auth."""
+    http = lineage.http
+    if "http" not in lineage.transport or http is None or http.auth is None:
+        return None
+    token = os.environ.get(http.auth.token_env)
+    if not token:
+        raise StartError(
+            f"lineage.http.auth.token_env: environment variable {http.auth.token_env} is not set"
+        )
+    logs.register_secret(token)
+    return token
+
+
+def build_transports(lineage: LineageConfig) -> dict[str, Transport]:
+    """One transport per configured name; closes what it opened if a later one fails."""
+    from agent.transports.file import FileTransport, TransportStartError
+    from agent.transports.http import HttpTransport
+
+    token = read_token(lineage)
+    built: dict[str, Transport] = {}
+    try:
+        for name in lineage.transport:
+            if name == "http":
+                if lineage.http is None:
+                    raise StartError("lineage.http: the http transport needs an endpoint")
+                if lineage.http.auth is not None and not lineage.http.endpoint.startswith(
+                    "https://"
+                ):
+                    raise StartError(
+                        "lineage.http.endpoint: bearer auth needs an https:// endpoint; "
+                        "refusing to send a token over http"
+                    )
+                built[name] = HttpTransport(lineage.http, token=token)
+            else:
+                built[name] = FileTransport(lineage.file)
+    except TransportStartError as error:
+        _close_now(built)
+        raise StartError(str(error)) from error
+    except BaseException:
+        _close_now(built)
+        raise
+    return built
+
+
+def _close_now(transports: dict[str, Transport]) -> None:
+    for transport in transports.values():
+        close = getattr(transport, "close_sync", None)
+        if close is not None:
+            close()
+
+
+def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
+    """(lanes, batch size) for a transport: HTTP requests in flight, file writes in batches."""
+    if name == "http" and lineage.http is not None:
+        return lineage.http.concurrency, lineage.http.batch_size
+    return 1, 256
+
+
+@dataclass
+class Daemon:
+    """The running agent: owns the pipeline, its deliveries, the source and the endpoints."""
+
+    config: AgentConfig
+    source_factory: SourceFactory
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    notifier: Notifier = field(default_factory=Notifier)
+
+    def __post_init__(self) -> None:
+        self.metrics = Metrics(self.registry)
+        self.health = HealthTracker()
+        self.started = time.time()
+        self.state = "starting"
+        self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
+        self._intake_stop = asyncio.Event()
+        self.pipeline: Pipeline | None = None
+        self.metrics_server: MetricsServer | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self._reload.set)
+        # A file-size limit must fail a write (EFBIG), not kill the process.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        try:
+            if not self.config.lineage.enabled:
+                return await self._run_disabled()
+            return await self._run_enabled()
+        finally:
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.remove_signal_handler(signum)
+            self.notifier.close()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def request_reload(self) -> None:
+        self._reload.set()
+
+    async def _run_disabled(self) -> int:
+        log.info("lineage_disabled", config=self.config.source,
+                 detail="lineage.enabled is false; nothing is watched or shipped")
+        self.state = "disabled"
+        self.notifier.ready("lineage disabled")
+        await self._stop.wait()
+        self.notifier.stopping()
+        return 0
+
+    async def _run_enabled(self) -> int:
+        config = self.config
+        try:
+            signer = Signer(load_signing_key(config.signing.key_path))
+        except KeyFileError as error:
+            raise StartError(f"signing.key_path: {error}") from error
+        transports = build_transports(config.lineage)
+        pipeline = self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health)
+        for name, transport in transports.items():
+            self._add_delivery(name, transport, config.lineage)
+        if config.metrics.listen:
+            try:
+                self.metrics_server = MetricsServer(
+                    self.registry, config.metrics.listen, self.healthz
+                )
+            except OSError as error:
+                await self._close_deliveries()
+                raise StartError(
+                    f"metrics.listen: cannot listen on {config.metrics.listen}: {error.strerror}"
+                ) from error
+            self.metrics_server.start()
+        source = self.source_factory(config, self)
+        for delivery in pipeline.deliveries.values():
+            delivery.start()
+        source_task = asyncio.create_task(
+            source.run(pipeline.submit, self._intake_stop), name=f"source-{source.name}"
+        )
+        watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
+        self.state = "running"
+        log.info(
+            "agent_started", version=__version__, config=config.source,
+            transports=list(transports), key_id=signer.key_id,
+            metrics=config.metrics.listen, source=source.name,
+        )
+        self.notifier.ready(f"shipping to {', '.join(transports)}")
+        try:
+            await self._serve(source_task)
+        finally:
+            watchdog.cancel()
+            await self._shutdown(source_task)
+        return 0
+
+    async def _serve(self, source_task: asyncio.Task[None]) -> None:
+        stop = asyncio.create_task(self._stop.wait())
+        try:
+            while not self._stop.is_set():
+                reload = asyncio.create_task(self._reload.wait())
+                done, _ = await asyncio.wait(
+                    {stop, reload, source_task}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if source_task in done:
+                    reload.cancel()
+                    error = source_task.exception()
+                    if error is not None:
+                        log.error("source_failed", error=repr(error))
+                    # A finite source (replay, tests) ends the agent like a stop request.
+                    return
+                if reload in done:
+                    self._reload.clear()
+                    await self.reload()
+                else:
+                    reload.cancel()
+        finally:
+            stop.cancel()
+
+    async def _shutdown(self, source_task: asyncio.Task[None]) -> None:
+        self.state = "stopping"
+        self.notifier.stopping()
+        assert self.pipeline is not None
+        deadline = time.monotonic() + self.config.lineage.drain_timeout
+        self._intake_stop.set()
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+            await asyncio.wait_for(source_task, timeout=max(0.0, deadline - time.monotonic()))
+        self.pipeline.accepting = False
+        left = await asyncio.gather(
+            *(d.drain(deadline) for d in self.pipeline.deliveries.values())
+        )
+        await self._close_deliveries()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+        log.info(
+            "agent_stopped", undelivered=dict(zip(self.pipeline.deliveries, left, strict=True)),
+            accounting=self.pipeline.accounting(),
+        )
+        self.state = "stopped"
+
+    async def _close_deliveries(self) -> None:
+        if self.pipeline is None:
+            return
+        for delivery in self.pipeline.deliveries.values():
+            with contextlib.suppress(Exception):
+                await delivery.aclose()
+
+    async def _watchdog(self) -> None:
+        interval = watchdog_interval()
+        if interval is None:
+            return
+        while True:
+            self.notifier.watchdog()
+            await asyncio.sleep(interval)
+
+    def _add_delivery(self, name: str, transport: Transport, lineage: LineageConfig) -> Delivery:
+        assert self.pipeline is not None
+        lanes, batch = lanes_for(lineage, name)
+        delivery = Delivery(
+            transport, BoundedQueue(lineage.queue_size, lanes), batch_size=batch,
+            metrics=self.metrics, health=self.health,
+        )
+        self.pipeline.add(delivery)
+        return delivery
+
+    # -- reload ----------------------------------------------------------------------------
+
+    async def reload(self) -> bool:
+        """Load the config file again and apply it; a bad one keeps the old config running."""
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config.source)
+            await self._apply(new)
+        except (ConfigError, StartError, KeyFileError) as error:
+            self.metrics.reloads.labels(result="error").inc()
+            log.error("reload_failed", config=self.config.source, error=str(error),
+                      detail="keeping the running configuration")
+            return False
+        finally:
+            self.notifier.ready()
+        self.metrics.reloads.labels(result="ok").inc()
+        log.info("reload_ok", config=new.source, transports=list(new.lineage.transport))
+        return True
+
+    async def _apply(self, new: AgentConfig) -> None:
+        old = self.config
+        for key, before, after in (
+            ("metrics.listen", old.metrics.listen, new.metrics.listen),
+            ("state_dir", old.state_dir, new.state_dir),
+            ("control_socket", old.control_socket, new.control_socket),
+            ("lineage.enabled", old.lineage.enabled, new.lineage.enabled),
+        ):
+            if before != after:
+                log.warning("reload_needs_restart", key=key, running=before, configured=after)
+        signer = Signer(load_signing_key(new.signing.key_path))
+        transports = build_transports(new.lineage)
+        pipeline = self.pipeline
+        assert pipeline is not None
+        pipeline.set_signer(signer.sign_event)
+        logs.configure(new.logging.level, new.logging.format)
+        removed = [n for n in pipeline.deliveries if n not in transports]
+        for name, transport in transports.items():
+            delivery = pipeline.deliveries.get(name)
+            if delivery is None:
+                self._add_delivery(name, transport, new.lineage).start()
+                continue
+            delivery.queue.resize(new.lineage.queue_size)
+            self.metrics.queue_capacity.labels(transport=name).set(new.lineage.queue_size)
+            await delivery.swap(transport)
+        for name in removed:
+            delivery = pipeline.deliveries.pop(name)
+            # Deliver what it holds with the transport it was queued for, then close it.
+            asyncio.create_task(self._retire(delivery, new.lineage.drain_timeout))
+        self.config = new
+
+    async def _retire(self, delivery: Delivery, timeout: float) -> None:
+        await delivery.drain(time.monotonic() + timeout)
+        await delivery.aclose()
+
+    # -- views -----------------------------------------------------------------------------
+
+    def healthz(self) -> bytes:
+        pipeline = self.pipeline
+        body = {
+            "status": "ok" if self.state == "running" else self.state,
+            "version": __version__,
+            "uptime_seconds": round(time.time() - self.started, 3),
+            "transports": {
+                name: {"depth": d.queue.depth, "capacity": d.queue.capacity,
+                       "last_error": d.last_error}
+                for name, d in (pipeline.deliveries.items() if pipeline else [])
+            },
+            "unhealthy_executions": len(self.health.unhealthy()),
+        }
+        return json.dumps(body).encode()

@@ -1,0 +1,173 @@
+"""Every metric of the agent, on an injected registry, and the loopback scrape endpoint."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from agent import __version__
+
+# Delivery latency of one event, from entering the pipeline to the transport's answer.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """The agent's metrics; one instance per process, built on the registry it is given."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.dropped = Counter(
+            "lineage_events_dropped",
+            "Events that will never be delivered, for any reason (one per event and transport).",
+            registry=registry,
+        )
+        self.dropped_by_reason = Counter(
+            "lineage_events_dropped_by_reason",
+            "Dropped events by transport and reason.",
+            ["transport", "reason"],
+            registry=registry,
+        )
+        self.emitted = Counter(
+            "lineage_events_emitted",
+            "RunEvents produced and signed by the agent, by OpenLineage event type.",
+            ["event_type"],
+            registry=registry,
+        )
+        self.delivered = Counter(
+            "lineage_events_delivered",
+            "Events accepted by a transport (HTTP 2xx or written to the file).",
+            ["transport"],
+            registry=registry,
+        )
+        self.queue_depth = Gauge(
+            "lineage_queue_depth",
+            "Events accepted and not yet delivered or dropped (waiting or in flight).",
+            ["transport"],
+            registry=registry,
+        )
+        self.queue_capacity = Gauge(
+            "lineage_queue_capacity",
+            "Capacity of the bounded queue in events.",
+            ["transport"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "lineage_delivery_latency_seconds",
+            "Time from an event entering the pipeline to its delivery.",
+            ["transport"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.reloads = Counter(
+            "lineage_config_reloads",
+            "Configuration reloads by result.",
+            ["result"],
+            registry=registry,
+        )
+        self.applications = Gauge(
+            "lineage_applications_tracked",
+            "Spark applications the agent is following.",
+            registry=registry,
+        )
+        self.eventlog_bytes = Counter(
+            "lineage_eventlog_read_bytes",
+            "Bytes read from Spark event-log files (as stored, before decompression).",
+            registry=registry,
+        )
+        self.eventlog_lines_skipped = Counter(
+            "lineage_eventlog_lines_skipped",
+            "Event-log lines skipped: corrupt JSON, over the length bound, or unreadable.",
+            ["reason"],
+            registry=registry,
+        )
+        self.build = Info("lineage_agent_build", "Build information.", registry=registry)
+        self.build.info({"version": __version__})
+        for result in ("ok", "error"):
+            self.reloads.labels(result=result)
+
+    def register_transport(self, transport: str, capacity: int) -> None:
+        """Create a transport's series at zero so that scrapes show them before any traffic."""
+        self.delivered.labels(transport=transport)
+        self.queue_depth.labels(transport=transport).set(0)
+        self.queue_capacity.labels(transport=transport).set(capacity)
+
+    def drop(self, transport: str, reason: str, count: int = 1) -> None:
+        self.dropped.inc(count)
+        self.dropped_by_reason.labels(transport=transport, reason=reason).inc(count)
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _ThreadingWSGIServer6(_ThreadingWSGIServer):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Scrapes are not worth a log line each."""
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """Split `host:port` or `[v6]:port` (validated by the config loader)."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+class MetricsServer:
+    """`/metrics` (Prometheus text) and `/healthz` (JSON) on a background thread."""
+
+    def __init__(self, registry: CollectorRegistry, listen: str, health: Callable[[], bytes]):
+        host, port = parse_listen(listen)
+        server_class: type[_ThreadingWSGIServer] = _ThreadingWSGIServer
+        try:
+            if ipaddress.ip_address(host).version == 6:
+                server_class = _ThreadingWSGIServer6
+        except ValueError:
+            pass  # a host name: IPv4 resolution as usual
+        self._registry = registry
+        self._health = health
+        self._server = make_server(host, port, self._app, server_class, _QuietHandler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="metrics-http", daemon=True
+        )
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            body = render(self._registry)
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+            return [body]
+        if path == "/healthz":
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [self._health()]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found; try /metrics or /healthz\n"]
