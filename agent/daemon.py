@@ -28,6 +28,7 @@ from agent.queue import BoundedQueue
 from agent.sdnotify import Notifier, watchdog_interval
 from agent.signing import KeyFileError, Signer, load_signing_key
 from agent.source import Source
+from agent.state import StateDB, StateError
 from agent.transports.base import Transport
 
 log = structlog.get_logger("agent.daemon")
@@ -117,6 +118,7 @@ class Daemon:
         self._intake_stop = asyncio.Event()
         self.pipeline: Pipeline | None = None
         self.metrics_server: MetricsServer | None = None
+        self.state_db: StateDB | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -157,7 +159,15 @@ class Daemon:
             signer = Signer(load_signing_key(config.signing.key_path))
         except KeyFileError as error:
             raise StartError(f"signing.key_path: {error}") from error
-        transports = build_transports(config.lineage)
+        try:
+            self.state_db = StateDB(config.state_dir)
+        except StateError as error:
+            raise StartError(str(error)) from error
+        try:
+            transports = build_transports(config.lineage)
+        except BaseException:
+            self.state_db.close()
+            raise
         pipeline = self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health)
         for name, transport in transports.items():
             self._add_delivery(name, transport, config.lineage)
@@ -179,6 +189,7 @@ class Daemon:
             source.run(pipeline.submit, self._intake_stop), name=f"source-{source.name}"
         )
         watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
+        flusher = asyncio.create_task(self._flush_state(), name="state-flush")
         self.state = "running"
         log.info(
             "agent_started", version=__version__, config=config.source,
@@ -190,6 +201,7 @@ class Daemon:
             await self._serve(source_task)
         finally:
             watchdog.cancel()
+            flusher.cancel()
             await self._shutdown(source_task)
         return 0
 
@@ -231,6 +243,8 @@ class Daemon:
         await self._close_deliveries()
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        if self.state_db is not None:
+            self.state_db.close()
         log.info(
             "agent_stopped", undelivered=dict(zip(self.pipeline.deliveries, left, strict=True)),
             accounting=self.pipeline.accounting(),
@@ -243,6 +257,15 @@ class Daemon:
         for delivery in self.pipeline.deliveries.values():
             with contextlib.suppress(Exception):
                 await delivery.aclose()
+
+    async def _flush_state(self) -> None:
+        """Write the delivery ledger in batches, off the per-event path."""
+        while self.state_db is not None:
+            await asyncio.sleep(1.0)
+            try:
+                self.state_db.flush()
+            except Exception as error:  # a full disk must not stop delivery
+                log.error("state_flush_failed", error=str(error))
 
     async def _watchdog(self) -> None:
         interval = watchdog_interval()
@@ -257,7 +280,7 @@ class Daemon:
         lanes, batch = lanes_for(lineage, name)
         delivery = Delivery(
             transport, BoundedQueue(lineage.queue_size, lanes), batch_size=batch,
-            metrics=self.metrics, health=self.health,
+            metrics=self.metrics, health=self.health, ledger=self.state_db,
         )
         self.pipeline.add(delivery)
         return delivery

@@ -1,0 +1,256 @@
+"""SQLite state in the state directory: log positions, emitted run events, stop requests and
+the delivery ledger ("what ran, what moved, was it delivered").
+
+Errors:
+    StateError: the database cannot be opened, is corrupt, or another agent holds the state
+    directory. The message names the file and what to do; the daemon refuses to start.
+
+Durability rule: an event is marked as emitted (committed) before it is handed to the
+pipeline, so a crash can lose an event (at-most-once) but never send it twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.envelope import Envelope
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs (
+    key TEXT PRIMARY KEY,            -- directory + application log name
+    path TEXT NOT NULL,
+    dev INTEGER, ino INTEGER,
+    bytes_read INTEGER NOT NULL DEFAULT 0,
+    finished INTEGER NOT NULL DEFAULT 0,  -- complete and every terminal event emitted
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS emitted (
+    run_id TEXT NOT NULL,
+    event_key TEXT NOT NULL,         -- START, END, or RUNNING@<eventTime>
+    app_key TEXT NOT NULL,
+    job_name TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    event_time TEXT NOT NULL,
+    PRIMARY KEY (run_id, event_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS emitted_app ON emitted (app_key);
+CREATE TABLE IF NOT EXISTS stops (
+    app_id TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    id INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    execution TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    transport TEXT NOT NULL,
+    outcome TEXT NOT NULL,           -- delivered | dropped
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS ledger_execution ON ledger (execution);
+"""
+
+
+class StateError(Exception):
+    """The state database cannot be used; the message says which file and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogPosition:
+    key: str
+    path: str
+    dev: int | None
+    ino: int | None
+    bytes_read: int
+    finished: bool
+
+
+def event_key(event: dict[str, Any]) -> str:
+    """START, END (any terminal type) or RUNNING@time: what makes an event unique in a run."""
+    kind = event.get("eventType", "")
+    if kind == "RUNNING":
+        return f"RUNNING@{event.get('eventTime', '')}"
+    return "START" if kind == "START" else "END"
+
+
+class StateDB:
+    """One SQLite database in WAL mode, used from the event-loop thread only."""
+
+    def __init__(self, state_dir: str | os.PathLike[str], *, ledger_rows: int = 1_000_000):
+        self.directory = Path(state_dir)
+        self.path = self.directory / "state.sqlite3"
+        self._ledger_rows = ledger_rows
+        self._pending: list[tuple[Any, ...]] = []
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o750)
+        except OSError as error:
+            raise StateError(f"{self.directory}: cannot create state directory: "
+                             f"{error.strerror}") from error
+        self._lock_fd = self._lock()
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=0.5)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            check = self._db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+        except sqlite3.Error as error:
+            os.close(self._lock_fd)
+            raise StateError(
+                f"{self.path}: state database is unusable ({error}); stop the agent, move the "
+                "file aside and start again (runs already emitted may then be emitted again)"
+            ) from error
+
+    def _lock(self) -> int:
+        lock_path = self.directory / "state.lock"
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        except OSError as error:
+            raise StateError(f"{lock_path}: cannot open: {error.strerror}") from error
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StateError(
+                f"{self.directory}: another lineage-agent is using this state directory "
+                f"(lock {lock_path} is held)"
+            ) from None
+        return fd
+
+    def close(self) -> None:
+        self.flush()
+        self._db.close()
+        os.close(self._lock_fd)
+
+    # -- emitted run events ----------------------------------------------------------------
+
+    def claim(self, app_key: str, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Mark events as emitted and return those that were not emitted before, in order."""
+        fresh: list[dict[str, Any]] = []
+        with self._transaction():
+            for event in events:
+                cursor = self._db.execute(
+                    "INSERT OR IGNORE INTO emitted VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        event["run"]["runId"], event_key(event), app_key,
+                        event["job"]["name"], event["eventType"], event["eventTime"],
+                    ),
+                )
+                if cursor.rowcount:
+                    fresh.append(event)
+        return fresh
+
+    def emitted_for(self, app_key: str) -> list[tuple[str, str, str, str]]:
+        """(run id, job name, event type, event time) of an application, in insertion order."""
+        return [
+            tuple(row) for row in self._db.execute(
+                "SELECT run_id, job_name, event_type, event_time FROM emitted "
+                "WHERE app_key = ? ORDER BY event_time", (app_key,)
+            )
+        ]  # type: ignore[misc]
+
+    # -- positions -------------------------------------------------------------------------
+
+    def position(self, key: str) -> LogPosition | None:
+        row = self._db.execute(
+            "SELECT key, path, dev, ino, bytes_read, finished FROM logs WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        return LogPosition(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+
+    def save_position(self, position: LogPosition) -> None:
+        self._db.execute(
+            "INSERT INTO logs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+            "path = excluded.path, dev = excluded.dev, ino = excluded.ino, "
+            "bytes_read = excluded.bytes_read, finished = excluded.finished, "
+            "updated = excluded.updated",
+            (position.key, position.path, position.dev, position.ino, position.bytes_read,
+             int(position.finished), time.time()),
+        )
+
+    def finished_keys(self) -> set[str]:
+        return {row[0] for row in self._db.execute("SELECT key FROM logs WHERE finished = 1")}
+
+    # -- stop requests ---------------------------------------------------------------------
+
+    def record_stop(self, app_id: str, reason: str, requested_by: str) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO stops VALUES (?, ?, ?, ?)",
+            (app_id, reason, requested_by, time.time()),
+        )
+
+    def stop_request(self, app_id: str) -> tuple[str, str] | None:
+        row = self._db.execute(
+            "SELECT reason, requested_by FROM stops WHERE app_id = ?", (app_id,)
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    # -- delivery ledger -------------------------------------------------------------------
+
+    def record(self, envelope: Envelope, transport: str, outcome: str, reason: str | None) -> None:
+        """Ledger entry for one event and transport; written in batches by `flush`."""
+        self._pending.append((
+            time.time(), envelope.execution, envelope.run_id, envelope.event_type,
+            envelope.digest, transport, outcome, reason,
+        ))
+        if len(self._pending) >= 2048:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        rows, self._pending = self._pending, []
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO ledger (time, execution, run_id, event_type, digest, transport, "
+                "outcome, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows,
+            )
+            # Keep the ledger bounded: forget the oldest rows past the limit.
+            self._db.execute(
+                "DELETE FROM ledger WHERE id <= (SELECT MAX(id) FROM ledger) - ?",
+                (self._ledger_rows,),
+            )
+
+    def ledger_for(self, execution: str) -> list[dict[str, Any]]:
+        self.flush()
+        columns = ("time", "run_id", "event_type", "digest", "transport", "outcome", "reason")
+        return [
+            dict(zip(columns, row, strict=True))
+            for row in self._db.execute(
+                f"SELECT {', '.join(columns)} FROM ledger WHERE execution = ? ORDER BY id",
+                (execution,),
+            )
+        ]
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN")
+
+    def __exit__(self, kind: object, *_: Iterable[object]) -> None:
+        self._db.execute("COMMIT" if kind is None else "ROLLBACK")

@@ -1,0 +1,73 @@
+"""The SQLite state: emitted-event claims, positions, stop requests, the delivery ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.envelope import Envelope
+from agent.state import LogPosition, StateDB, StateError
+from agent.testing import sample_run_events
+
+
+def test_claim_returns_each_event_once_across_reopen(tmp_path: Path) -> None:
+    """An event claimed once is never claimed again, also after the database is reopened."""
+    events = list(sample_run_events(4))
+    db = StateDB(tmp_path)
+    assert db.claim("app", events[:3]) == events[:3]
+    db.close()
+    db = StateDB(tmp_path)
+    assert db.claim("app", events) == [events[3]]
+    assert [row[2] for row in db.emitted_for("app")] == ["START", "COMPLETE", "START", "COMPLETE"]
+    db.close()
+
+
+def test_second_agent_on_state_dir_refused(tmp_path: Path) -> None:
+    """Two agents cannot share one state directory."""
+    db = StateDB(tmp_path)
+    with pytest.raises(StateError) as error:
+        StateDB(tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path}: another lineage-agent is using this state directory "
+        f"(lock {tmp_path / 'state.lock'} is held)"
+    )
+    db.close()
+
+
+def test_corrupt_database_is_a_clear_error(tmp_path: Path) -> None:
+    """A corrupt database file is refused with its path and what to do, never silently reset."""
+    (tmp_path / "state.sqlite3").write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
+    with pytest.raises(StateError) as error:
+        StateDB(tmp_path)
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path / 'state.sqlite3'}: state database is unusable (")
+    assert message.endswith("move the file aside and start again (runs already emitted may "
+                            "then be emitted again)")
+    assert (tmp_path / "state.sqlite3").read_bytes().startswith(b"SQLite format 3")
+
+
+def test_positions_and_stops_round_trip(tmp_path: Path) -> None:
+    """Positions and stop requests survive a reopen."""
+    db = StateDB(tmp_path)
+    db.save_position(LogPosition("d/app-1", "/logs/app-1.zstd", 1, 2, 300, True))
+    db.record_stop("app-1", "maintenance", "uid 0")
+    db.close()
+    db = StateDB(tmp_path)
+    assert db.position("d/app-1") == LogPosition("d/app-1", "/logs/app-1.zstd", 1, 2, 300, True)
+    assert db.finished_keys() == {"d/app-1"}
+    assert db.stop_request("app-1") == ("maintenance", "uid 0")
+    assert db.stop_request("app-2") is None
+    db.close()
+
+
+def test_ledger_records_outcomes_and_stays_bounded(tmp_path: Path) -> None:
+    """The ledger keeps each outcome with its digest, and forgets the oldest past its bound."""
+    db = StateDB(tmp_path, ledger_rows=5)
+    for i in range(8):
+        envelope = Envelope(b"{}", f"run-{i}", "START", "app-1", f"digest-{i}", 0.0)
+        db.record(envelope, "http", "dropped" if i % 2 else "delivered", "timeout" if i % 2 else None)
+    rows = db.ledger_for("app-1")
+    assert [row["digest"] for row in rows] == [f"digest-{i}" for i in range(3, 8)]
+    assert rows[0]["outcome"] == "dropped" and rows[0]["reason"] == "timeout"
+    db.close()
