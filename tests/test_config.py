@@ -1,0 +1,722 @@
+"""The configuration loader: seed configs, exact error messages, paths, example file, fuzzing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import textwrap
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent.config import (
+    AgentConfig,
+    ConfigError,
+    FileConfig,
+    HttpAuth,
+    HttpConfig,
+    LineageConfig,
+    load_config,
+    parse_config,
+    redacted,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
+
+
+def parse(text: str) -> AgentConfig:
+    return parse_config(textwrap.dedent(text), "config.yaml", base_dir="/etc/lineage-agent")
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse(text)
+    return str(info.value)
+
+
+# --- the seed's lineage section ---------------------------------------------------------------
+
+
+def test_seed_flow_http_config() -> None:
+    """The one-line http seed config parses with defaults for everything it leaves out."""
+    config = parse(
+        "lineage: {enabled: true, transport: http,"
+        " http: {endpoint: http://localhost:5000/api/v1/lineage}}\n"
+    )
+    assert config.lineage == LineageConfig(
+        enabled=True,
+        transport=("http",),
+        http=HttpConfig(endpoint="http://localhost:5000/api/v1/lineage"),
+    )
+    assert config.lineage.http is not None
+    assert config.lineage.http.timeout == 3.0
+    assert config.lineage.queue_size == 1024
+    assert config.source == "config.yaml"
+
+
+def test_seed_block_https_bearer_config() -> None:
+    """The block seed config with durations and bearer auth parses to the written values."""
+    config = parse(
+        """\
+        lineage:
+          enabled: true
+          transport: http
+          queue_size: 1024
+          drain_timeout: 5s
+          http:
+            endpoint: https://lineage.example.com/api/v1/lineage
+            timeout: 3s
+            auth:
+              type: bearer
+              token_env: OPENLINEAGE_TOKEN
+        """
+    )
+    assert config.lineage.queue_size == 1024
+    assert config.lineage.drain_timeout == 5.0
+    assert config.lineage.http == HttpConfig(
+        endpoint="https://lineage.example.com/api/v1/lineage",
+        timeout=3.0,
+        auth=HttpAuth(type="bearer", token_env="OPENLINEAGE_TOKEN"),
+    )
+
+
+def test_seed_file_config() -> None:
+    """The file seed config parses; an integer rotation size becomes a float of MiB."""
+    config = parse(
+        "lineage: {enabled: true, transport: file,"
+        " file: {path: /var/lib/lineage-agent/events.jsonl, rotation_size_mb: 64}}\n"
+    )
+    assert config.lineage.transport == ("file",)
+    assert config.lineage.file == FileConfig(
+        path="/var/lib/lineage-agent/events.jsonl", rotation_size_mb=64.0
+    )
+    assert isinstance(config.lineage.file.rotation_size_mb, float)
+    assert config.lineage.http is None
+
+
+# --- values -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [
+        ("5s", 5.0),
+        ("500ms", 0.5),
+        ("2m", 120.0),
+        ("1h", 3600.0),
+        ("1d", 86400.0),
+        ("1.5s", 1.5),
+        ("7", 7.0),
+        ("2.5", 2.5),
+        ("0", 0.0),
+        ("'10s'", 10.0),
+    ],
+)
+def test_durations(written: str, seconds: float) -> None:
+    """Durations take ms, s, m, h, d units or a bare number of seconds."""
+    assert parse(f"lineage: {{drain_timeout: {written}}}\n").lineage.drain_timeout == seconds
+
+
+def test_transport_list_and_metrics_listen_forms() -> None:
+    """A transport list becomes a tuple; listen takes [v6]:port and false disables it."""
+    config = parse(
+        """\
+        lineage:
+          transport: [http, file]
+          http: {endpoint: 'http://[::1]:5000/api/v1/lineage', batch_size: 50, concurrency: 64}
+        metrics: {listen: '[::1]:0'}
+        """
+    )
+    assert config.lineage.transport == ("http", "file")
+    assert config.metrics.listen == "[::1]:0"
+    for disabled in ("false", "null", "''", ""):
+        assert parse(f"lineage:\nmetrics: {{listen: {disabled}}}\n").metrics.listen is None
+    assert parse("lineage:\nmetrics: {listen: 'localhost:9464'}\n").metrics.listen == (
+        "localhost:9464"
+    )
+
+
+def test_empty_sections_take_defaults() -> None:
+    """An empty `lineage:` section gives the default config, as does a `{}` one."""
+    assert parse("lineage:\n") == dataclasses.replace(AgentConfig(), source="config.yaml")
+    assert parse("lineage: {}\nspark: {}\n") == dataclasses.replace(
+        AgentConfig(), source="config.yaml"
+    )
+
+
+def test_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    """Relative paths resolve against the file's folder; file:// URLs become plain paths."""
+    config_file = tmp_path / "etc" / "agent.yaml"
+    config_file.parent.mkdir()
+    config_file.write_text(
+        textwrap.dedent(
+            """\
+            lineage:
+              file: {path: out/events.jsonl}
+            spark:
+              event_log_dirs:
+                - logs
+                - ../spark-events/
+                - file:///var/log/spark%20events
+                - file:/srv/spark-logs
+            signing: {key_path: keys/ed25519.key}
+            state_dir: .
+            """
+        )
+    )
+    config = load_config(config_file)
+    folder = config_file.parent
+    assert config.source == str(config_file)
+    assert config.lineage.file.path == str(folder / "out" / "events.jsonl")
+    assert config.spark.event_log_dirs == (
+        str(folder / "logs"),
+        str(tmp_path / "spark-events"),
+        "/var/log/spark events",
+        "/srv/spark-logs",
+    )
+    assert config.signing.key_path == str(folder / "keys" / "ed25519.key")
+    assert config.state_dir == str(folder)
+
+
+def test_event_log_dirs_single_string() -> None:
+    """A single event-log folder may be written as a string instead of a list."""
+    config = parse("lineage:\nspark: {event_log_dirs: /data/spark-events}\n")
+    assert config.spark.event_log_dirs == ("/data/spark-events",)
+
+
+# --- errors, word for word --------------------------------------------------------------------
+
+BROKEN = [
+    pytest.param(
+        """\
+        lineage:
+          queue_szie: 10
+        """,
+        "config.yaml:2: lineage.queue_szie: unknown key (did you mean 'queue_size'?)",
+        id="unknown-key-did-you-mean",
+    ),
+    pytest.param(
+        """\
+        lineage: {}
+        colour: blue
+        """,
+        "config.yaml:2: colour: unknown key (expected one of 'lineage', 'signing', 'spark',"
+        " 'metrics', 'state_dir', 'control_socket', 'logging')",
+        id="unknown-key-no-match",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          enabled: true
+          queue_size: "1024"
+        """,
+        "config.yaml:3: lineage.queue_size: expected an integer >= 0, got '1024'",
+        id="string-for-int",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          enabled: 1
+        """,
+        "config.yaml:2: lineage.enabled: expected true or false, got 1",
+        id="int-for-bool",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          http: {endpoint: 'https://x.example', concurrency: true}
+        """,
+        "config.yaml:2: lineage.http.concurrency: expected an integer from 1 to 64, got true",
+        id="bool-for-int",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport: file
+          file:
+            - /var/lib/lineage-agent/events.jsonl
+        """,
+        "config.yaml:4: lineage.file: expected a mapping, got a list",
+        id="list-for-mapping",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport: http
+          http:
+            timeout: soon
+            endpoint: https://lineage.example.com/api/v1/lineage
+        """,
+        "config.yaml:4: lineage.http.timeout: expected a duration like 5s or 500ms, got 'soon'",
+        id="bad-duration",
+    ),
+    pytest.param(
+        "lineage: {drain_timeout: 5 parsecs}\n",
+        "config.yaml:1: lineage.drain_timeout: expected a duration like 5s or 500ms,"
+        " got '5 parsecs'",
+        id="bad-duration-unit",
+    ),
+    pytest.param(
+        "lineage: {drain_timeout: '1:30'}\n",
+        "config.yaml:1: lineage.drain_timeout: expected a duration like 5s or 500ms, got '1:30'",
+        id="base-60-duration",
+    ),
+    pytest.param(
+        "lineage: {http: {endpoint: 'https://x.example', timeout: 0s}}\n",
+        "config.yaml:1: lineage.http.timeout: expected a duration > 0, got '0s'",
+        id="zero-timeout",
+    ),
+    pytest.param(
+        "lineage: {file: {rotation_size_mb: 1" + "0" * 400 + "}}\n",
+        "config.yaml:1: lineage.file.rotation_size_mb: expected a number >= 0, got 1"
+        + "0" * 76
+        + "...",
+        id="number-too-large",
+    ),
+    pytest.param(
+        "lineage: {queue_size: !!int twelve}\n",
+        "config.yaml:1: lineage.queue_size: expected an integer >= 0, got twelve",
+        id="explicit-int-tag-on-text",
+    ),
+    pytest.param(
+        "lineage: {http: !include http.yaml}\n",
+        "config.yaml:1: lineage.http: unsupported YAML tag '!include'",
+        id="custom-tag",
+    ),
+    pytest.param(
+        "lineage:\nsigning: {key_path: !!python/name:os.system }\n",
+        "config.yaml:2: signing.key_path: unsupported YAML tag"
+        " 'tag:yaml.org,2002:python/name:os.system'",
+        id="python-tag",
+    ),
+    pytest.param(
+        "lineage: {drain_timeout: -1s}\n",
+        "config.yaml:1: lineage.drain_timeout: expected a duration >= 0, got '-1s'",
+        id="negative-duration",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          queue_size: -5
+        """,
+        "config.yaml:2: lineage.queue_size: expected an integer >= 0, got -5",
+        id="negative-queue-size",
+    ),
+    pytest.param(
+        "lineage: {http: {endpoint: 'https://x.example', concurrency: 65}}\n",
+        "config.yaml:1: lineage.http.concurrency: expected an integer from 1 to 64, got 65",
+        id="concurrency-too-high",
+    ),
+    pytest.param(
+        "lineage:\nspark: {max_line_bytes: 1000}\n",
+        "config.yaml:2: spark.max_line_bytes: expected an integer >= 1024, got 1000",
+        id="max-line-bytes-too-small",
+    ),
+    pytest.param(
+        "lineage: {file: {rotation_size_mb: .inf}}\n",
+        "config.yaml:1: lineage.file.rotation_size_mb: expected a number >= 0, got .inf",
+        id="infinite-rotation",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport: kafka
+        """,
+        "config.yaml:2: lineage.transport: expected one of 'http', 'file', got 'kafka'",
+        id="bad-transport",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport:
+            - http
+            - file
+            - http
+          http: {endpoint: 'https://x.example'}
+        """,
+        "config.yaml:5: lineage.transport[2]: duplicate 'http' (first at line 3)",
+        id="duplicate-transport",
+    ),
+    pytest.param(
+        "lineage: {transport: []}\n",
+        "config.yaml:1: lineage.transport: expected at least one item, got an empty list",
+        id="no-transport",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          enabled: true
+          transport: [file, http]
+        """,
+        "config.yaml:3: lineage.http.endpoint: required because lineage.transport includes 'http'",
+        id="http-transport-without-section",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport: http
+          http:
+            timeout: 3s
+        """,
+        "config.yaml:3: lineage.http.endpoint: required key is missing",
+        id="http-section-without-endpoint",
+    ),
+    pytest.param(
+        "lineage: {transport: http, http: {endpoint: 'localhost:5000/api/v1/lineage'}}\n",
+        "config.yaml:1: lineage.http.endpoint: expected an absolute http:// or https:// URL,"
+        " got 'localhost:5000/api/v1/lineage'",
+        id="relative-endpoint",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport: http
+          http:
+            endpoint: http://lineage.example.com/api/v1/lineage
+            auth: {type: bearer, token_env: OPENLINEAGE_TOKEN}
+        """,
+        "config.yaml:4: lineage.http.endpoint: bearer auth needs an https:// endpoint;"
+        " refusing to send a token over http",
+        id="bearer-over-http",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          http:
+            endpoint: https://lineage.example.com/api/v1/lineage
+            batch_endpoint: http://lineage.example.com/api/v1/lineage/batch
+            auth: {type: bearer, token_env: OPENLINEAGE_TOKEN}
+        """,
+        "config.yaml:4: lineage.http.batch_endpoint: bearer auth needs an https:// endpoint;"
+        " refusing to send a token over http",
+        id="bearer-over-http-batch",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          http:
+            endpoint: https://lineage.example.com/api/v1/lineage
+            auth:
+              type: bearer
+        """,
+        "config.yaml:4: lineage.http.auth.token_env: required key is missing",
+        id="missing-token-env",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          http:
+            endpoint: https://lineage.example.com/api/v1/lineage
+            auth: {type: bearer, token_env: lineage-token}
+        """,
+        "config.yaml:4: lineage.http.auth.token_env: expected an environment variable name like"
+        " OPENLINEAGE_TOKEN, got 'lineage-token'",
+        id="bad-token-env",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          http:
+            endpoint: https://lineage.example.com/api/v1/lineage
+            auth: {type: basic, token_env: TOKEN}
+        """,
+        "config.yaml:4: lineage.http.auth.type: expected one of 'bearer', got 'basic'",
+        id="bad-auth-type",
+    ),
+    pytest.param(
+        """\
+        lineage:
+        metrics:
+          listen: 9464
+        """,
+        "config.yaml:3: metrics.listen: expected host:port or [ipv6]:port, or false to disable,"
+        " got 9464",
+        id="listen-without-host",
+    ),
+    pytest.param(
+        "lineage:\nmetrics: {listen: '::1:9464'}\n",
+        "config.yaml:2: metrics.listen: expected host:port or [ipv6]:port, or false to disable,"
+        " got '::1:9464'",
+        id="listen-v6-without-brackets",
+    ),
+    pytest.param(
+        "lineage:\nmetrics: {listen: '127.0.0.1:70000'}\n",
+        "config.yaml:2: metrics.listen: expected a port from 0 to 65535, got '127.0.0.1:70000'",
+        id="listen-port-range",
+    ),
+    pytest.param(
+        "lineage:\nspark: {event_log_dirs: ['/a', 'hdfs://namenode/spark-logs']}\n",
+        "config.yaml:2: spark.event_log_dirs[1]: expected a local path or a file:// URL,"
+        " got 'hdfs://namenode/spark-logs'",
+        id="remote-event-log-dir",
+    ),
+    pytest.param(
+        "lineage:\nspark: {event_log_dirs: [/a/b, /a/b/]}\n",
+        "config.yaml:2: spark.event_log_dirs[1]: duplicate '/a/b' (first at line 2)",
+        id="duplicate-event-log-dir",
+    ),
+    pytest.param(
+        "lineage:\nlogging: {level: INFO}\n",
+        "config.yaml:2: logging.level: expected one of 'debug', 'info', 'warning', 'error',"
+        " got 'INFO'",
+        id="bad-log-level",
+    ),
+    pytest.param(
+        "lineage: {namespace: ''}\n",
+        "config.yaml:1: lineage.namespace: expected a non-empty string, got ''",
+        id="empty-string",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport: file
+          queue_size: 10
+          transport: http
+        """,
+        "config.yaml:4: lineage.transport: duplicate key 'transport' (first at line 2)",
+        id="duplicate-key",
+    ),
+    pytest.param(
+        """\
+        defaults: &defaults {queue_size: 10}
+        lineage:
+          <<: *defaults
+        """,
+        "config.yaml:1: defaults: unknown key (expected one of 'lineage', 'signing', 'spark',"
+        " 'metrics', 'state_dir', 'control_socket', 'logging')",
+        id="anchor-holder-key",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          <<: {queue_size: 10}
+        """,
+        "config.yaml:2: lineage: YAML merge keys (<<) are not supported",
+        id="merge-key",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport: file
+            queue_size: 10
+        """,
+        "config.yaml:3: not valid YAML: mapping values are not allowed here",
+        id="invalid-yaml",
+    ),
+    pytest.param(
+        "lineage: {}\n---\nlineage: {}\n",
+        "config.yaml:2: not valid YAML: expected a single document in the stream,"
+        " but found another document",
+        id="two-documents",
+    ),
+    pytest.param(
+        "lineage:\n\tenabled: true\n",
+        "config.yaml:2: not valid YAML: while scanning for the next token, found character"
+        " '\\t' that cannot start any token",
+        id="tab-indent",
+    ),
+    pytest.param(
+        "lineage: {namespace: \x07}\n",
+        "config.yaml:1: not valid YAML: unacceptable character #x0007:"
+        " special characters are not allowed",
+        id="control-character",
+    ),
+    pytest.param(
+        "[" * 5000,
+        "config.yaml: not valid YAML: nested too deeply",
+        id="nested-too-deeply",
+    ),
+    pytest.param("", "config.yaml: empty configuration; expected a 'lineage' section", id="empty"),
+    pytest.param(
+        "# nothing but a comment\n",
+        "config.yaml: empty configuration; expected a 'lineage' section",
+        id="comments-only",
+    ),
+    pytest.param(
+        "- lineage\n",
+        "config.yaml:1: expected a mapping of sections, got a list",
+        id="top-level-list",
+    ),
+    pytest.param(
+        """\
+        # no lineage here
+        spark: {}
+        """,
+        "config.yaml:2: lineage: required section is missing",
+        id="missing-lineage",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BROKEN)
+def test_broken_config_messages(text: str, message: str) -> None:
+    """Each broken config fails with one exact message naming file, line and key."""
+    assert error_of(text) == message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    """A missing file is a ConfigError with the OS reason, not an OSError."""
+    path = tmp_path / "missing.yaml"
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: cannot read: No such file or directory"
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    """A folder given as the config file is reported as unreadable."""
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert str(info.value) == f"{tmp_path}: cannot read: Is a directory"
+
+
+def test_not_utf8_file(tmp_path: Path) -> None:
+    """A file that is not UTF-8 text names the offset of the first bad byte."""
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("lineage: {namespace: caf\u00e9}\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: cannot read: not UTF-8 text (byte 24)"
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    """An empty file is reported as an empty configuration under its own path."""
+    path = tmp_path / "config.yaml"
+    path.write_text("")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: empty configuration; expected a 'lineage' section"
+
+
+# --- the example file -------------------------------------------------------------------------
+
+
+def _dotted_fields(cls: type, prefix: str = "") -> set[str]:
+    """Every YAML key of a config dataclass, dotted, nested sections included."""
+    keys: set[str] = set()
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if not f.metadata.get("yaml", True):
+            continue
+        key = prefix + f.name
+        keys.add(key)
+        section = next(
+            (t for t in (hints[f.name], *typing.get_args(hints[f.name])) if _is_dataclass(t)),
+            None,
+        )
+        if section is not None:
+            keys |= _dotted_fields(section, key + ".")
+    return keys
+
+
+def _is_dataclass(hint: Any) -> bool:
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def _dotted_keys(mapping: dict[str, Any], prefix: str = "") -> set[str]:
+    keys: set[str] = set()
+    for name, value in mapping.items():
+        keys.add(prefix + name)
+        if isinstance(value, dict):
+            keys |= _dotted_keys(value, f"{prefix}{name}.")
+    return keys
+
+
+def test_example_parses_to_the_defaults() -> None:
+    """config/example.yaml parses, and its active keys are exactly the defaults."""
+    config = load_config(EXAMPLE)
+    assert config == dataclasses.replace(AgentConfig(), source=str(EXAMPLE))
+
+
+def test_example_documents_every_key() -> None:
+    """With its optional keys uncommented, the example is valid and names every config key."""
+    text = re.sub(r"^(\s*)# (\s*[a-z_]+:.*)$", r"\1\2", EXAMPLE.read_text(), flags=re.MULTILINE)
+    config = parse_config(text, "example.yaml")
+    assert config.lineage.http is not None
+    assert config.lineage.http.auth == HttpAuth(type="bearer", token_env="OPENLINEAGE_TOKEN")
+    assert config.spark.namespace == "spark-prod"
+    assert _dotted_keys(yaml.safe_load(text)) == _dotted_fields(AgentConfig)
+
+
+# --- redacted ---------------------------------------------------------------------------------
+
+
+def test_redacted_is_json_and_hides_url_credentials() -> None:
+    """redacted() gives plain JSON types and masks user info and query values of URLs."""
+    config = parse(
+        """\
+        lineage:
+          transport: [http, file]
+          http:
+            endpoint: 'https://user:secret@lineage.example.com/api/v1/lineage?api_key=k1&x='
+            auth: {type: bearer, token_env: OPENLINEAGE_TOKEN}
+        """
+    )
+    plain = redacted(config)
+    assert json.loads(json.dumps(plain)) == plain
+    assert plain["lineage"]["transport"] == ["http", "file"]
+    assert plain["lineage"]["http"]["endpoint"] == (
+        "https://***@lineage.example.com/api/v1/lineage?api_key=***&x=***"
+    )
+    assert plain["lineage"]["http"]["auth"] == {
+        "type": "bearer",
+        "token_env": "OPENLINEAGE_TOKEN",
+    }
+    assert plain["spark"]["event_log_dirs"] == ["/var/log/spark-events"]
+    assert plain["source"] == "config.yaml"
+    assert "secret" not in json.dumps(plain)
+
+
+# --- fuzzing ----------------------------------------------------------------------------------
+
+SOURCE = "fuzz/config.yaml"
+_KEYS = sorted({key.rsplit(".", 1)[-1] for key in _dotted_fields(AgentConfig)})
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=30)
+    | st.sampled_from(
+        ["5s", "500ms", "1:30", "http", "file", "https://x.example/a", "[::1]:1", "file:///x"]
+    )
+)
+_KEY = st.sampled_from(_KEYS) | st.text(max_size=12)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEY, inner, max_size=5),
+    max_leaves=25,
+)
+_DOCUMENTS = st.dictionaries(_KEY, _VALUES, max_size=6) | st.fixed_dictionaries(
+    {"lineage": st.dictionaries(_KEY, _VALUES, max_size=6)},
+    optional={"spark": _VALUES, "metrics": _VALUES, "logging": _VALUES},
+)
+
+
+def _outcome(text: str) -> None:
+    try:
+        config = parse_config(text, SOURCE)
+    except ConfigError as exc:
+        assert str(exc).startswith(SOURCE + ":"), str(exc)
+    else:
+        assert isinstance(config, AgentConfig)
+        json.dumps(redacted(config))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_fuzz_arbitrary_text(text: str) -> None:
+    """Any text gives an AgentConfig or a ConfigError that starts with the source name."""
+    _outcome(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_DOCUMENTS, st.sampled_from([None, True]))
+def test_fuzz_yaml_structures(document: dict[str, Any], flow: bool | None) -> None:
+    """YAML built from config keys and odd values never raises anything but ConfigError."""
+    _outcome(yaml.safe_dump(document, default_flow_style=flow, allow_unicode=True))
