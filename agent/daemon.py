@@ -149,7 +149,9 @@ class Daemon:
                  detail="lineage.enabled is false; nothing is watched or shipped")
         self.state = "disabled"
         self.notifier.ready("lineage disabled")
+        watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
         await self._stop.wait()
+        watchdog.cancel()
         self.notifier.stopping()
         return 0
 
@@ -194,7 +196,10 @@ class Daemon:
         log.info(
             "agent_started", version=__version__, config=config.source,
             transports=list(transports), key_id=signer.key_id,
-            metrics=config.metrics.listen, source=source.name,
+            metrics=(
+                "{}:{}".format(*self.metrics_server.address) if self.metrics_server else None
+            ),
+            source=source.name,
         )
         self.notifier.ready(f"shipping to {', '.join(transports)}")
         try:

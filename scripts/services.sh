@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Debian packages the tests need beyond the virtual environment (installed once, as root).
+# Debian packages the tests need beyond the virtual environment, installed when missing
+# (as root, as on CI machines): Java for PySpark, systemd-analyze for the unit checks.
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v kill >/dev/null 2>&1 || need+=(procps)
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "missing Debian packages: ${need[*]} (run as root or install them)" >&2
     exit 1
   fi
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi

@@ -1,0 +1,267 @@
+#!/usr/bin/env bash
+# Install lineage-agent as a systemd service on this node, or stage the same tree below a
+# directory (--root) for an image or a package build.
+#
+#   install.sh [--root DIR] [--source PROJECT_DIR_OR_WHEEL] [--python PYTHON]
+#              [--python-env EXISTING_VENV] [--no-systemctl]
+#
+# What it does, each step only when needed (running it again changes nothing):
+#   - the system user and group lineage-agent: a sysusers.d entry, and on a live system
+#     (not --root) the user itself;
+#   - a tmpfiles.d entry that sets owner and mode of /etc/lineage-agent and its files at boot
+#     (what makes a staged tree right once sysusers has created the user);
+#   - a virtual environment in /opt/lineage-agent/venv with the agent pip-installed from
+#     --source (default: the project this script belongs to), reinstalled when the source
+#     changes; --python-env links an existing environment instead (development, tests);
+#   - /etc/systemd/system/lineage-agent.service;
+#   - /etc/lineage-agent/config.yaml from config/file.yaml, kept if it exists;
+#   - /etc/lineage-agent/ed25519.key from `lineage-agent keygen`, kept if it exists;
+#   - systemctl daemon-reload and enable (not start), on a live systemd system only.
+set -euo pipefail
+# The environment and the unit must be readable by the service user whatever root's umask is;
+# config and key get explicit modes below.
+umask 022
+
+readonly UNIT_NAME=lineage-agent.service
+readonly SERVICE_USER=lineage-agent
+readonly SPARK_GROUP=spark
+PROJECT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly PROJECT_DIR
+
+say() { printf 'install: %s\n' "$*"; }
+die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
+
+usage() {
+  echo "usage: install.sh [--root DIR] [--source PROJECT_DIR_OR_WHEEL] [--python PYTHON]"
+  echo "                  [--python-env EXISTING_VENV] [--no-systemctl]"
+}
+
+root=/
+source_path=$PROJECT_DIR
+python=python3
+python_env=
+use_systemctl=1
+while (($#)); do
+  case $1 in
+    --root) root=${2:?--root needs a directory}; shift 2 ;;
+    --source) source_path=${2:?--source needs a project directory or a wheel}; shift 2 ;;
+    --python) python=${2:?--python needs an interpreter}; shift 2 ;;
+    --python-env) python_env=${2:?--python-env needs a virtual environment}; shift 2 ;;
+    --no-systemctl) use_systemctl=0; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) printf 'install: error: unknown argument: %s\n' "$1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+[[ -d $root ]] || die "--root $root: no such directory"
+root=$(cd "$root" && pwd -P)
+live=0  # installing into the running system (not staging a tree)
+[[ $root == / ]] && live=1
+prefix=${root%/}  # "" for /, so "$prefix/etc" is /etc
+if ((live)) && ((EUID != 0)); then
+  die "installing into / needs root; use --root DIR to stage the files into a directory"
+fi
+
+readonly target_venv=/opt/lineage-agent/venv  # where the environment runs from
+readonly venv=$prefix$target_venv
+readonly confdir=$prefix/etc/lineage-agent
+readonly config=$confdir/config.yaml
+readonly key=$confdir/ed25519.key
+readonly unit=$prefix/etc/systemd/system/$UNIT_NAME
+readonly sysusers=$prefix/usr/lib/sysusers.d/lineage-agent.conf
+readonly tmpfiles=$prefix/usr/lib/tmpfiles.d/lineage-agent.conf
+
+# Writes $2 to $1 (mode $3) unless the file already holds exactly that text.
+put_file() {
+  local path=$1 text=$2 mode=$3
+  if [[ -f $path ]] && [[ $(<"$path") == "$text" ]]; then
+    say "$path is up to date"
+    return
+  fi
+  mkdir -p "$(dirname "$path")"
+  local tmp
+  tmp=$(mktemp "$path.XXXXXX")
+  printf '%s\n' "$text" >"$tmp"
+  chmod "$mode" "$tmp"
+  mv -f "$tmp" "$path"
+  say "wrote $path"
+}
+
+# --- user and group -------------------------------------------------------------------------
+# The sysusers.d entry describes the user for systemd-sysusers (images, first boot); on a live
+# system the user is also created right away, with the classic tools that every distribution
+# has.
+put_file "$sysusers" "# The system user of lineage-agent.service (created by deploy/install.sh).
+u $SERVICE_USER - \"OpenLineage lineage agent\" /var/lib/lineage-agent /usr/sbin/nologin" 0644
+if ((live)); then
+  if getent group "$SERVICE_USER" >/dev/null; then
+    say "group $SERVICE_USER exists"
+  else
+    groupadd --system "$SERVICE_USER"
+    say "created group $SERVICE_USER"
+  fi
+  if getent passwd "$SERVICE_USER" >/dev/null; then
+    say "user $SERVICE_USER exists"
+  else
+    useradd --system --gid "$SERVICE_USER" --home-dir /var/lib/lineage-agent --no-create-home \
+      --shell /usr/sbin/nologin --comment "OpenLineage lineage agent" "$SERVICE_USER"
+    say "created user $SERVICE_USER"
+  fi
+  if ! getent group "$SPARK_GROUP" >/dev/null; then
+    say "warning: group $SPARK_GROUP does not exist; the unit's SupplementaryGroups=$SPARK_GROUP" \
+      "will fail its start. Name the group that owns the event logs in a drop-in" \
+      "(systemctl edit lineage-agent)."
+  fi
+else
+  say "staging into $root: no user created (systemd-sysusers creates it from $sysusers)"
+fi
+
+# --- virtual environment --------------------------------------------------------------------
+# A fingerprint of what was installed, so that a second run with the same source skips pip.
+source_fingerprint() {
+  if [[ -f $1 ]]; then
+    sha256sum "$1" | cut -d' ' -f1
+  elif [[ -d $1 ]]; then
+    (cd "$1" && find pyproject.toml README.md agent -type f ! -path '*/__pycache__/*' \
+      ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  else
+    die "--source $1: no such project directory or wheel"
+  fi
+}
+
+# A virtual environment is not relocatable: scripts start with #!<its path>/bin/python and
+# byte code records source paths. A staged one is built below --root, so both are rewritten to
+# the path it will run from.
+relocate_venv() {
+  local script first
+  for script in "$venv"/bin/*; do
+    [[ -f $script && ! -L $script ]] || continue
+    IFS= read -r first <"$script" || continue
+    if [[ $first == "#!$venv/bin/"* ]]; then
+      sed -i "1s|^#!$venv/bin/|#!$target_venv/bin/|" "$script"
+    elif [[ $script == */activate* ]]; then
+      sed -i "s|$venv|$target_venv|g" "$script"
+    fi
+  done
+  "$venv/bin/python" -m compileall -q -f -s "$prefix" -p / "$venv/lib" >/dev/null
+}
+
+if [[ -n $python_env ]]; then
+  python_env=$(cd "$python_env" 2>/dev/null && pwd -P) || die "--python-env: no such directory"
+  [[ -x $python_env/bin/lineage-agent ]] ||
+    die "--python-env $python_env: no bin/lineage-agent in it (pip install the project there first)"
+  if [[ -L $venv ]] && [[ $(readlink "$venv") == "$python_env" ]]; then
+    say "$venv links to $python_env"
+  elif [[ -e $venv && ! -L $venv ]]; then
+    die "$venv is a real environment; remove it (uninstall.sh) before linking $python_env"
+  else
+    mkdir -p "$(dirname "$venv")"
+    ln -sfn "$python_env" "$venv"
+    say "linked $venv -> $python_env"
+  fi
+else
+  if [[ -L $venv ]]; then
+    die "$venv is a link (--python-env); remove it (uninstall.sh) first"
+  fi
+  if [[ -d $source_path ]]; then
+    source_path=$(cd "$source_path" && pwd -P)
+  elif [[ -f $source_path ]]; then
+    source_path=$(cd "$(dirname "$source_path")" && pwd -P)/$(basename "$source_path")
+  fi
+  want=$(source_fingerprint "$source_path")
+  stamp=$venv/.lineage-agent-source
+  if [[ -x $venv/bin/lineage-agent && -f $stamp && $(<"$stamp") == "$want" ]]; then
+    say "$venv is up to date with $source_path"
+  else
+    if [[ ! -x $venv/bin/python ]]; then
+      "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+        die "$python: lineage-agent needs Python 3.11 or newer"
+      "$python" -m venv "$venv"
+      say "created $venv"
+    fi
+    pip=("$venv/bin/python" -m pip install --quiet --upgrade --disable-pip-version-check
+      --root-user-action=ignore)
+    if ((live)); then
+      "${pip[@]}" "$source_path"
+    else
+      "${pip[@]}" --no-compile "$source_path"
+      relocate_venv
+    fi
+    printf '%s\n' "$want" >"$stamp"
+    say "installed $("$venv/bin/python" -I -m agent --version) from $source_path into $venv"
+  fi
+fi
+# Not bin/lineage-agent: in a staged tree its #! line names the final location.
+agent=("$venv/bin/python" -I -m agent)  # -I: never the agent/ of the working directory
+
+# --- unit -----------------------------------------------------------------------------------
+put_file "$unit" "$(<"$PROJECT_DIR/systemd/$UNIT_NAME")" 0644
+
+# --- configuration directory, config, key ---------------------------------------------------
+# The directory is root:lineage-agent 0750 and the config root:lineage-agent 0640: the service
+# reads them, nobody else does. The key belongs to lineage-agent alone (0600). systemd never
+# changes owner or mode of a ConfigurationDirectory; the unit's ConfigurationDirectoryMode
+# matches so that it does not warn. In a staged tree the user does not exist yet and this
+# machine's ids mean nothing there, so the files keep the owner of whoever runs this and the
+# tmpfiles.d entry sets owner and mode at boot, after systemd-sysusers has created the user.
+put_file "$tmpfiles" "# Owner and mode of lineage-agent's files (written by deploy/install.sh).
+z /etc/lineage-agent 0750 root $SERVICE_USER -
+z /etc/lineage-agent/config.yaml 0640 root $SERVICE_USER -
+z /etc/lineage-agent/ed25519.key 0600 $SERVICE_USER $SERVICE_USER -" 0644
+set_owner() {
+  if ((live)) && [[ $(stat -c %U:%G "$2") != "$1" ]]; then
+    chown "$1" "$2"
+    say "owner of $2 set to $1"
+  fi
+}
+if ((!live)); then
+  say "staging into $root: files stay owned by $(id -un); no chown"
+fi
+if [[ ! -d $confdir ]]; then
+  mkdir -p "$confdir"
+  say "created $confdir"
+fi
+if [[ $(stat -c %a "$confdir") != 750 ]]; then
+  chmod 0750 "$confdir"
+fi
+set_owner "root:$SERVICE_USER" "$confdir"
+
+if [[ -e $config ]]; then
+  say "keeping existing config $config"
+else
+  install -m 0640 "$PROJECT_DIR/config/file.yaml" "$config"
+  set_owner "root:$SERVICE_USER" "$config"
+  say "wrote $config (file transport; see $PROJECT_DIR/config/ for other examples)"
+fi
+
+if [[ -e $key ]]; then
+  say "keeping existing key $key"
+else
+  "${agent[@]}" keygen --out "$key" | sed 's/^/install: /'
+  # The agent refuses a key that group or others can read: owner lineage-agent, mode 0600.
+  set_owner "$SERVICE_USER:$SERVICE_USER" "$key"
+fi
+
+if ! "${agent[@]}" config check "$config" >/dev/null; then
+  say "warning: $config does not pass 'lineage-agent config check'; the service will refuse" \
+    "to start (exit 78) until it is fixed"
+fi
+
+# --- systemd --------------------------------------------------------------------------------
+if ((!use_systemctl)); then
+  say "--no-systemctl: not running systemctl"
+elif ((!live)); then
+  say "staging into $root: not running systemctl"
+elif [[ ! -d /run/systemd/system ]]; then
+  say "systemd is not running here: not running systemctl"
+else
+  systemctl daemon-reload
+  if systemctl is-enabled --quiet "$UNIT_NAME"; then
+    say "$UNIT_NAME is enabled"
+  else
+    systemctl enable "$UNIT_NAME"
+    say "enabled $UNIT_NAME"
+  fi
+  say "start it with: systemctl start lineage-agent (after checking $config)"
+fi
+say "done"
