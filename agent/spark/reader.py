@@ -1,0 +1,440 @@
+"""Tail one application's event log: its complete lines, in order, as Spark writes them.
+
+`LogReader.read_available()` returns the lines appended since the last call (without the
+newline), decoding the codec stream incrementally and holding a partial last line back until
+its newline arrives. It moves on from events_N to events_N+1 once N+1 exists (N is final
+then), follows a single in-progress file through its rename at completion (same inode, the
+open descriptor reads on, nothing is read twice), and marks the log exhausted once it is
+complete and read to its end.
+
+What goes wrong is reported, never raised past `read_available`:
+    a line longer than `max_line_bytes`  skipped without being held whole in memory; counted
+                                         in `skipped_long_lines`, listed by `take_skipped()`
+    a corrupt or truncated codec stream  a ReadError (`take_errors()`, `error`); the lines
+                                         before the damage are delivered, the rest of that
+                                         file is abandoned, a later events_N file is read
+    the log disappears                   `gone` is set; nothing more is read
+Parsing the lines (JSON) is the caller's business.
+
+Resuming: `position` describes how far the reader got. When it is `clean` (the file offset
+is a codec block/frame boundary and every byte before it belonged to consumed lines, which
+is the normal state after Spark's flushes) a new reader seeks straight to it; so it does in
+an uncompressed file, to the end of the last consumed line. Otherwise the new reader decodes
+that file from its start and drops the bytes already consumed: decoding is many times faster
+than parsing JSON, so this costs little, and it is correct for every codec without trusting
+where the writer flushed. Earlier files are never read again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Final
+
+from agent.spark.codecs import CodecError, CorruptStream, Decoder, decoder_for
+from agent.spark.logfiles import EventFile, LogRef, restat
+
+READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; output scales with the ratio
+BATCH_BYTES: Final = 16 * 1024 * 1024  # decoded bytes per read_available call, about
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """How far a reader got in one application's log; see the module docstring."""
+
+    index: int  # EventFile.index of the file being read (0 for a single-file log)
+    path: str  # its latest known path
+    dev: int
+    ino: int
+    offset: int  # compressed bytes of that file read
+    decoded: int  # decoded bytes of that file consumed as whole lines (returned or skipped)
+    lines: int  # lines of that file consumed
+    clean: bool  # a new reader can continue at `offset` with a fresh decoder
+    consumed: int  # compressed bytes of the whole log read: earlier files in full + offset
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedLine:
+    """A line the reader did not return; `line_no` counts from 1 within `path`."""
+
+    path: str
+    line_no: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadError:
+    """A file (or the log) that could not be read past `offset` (compressed bytes)."""
+
+    path: str
+    offset: int
+    detail: str
+
+
+class LogReader:
+    """Incremental reader of one application's event log (not thread-safe)."""
+
+    def __init__(
+        self,
+        ref: LogRef,
+        *,
+        start: Position | None = None,
+        max_line_bytes: int,
+        read_size: int = READ_SIZE,
+    ) -> None:
+        if max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
+        self.ref = ref
+        self.max_line_bytes = max_line_bytes
+        self.read_size = read_size
+        self.bytes_read = 0  # compressed bytes read from disk by this reader (a counter)
+        self.skipped_long_lines = 0
+        self.gone = False
+        self.error: ReadError | None = None  # the latest one
+        self._skipped: list[SkippedLine] = []
+        self._errors: list[ReadError] = []
+        self._start = start
+        self._exhausted = False
+        self._caught_up = False
+        self._earlier = 0  # compressed size of the files finished before the current one
+        # The current file.
+        self._file: EventFile | None = None
+        self._fd: int | None = None
+        self._dev = 0
+        self._ino = 0
+        self._decoder: Decoder | None = None
+        self._stopped = False  # abandoned after an error; waiting to move on
+        self._offset = 0
+        self._produced = 0  # decoded bytes of the file, including those dropped on resume
+        self._discard = 0  # decoded bytes still to drop (consumed before a resume)
+        self._lines = 0
+        self._held = 0  # decoded bytes of the unfinished line (kept or being skipped)
+        self._partial: list[bytes] = []
+        self._skipping = False
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def complete(self) -> bool:
+        """Spark finished writing this log (as last seen)."""
+        return self.ref.complete
+
+    @property
+    def exhausted(self) -> bool:
+        """Complete, and read as far as it can be: nothing more will come."""
+        return self._exhausted
+
+    @property
+    def caught_up(self) -> bool:
+        """The last `read_available` reached what was written (it did not stop at its batch
+        size); call it again at once when this is False."""
+        return self._caught_up
+
+    @property
+    def position(self) -> Position | None:
+        """Where this reader is; None before it opened a file."""
+        if self._file is None:
+            return None
+        clean = (
+            self._decoder is not None
+            and self._decoder.idle
+            and not self._held
+            and not self._discard
+            and not self._stopped
+        )
+        return Position(
+            index=self._file.index,
+            path=self._file.path,
+            dev=self._dev,
+            ino=self._ino,
+            offset=self._offset,
+            decoded=self._produced + self._discard - self._held,
+            lines=self._lines,
+            clean=clean,
+            consumed=self._earlier + self._offset,
+        )
+
+    def take_skipped(self) -> list[SkippedLine]:
+        """The lines skipped since the last call."""
+        skipped, self._skipped = self._skipped, []
+        return skipped
+
+    def take_errors(self) -> list[ReadError]:
+        """The read errors recorded since the last call."""
+        errors, self._errors = self._errors, []
+        return errors
+
+    def close(self) -> None:
+        """Release the open file; idempotent. The reader is done with it afterwards."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def read_available(self, max_bytes: int = BATCH_BYTES) -> list[bytes]:
+        """The complete lines written since the last call, in order, without newlines; stops
+        early (see `caught_up`) once about `max_bytes` decoded bytes were gathered."""
+        lines: list[bytes] = []
+        self._caught_up = False
+        budget = [max_bytes]
+        while not (self._exhausted or self.gone):
+            if self.ref.error is not None and not self._refresh():
+                break
+            if self._file is None and not self._begin():
+                break
+            if self._fd is not None and not self._pump(lines, budget):
+                return lines  # batch full
+            following = self._following()
+            if following is None and not self.ref.complete:
+                if not self._refresh():
+                    break
+                following = self._following()
+                if following is None and not self.ref.complete:
+                    break  # in progress and caught up
+            # The current file is final: the next exists or the log is complete. Read what
+            # was written before that was seen, then close the file.
+            if self._fd is not None:
+                if not self._pump(lines, budget):
+                    return lines
+                self._finish_file(lines)
+            if following is None:
+                self._exhausted = True
+                break
+            self._earlier += self._offset
+            self._open(following, None)
+        self._caught_up = True
+        return lines
+
+    def _following(self) -> EventFile | None:
+        current = self._file
+        if current is None:
+            return None
+        return next((f for f in self.ref.files if f.index > current.index), None)
+
+    def _begin(self) -> bool:
+        """Open the first file to read (or the one `start` points at); False when there is
+        none yet."""
+        if not self.ref.files and not self._refresh():
+            return False
+        if not self.ref.files:
+            return False
+        start, self._start = self._start, None
+        if start is not None:
+            for file in self.ref.files:
+                if file.index == start.index and (file.dev, file.ino) == (start.dev, start.ino):
+                    self._earlier = start.consumed - start.offset
+                    self._open(file, start)
+                    return True
+            # The file was replaced or compacted away: read the log from its start again.
+        self._open(self.ref.files[0], None)
+        return True
+
+    def _open(self, file: EventFile, start: Position | None) -> None:
+        self.close()
+        self._file = file
+        self._stopped = False
+        self._offset = self._produced = self._discard = self._lines = self._held = 0
+        self._partial = []
+        self._skipping = False
+        self._decoder = None
+        fd: int | None
+        try:
+            fd = os.open(file.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            fd = self._reopen_renamed(file)
+        except OSError as error:
+            self._fail(f"cannot open: {error.strerror}", 0)
+            return
+        if fd is None:
+            return
+        stat = os.fstat(fd)
+        self._fd, self._dev, self._ino = fd, stat.st_dev, stat.st_ino
+        if start is not None and (start.dev, start.ino) == (stat.st_dev, stat.st_ino):
+            self._lines = start.lines
+            if start.clean or self.ref.codec == "none":
+                # Uncompressed, the end of the last consumed line is a file offset too.
+                resume_at = start.offset if start.clean else start.decoded
+                os.lseek(fd, resume_at, os.SEEK_SET)
+                self._offset = resume_at
+                self._produced = start.decoded
+            else:
+                self._discard = start.decoded
+        try:
+            self._decoder = decoder_for(self.ref.codec, offset=self._offset)
+        except CodecError as error:
+            self._fail(str(error), self._offset)
+
+    def _reopen_renamed(self, file: EventFile) -> int | None:
+        """The file vanished between listing and opening: a single file renamed at
+        completion is opened under its new name. A single file that is not there is gone;
+        a rolling file removed meanwhile (History Server compaction) is an error, and the
+        files after it are still read."""
+        if not self._refresh():
+            return None
+        for candidate in self.ref.files:
+            if candidate.index == file.index:
+                try:
+                    fd = os.open(candidate.path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    break
+                self._file = candidate
+                return fd
+        if self.ref.layout == "single":
+            self._mark_gone()
+        else:
+            self._fail("removed before it could be read", 0)
+        return None
+
+    def _pump(self, lines: list[bytes], budget: list[int]) -> bool:
+        """Read the current file to its end; False when the batch filled up first."""
+        fd, decoder = self._fd, self._decoder
+        if fd is None or decoder is None:
+            return True
+        while True:
+            if budget[0] <= 0:
+                return False
+            chunk = os.read(fd, self.read_size)
+            if not chunk:
+                size = os.fstat(fd).st_size
+                if size < self._offset:
+                    self._fail(f"file shrank to {size} bytes", self._offset)
+                return True
+            self.bytes_read += len(chunk)
+            self._offset += len(chunk)
+            try:
+                data = decoder.feed(chunk)
+            except CorruptStream as error:
+                self._split(error.partial, lines)
+                self._fail(error.detail, error.offset)
+                return True
+            budget[0] -= len(data)
+            self._split(data, lines)
+
+    def _finish_file(self, lines: list[bytes]) -> None:
+        """The current file is final and read to its end: check the stream ended cleanly and
+        return its last line if the newline after it is missing."""
+        if self._decoder is not None and not self._stopped:
+            try:
+                self._decoder.finish()
+            except CorruptStream as error:
+                self._fail(error.detail, error.offset)
+        if not self._stopped:
+            if self._partial:
+                lines.append(b"".join(self._partial))
+            if self._partial or self._skipping:
+                self._lines += 1
+                self._held = 0
+        self._partial = []
+        self._skipping = False
+        self.close()
+
+    def _split(self, data: bytes, lines: list[bytes]) -> None:
+        """Cut decoded bytes into lines with bytes.split; only overlong lines cost per line."""
+        self._produced += len(data)
+        if self._discard:
+            if len(data) <= self._discard:
+                self._discard -= len(data)
+                return
+            data = data[self._discard :]
+            self._discard = 0
+        parts = data.split(b"\n")
+        tail = parts.pop()
+        if parts:
+            first = 0
+            if self._skipping:  # the overlong line ends here; it was reported already
+                self._skipping = False
+                self._lines += 1
+                first = 1
+            elif self._partial:
+                self._partial.append(parts[0])
+                self._take(b"".join(self._partial), lines)
+                self._partial = []
+                first = 1
+            body = parts[first:] if first else parts
+            if body and max(map(len, body)) > self.max_line_bytes:
+                for line in body:
+                    self._take(line, lines)
+            else:
+                lines.extend(body)
+                self._lines += len(body)
+            self._held = 0
+        if tail:
+            self._hold(tail)
+
+    def _take(self, line: bytes, lines: list[bytes]) -> None:
+        if len(line) > self.max_line_bytes:
+            self._skip_line()
+        else:
+            lines.append(line)
+        self._lines += 1
+
+    def _hold(self, piece: bytes) -> None:
+        """Keep the start of an unfinished line, or switch to skipping it once it is too
+        long: then nothing of it is kept, only its length counted."""
+        self._held += len(piece)
+        if self._skipping:
+            return
+        if self._held > self.max_line_bytes:
+            self._partial = []
+            self._skipping = True
+            self._skip_line()
+            return
+        self._partial.append(piece)
+
+    def _skip_line(self) -> None:
+        assert self._file is not None
+        self.skipped_long_lines += 1
+        self._skipped.append(
+            SkippedLine(
+                self._file.path,
+                self._lines + 1,
+                f"line longer than max_line_bytes ({self.max_line_bytes})",
+            )
+        )
+
+    # -- the log around the current file ------------------------------------------------------
+
+    def _refresh(self) -> bool:
+        """Look at the log again (new files, completion, rename); False when it is unusable
+        now: gone, or listed with an error."""
+        fresh = restat(self.ref)
+        if fresh is None:
+            self._mark_gone()
+            return False
+        if fresh.error is not None:
+            if self.error is None or self.error.detail != fresh.error:
+                self._record(ReadError(fresh.path, 0, fresh.error))
+            return False
+        current = self._file
+        if current is not None and fresh.layout == "single" and self._fd is not None:
+            renamed = fresh.files[0]
+            if (renamed.dev, renamed.ino) != (self._dev, self._ino):
+                self._mark_gone()  # not the file we were reading: it was removed
+                return False
+            self._file = renamed
+        self.ref = fresh
+        return True
+
+    def _mark_gone(self) -> None:
+        self.gone = True
+        self.close()
+
+    def _fail(self, detail: str, offset: int) -> None:
+        """Abandon the current file after an error; lines already returned stay returned."""
+        path = self._file.path if self._file is not None else self.ref.path
+        self._record(ReadError(path, offset, detail))
+        self._stopped = True
+        self._partial = []
+        self._skipping = False
+        self.close()
+
+    def _record(self, error: ReadError) -> None:
+        self.error = error
+        self._errors.append(error)

@@ -1,0 +1,195 @@
+"""Real Spark event logs for tests, written by real PySpark jobs (see tests/sparkjobs/).
+
+`spark_logs` (session fixture): one Python process, one JVM, one small application per
+layout x codec, plus a zstd rolling log that rolled over into several events_N files. The
+directories are shared by every test of the session: copy before changing anything. Use it
+through `pytest_plugins = ("tests.spark_logs",)` in a conftest, or wrap the cached
+`session_spark_logs(tmp_path_factory)` in a module's own session fixture (importing the
+fixture by name into a test module trips pyflakes' redefinition check).
+
+`running_app(work, layout, codec)`: a context manager around a live application in another
+process that advances one step per signal file, to watch an in-progress log grow.
+
+Local mode has no application attempts (only cluster managers such as YARN assign attempt
+ids), so attempt-id names are tested by renaming real logs the way Spark would name them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+JOBS = Path(__file__).resolve().parent / "sparkjobs"
+LAYOUTS = ("rolling", "single")
+CODECS = ("none", "zstd", "lz4", "snappy", "lzf")
+GENERATE_TIMEOUT = 600.0
+STEP_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class SparkLogs:
+    """Where the generated logs are; each variant directory holds one application."""
+
+    root: Path
+    seconds: float  # how long generation took
+    app_ids: dict[str, str]  # variant -> application id
+
+    def directory(self, layout: str, codec: str) -> Path:
+        """The event-log directory holding the application of that layout and codec."""
+        return self.root / f"{layout}-{codec}"
+
+    @property
+    def multi(self) -> Path:
+        """The event-log directory of the zstd rolling log with several events_N files."""
+        return self.root / "rolling-multi"
+
+
+def spark_env() -> dict[str, str]:
+    """Environment for PySpark subprocesses: this interpreter for workers, loopback only."""
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    return env
+
+
+def generate(out: Path) -> SparkLogs:
+    """Run tests/sparkjobs/generate_logs.py into `out` (which must not exist yet)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log = out.parent / "generate.log"
+    with log.open("wb") as output:
+        result = subprocess.run(
+            [sys.executable, str(JOBS / "generate_logs.py"), str(out)],
+            cwd=out.parent,
+            env=spark_env(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            timeout=GENERATE_TIMEOUT,
+            check=False,
+        )
+    if result.returncode != 0:
+        tail = log.read_text(errors="replace")[-4000:]
+        raise RuntimeError(f"generate_logs.py exited {result.returncode}:\n{tail}")
+    manifest = json.loads((out / "manifest.json").read_text())
+    app_ids = {name: variant["app_id"] for name, variant in manifest["variants"].items()}
+    return SparkLogs(root=out, seconds=float(manifest["seconds"]), app_ids=app_ids)
+
+
+_generated: dict[Path, SparkLogs | BaseException] = {}
+
+
+def session_spark_logs(tmp_path_factory: pytest.TempPathFactory) -> SparkLogs:
+    """The session's logs, generated on first use; a failure is remembered, not retried."""
+    base = tmp_path_factory.getbasetemp()
+    if base not in _generated:
+        try:
+            _generated[base] = generate(tmp_path_factory.mktemp("spark-logs") / "out")
+        except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+            _generated[base] = error
+    result = _generated[base]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+@pytest.fixture(scope="session")
+def spark_logs(tmp_path_factory: pytest.TempPathFactory) -> SparkLogs:
+    """Real event logs of every layout x codec, generated once per session."""
+    return session_spark_logs(tmp_path_factory)
+
+
+class RunningApp:
+    """A live Spark application in another process; see tests/sparkjobs/running_app.py."""
+
+    def __init__(self, event_dir: Path, control: Path, process: subprocess.Popen[bytes]):
+        self.event_dir = event_dir
+        self.control = control
+        self.process = process
+        self.app_id = ""
+
+    def signal(self, name: str) -> None:
+        """Let the application take its next step (`go-job`, `release`, `go-stop`)."""
+        (self.control / name).touch()
+
+    def wait(self, name: str, timeout: float = STEP_TIMEOUT) -> None:
+        """Block until the application wrote the signal file `name`."""
+        deadline = time.monotonic() + timeout
+        while not (self.control / name).exists():
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"running_app.py exited {self.process.returncode} before "
+                    f"{name!r}:\n{self.output()}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {name!r} from running_app.py within {timeout} s")
+            time.sleep(0.05)
+
+    def output(self) -> str:
+        return (self.control / "output.log").read_text(errors="replace")[-4000:]
+
+
+@contextmanager
+def running_app(work: Path, layout: str, codec: str) -> Iterator[RunningApp]:
+    """Start a live application logging into `work/events` and wait until it runs; on exit
+    the process is stopped (SIGTERM, then SIGKILL) if it is still alive."""
+    event_dir, control = work / "events", work / "control"
+    event_dir.mkdir(parents=True)
+    control.mkdir(parents=True)
+    with (control / "output.log").open("wb") as output:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(JOBS / "running_app.py"),
+                str(event_dir),
+                str(control),
+                layout,
+                codec,
+            ],
+            cwd=work,
+            env=spark_env(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    app = RunningApp(event_dir, control, process)
+    try:
+        app.wait("started")
+        app.app_id = (control / "started").read_text()
+        yield app
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+
+
+LZF_MISSING = importlib.util.find_spec("lzf") is None
+NO_LZF = pytest.mark.skipif(
+    LZF_MISSING, reason="decoding lzf needs the python-lzf package (module lzf), not installed"
+)
+
+
+def codec_params(codecs: tuple[str, ...] = CODECS) -> list[object]:
+    """`codecs` as pytest params; lzf is skipped where its decoding module is missing."""
+    return [pytest.param(codec, marks=NO_LZF) if codec == "lzf" else codec for codec in codecs]
+
+
+def event_files(directory: Path) -> list[Path]:
+    """The event files of the one application in `directory`, in order."""
+    rolling = sorted(directory.glob("eventlog_v2_*"))
+    if rolling:
+        files = [p for p in rolling[0].glob("events_*") if not p.name.startswith(".")]
+        return sorted(files, key=lambda p: int(p.name.split("_")[1]))
+    return [p for p in directory.iterdir() if not p.name.startswith(".")]

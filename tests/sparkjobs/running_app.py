@@ -1,0 +1,69 @@
+"""A Spark application that advances one step per signal file, so tests can watch its event
+log grow: python running_app.py EVENT_DIR CONTROL_DIR LAYOUT CODEC
+
+Protocol (files in CONTROL_DIR; the test creates `go-*` and `release`, this script the rest):
+    started      written once the session runs; holds the application id
+    go-job       start a job whose tasks wait for `release` (its JobStart is flushed at once)
+    job-done     written when that job has finished
+    go-stop      stop the session (ApplicationEnd, then the completion rename)
+    stopped      written after spark.stop() returned
+The script gives up after TIMEOUT seconds without a signal, so it never outlives a test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+TIMEOUT = 180.0
+
+
+def wait_for(path: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {path} within {TIMEOUT} s")
+        time.sleep(0.05)
+
+
+def main(event_dir: Path, control: Path, layout: str, codec: str) -> None:
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(f"running {layout}-{codec}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.warehouse.dir", str(control / "warehouse"))
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", event_dir.as_uri())
+        .config("spark.eventLog.rolling.enabled", str(layout == "rolling").lower())
+        .config("spark.eventLog.compress", str(codec != "none").lower())
+    )
+    if codec != "none":
+        builder = builder.config("spark.eventLog.compression.codec", codec)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    (control / "started").write_text(spark.sparkContext.applicationId)
+
+    wait_for(str(control / "go-job"))
+    release = str(control / "release")
+
+    def hold(value: int) -> int:
+        wait_for(release)
+        return value
+
+    spark.sparkContext.parallelize(range(2), 2).map(hold).count()
+    (control / "job-done").touch()
+
+    wait_for(str(control / "go-stop"))
+    spark.stop()
+    (control / "stopped").touch()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4])
