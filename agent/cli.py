@@ -109,10 +109,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         _err(str(error))
         return EX_USAGE
     report = verify_files(args.files, trusted)
-    for problem in report.problems:
-        print(f"{problem.position}: {problem.reason}")
-    print(f"{report.checked} events checked, {report.verified} verified, "
-          f"{len(report.problems)} failed")
+    print("\n".join(report.lines()))
     return EX_OK if report.passed else EX_FAILED
 
 
