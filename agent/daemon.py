@@ -14,6 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 
 import structlog
@@ -40,56 +41,32 @@ class StartError(Exception):
     """The agent refuses to start as configured; the message says what to fix."""
 
 
-def read_token(lineage: LineageConfig) -> str | None:
-    """The bearer token from the environment variable the config names, or None without auth."""
-    http = lineage.http
-    if "http" not in lineage.transport or http is None or http.auth is None:
-        return None
-    token = os.environ.get(http.auth.token_env)
-    if not token:
-        raise StartError(
-            f"lineage.http.auth.token_env: environment variable {http.auth.token_env} is not set"
-        )
-    logs.register_secret(token)
-    return token
-
-
-def build_transports(lineage: LineageConfig) -> dict[str, Transport]:
-    """One transport per configured name; closes what it opened if a later one fails."""
+async def build_transports(
+    lineage: LineageConfig, names: tuple[str, ...] | None = None
+) -> dict[str, Transport]:
+    """A transport per configured name (or per name in `names`); the bearer token is read
+    from the environment now, so a reload picks up a rotated token."""
     from agent.transports.file import FileTransport, TransportStartError
-    from agent.transports.http import HttpTransport
+    from agent.transports.http import HttpTransport, check_endpoint
 
-    token = read_token(lineage)
     built: dict[str, Transport] = {}
     try:
-        for name in lineage.transport:
+        for name in lineage.transport if names is None else names:
             if name == "http":
                 if lineage.http is None:
                     raise StartError("lineage.http: the http transport needs an endpoint")
-                if lineage.http.auth is not None and not lineage.http.endpoint.startswith(
-                    "https://"
-                ):
-                    raise StartError(
-                        "lineage.http.endpoint: bearer auth needs an https:// endpoint; "
-                        "refusing to send a token over http"
-                    )
+                token = check_endpoint(lineage.http)
+                logs.register_secret(token)
                 built[name] = HttpTransport(lineage.http, token=token)
             else:
                 built[name] = FileTransport(lineage.file)
-    except TransportStartError as error:
-        _close_now(built)
-        raise StartError(str(error)) from error
-    except BaseException:
-        _close_now(built)
+    except BaseException as error:
+        for transport in built.values():
+            await transport.aclose()
+        if isinstance(error, TransportStartError | ValueError):
+            raise StartError(str(error)) from error
         raise
     return built
-
-
-def _close_now(transports: dict[str, Transport]) -> None:
-    for transport in transports.values():
-        close = getattr(transport, "close_sync", None)
-        if close is not None:
-            close()
 
 
 def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
@@ -119,6 +96,7 @@ class Daemon:
         self.pipeline: Pipeline | None = None
         self.metrics_server: MetricsServer | None = None
         self.state_db: StateDB | None = None
+        self.spark_source: Any = None  # set by the Spark source, for the control socket
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -166,7 +144,7 @@ class Daemon:
         except StateError as error:
             raise StartError(str(error)) from error
         try:
-            transports = build_transports(config.lineage)
+            transports = await build_transports(config.lineage)
         except BaseException:
             self.state_db.close()
             raise
@@ -320,20 +298,29 @@ class Daemon:
             if before != after:
                 log.warning("reload_needs_restart", key=key, running=before, configured=after)
         signer = Signer(load_signing_key(new.signing.key_path))
-        transports = build_transports(new.lineage)
         pipeline = self.pipeline
         assert pipeline is not None
+        # The file transport holds the path's lock: keep it when its settings did not change.
+        rebuild = tuple(
+            name for name in new.lineage.transport
+            if not (name == "file" and name in pipeline.deliveries
+                    and new.lineage.file == old.lineage.file)
+        )
+        transports = await build_transports(new.lineage, rebuild)
         pipeline.set_signer(signer.sign_event)
         logs.configure(new.logging.level, new.logging.format)
-        removed = [n for n in pipeline.deliveries if n not in transports]
-        for name, transport in transports.items():
+        removed = [n for n in pipeline.deliveries if n not in new.lineage.transport]
+        for name in new.lineage.transport:
             delivery = pipeline.deliveries.get(name)
+            transport = transports.get(name)
             if delivery is None:
+                assert transport is not None
                 self._add_delivery(name, transport, new.lineage).start()
                 continue
             delivery.queue.resize(new.lineage.queue_size)
             self.metrics.queue_capacity.labels(transport=name).set(new.lineage.queue_size)
-            await delivery.swap(transport)
+            if transport is not None:
+                await delivery.swap(transport)
         for name in removed:
             delivery = pipeline.deliveries.pop(name)
             # Deliver what it holds with the transport it was queued for, then close it.

@@ -51,7 +51,7 @@ def sample_run_events(
                     "_schemaURL": _FACETS
                     + "1-0-1/DatasourceDatasetFacet.json#/$defs/DatasourceDatasetFacet",
                     "name": "file",
-                    "uri": "file",
+                    "uri": "file:///",
                 },
             },
         }
