@@ -142,7 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="verify signed events in JSON or JSON-lines files")
     verify.add_argument("files", nargs="+", metavar="FILE")
     verify.add_argument(
-        "--public-key", action="append", required=True, metavar="KEY",
+        "--public-key",
+        action="append",
+        required=True,
+        metavar="KEY",
         help="trusted public key: a file or the base64 text `pubkey` prints (repeatable)",
     )
     verify.set_defaults(func=_cmd_verify)

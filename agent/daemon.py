@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -97,6 +96,7 @@ class Daemon:
         self.metrics_server: MetricsServer | None = None
         self.state_db: StateDB | None = None
         self.spark_source: Any = None  # set by the Spark source, for the control socket
+        self._retiring: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -123,8 +123,11 @@ class Daemon:
         self._reload.set()
 
     async def _run_disabled(self) -> int:
-        log.info("lineage_disabled", config=self.config.source,
-                 detail="lineage.enabled is false; nothing is watched or shipped")
+        log.info(
+            "lineage_disabled",
+            config=self.config.source,
+            detail="lineage.enabled is false; nothing is watched or shipped",
+        )
         self.state = "disabled"
         self.notifier.ready("lineage disabled")
         watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
@@ -172,11 +175,12 @@ class Daemon:
         flusher = asyncio.create_task(self._flush_state(), name="state-flush")
         self.state = "running"
         log.info(
-            "agent_started", version=__version__, config=config.source,
-            transports=list(transports), key_id=signer.key_id,
-            metrics=(
-                "{}:{}".format(*self.metrics_server.address) if self.metrics_server else None
-            ),
+            "agent_started",
+            version=__version__,
+            config=config.source,
+            transports=list(transports),
+            key_id=signer.key_id,
+            metrics=("{}:{}".format(*self.metrics_server.address) if self.metrics_server else None),
             source=source.name,
         )
         self.notifier.ready(f"shipping to {', '.join(transports)}")
@@ -220,16 +224,17 @@ class Daemon:
         with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
             await asyncio.wait_for(source_task, timeout=max(0.0, deadline - time.monotonic()))
         self.pipeline.accepting = False
-        left = await asyncio.gather(
-            *(d.drain(deadline) for d in self.pipeline.deliveries.values())
-        )
+        if self._retiring:
+            await asyncio.wait(self._retiring)
+        left = await asyncio.gather(*(d.drain(deadline) for d in self.pipeline.deliveries.values()))
         await self._close_deliveries()
         if self.metrics_server is not None:
             self.metrics_server.stop()
         if self.state_db is not None:
             self.state_db.close()
         log.info(
-            "agent_stopped", undelivered=dict(zip(self.pipeline.deliveries, left, strict=True)),
+            "agent_stopped",
+            undelivered=dict(zip(self.pipeline.deliveries, left, strict=True)),
             accounting=self.pipeline.accounting(),
         )
         self.state = "stopped"
@@ -262,8 +267,12 @@ class Daemon:
         assert self.pipeline is not None
         lanes, batch = lanes_for(lineage, name)
         delivery = Delivery(
-            transport, BoundedQueue(lineage.queue_size, lanes), batch_size=batch,
-            metrics=self.metrics, health=self.health, ledger=self.state_db,
+            transport,
+            BoundedQueue(lineage.queue_size, lanes),
+            batch_size=batch,
+            metrics=self.metrics,
+            health=self.health,
+            ledger=self.state_db,
         )
         self.pipeline.add(delivery)
         return delivery
@@ -278,8 +287,12 @@ class Daemon:
             await self._apply(new)
         except (ConfigError, StartError, KeyFileError) as error:
             self.metrics.reloads.labels(result="error").inc()
-            log.error("reload_failed", config=self.config.source, error=str(error),
-                      detail="keeping the running configuration")
+            log.error(
+                "reload_failed",
+                config=self.config.source,
+                error=str(error),
+                detail="keeping the running configuration",
+            )
             return False
         finally:
             self.notifier.ready()
@@ -302,9 +315,13 @@ class Daemon:
         assert pipeline is not None
         # The file transport holds the path's lock: keep it when its settings did not change.
         rebuild = tuple(
-            name for name in new.lineage.transport
-            if not (name == "file" and name in pipeline.deliveries
-                    and new.lineage.file == old.lineage.file)
+            name
+            for name in new.lineage.transport
+            if not (
+                name == "file"
+                and name in pipeline.deliveries
+                and new.lineage.file == old.lineage.file
+            )
         )
         transports = await build_transports(new.lineage, rebuild)
         pipeline.set_signer(signer.sign_event)
@@ -321,14 +338,16 @@ class Daemon:
             self.metrics.queue_capacity.labels(transport=name).set(new.lineage.queue_size)
             if transport is not None:
                 await delivery.swap(transport)
-        for name in removed:
-            delivery = pipeline.deliveries.pop(name)
+        for gone in removed:
+            delivery = pipeline.deliveries.pop(gone)
             # Deliver what it holds with the transport it was queued for, then close it.
-            asyncio.create_task(self._retire(delivery, new.lineage.drain_timeout))
+            task = asyncio.create_task(self._retire(delivery, new.lineage.drain_timeout))
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
         self.config = new
 
-    async def _retire(self, delivery: Delivery, timeout: float) -> None:
-        await delivery.drain(time.monotonic() + timeout)
+    async def _retire(self, delivery: Delivery, seconds: float) -> None:
+        await delivery.drain(time.monotonic() + seconds)
         await delivery.aclose()
 
     # -- views -----------------------------------------------------------------------------
@@ -340,8 +359,11 @@ class Daemon:
             "version": __version__,
             "uptime_seconds": round(time.time() - self.started, 3),
             "transports": {
-                name: {"depth": d.queue.depth, "capacity": d.queue.capacity,
-                       "last_error": d.last_error}
+                name: {
+                    "depth": d.queue.depth,
+                    "capacity": d.queue.capacity,
+                    "last_error": d.last_error,
+                }
                 for name, d in (pipeline.deliveries.items() if pipeline else [])
             },
             "unhealthy_executions": len(self.health.unhealthy()),

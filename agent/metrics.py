@@ -117,7 +117,7 @@ class _ThreadingWSGIServer6(_ThreadingWSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are not worth a log line each."""
 
 

@@ -94,7 +94,10 @@ class Delivery:
 
     def status(self) -> DeliveryStatus:
         return DeliveryStatus(
-            self.name, self.queue.depth, self.queue.capacity, self.last_error,
+            self.name,
+            self.queue.depth,
+            self.queue.capacity,
+            self.last_error,
             self.last_error_time,
         )
 
@@ -174,7 +177,10 @@ class Delivery:
     def _fail(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
         if self.last_error != reason:
             log.warning(
-                "transport_failing", transport=self.name, reason=reason, detail=detail,
+                "transport_failing",
+                transport=self.name,
+                reason=reason,
+                detail=detail,
                 events=len(batch),
             )
         self.last_error = reason
@@ -191,9 +197,7 @@ class Delivery:
         for envelope in batch:
             self._health.record(
                 envelope.execution,
-                LineageError(
-                    now, reason, self.name, envelope.event_type, envelope.run_id, detail
-                ),
+                LineageError(now, reason, self.name, envelope.event_type, envelope.run_id, detail),
             )
             if self._ledger is not None:
                 self._ledger.record(envelope, self.name, "dropped", reason)

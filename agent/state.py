@@ -98,8 +98,9 @@ class StateDB:
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o750)
         except OSError as error:
-            raise StateError(f"{self.directory}: cannot create state directory: "
-                             f"{error.strerror}") from error
+            raise StateError(
+                f"{self.directory}: cannot create state directory: {error.strerror}"
+            ) from error
         self._lock_fd = self._lock()
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=0.5)
@@ -150,8 +151,12 @@ class StateDB:
                 cursor = self._db.execute(
                     "INSERT OR IGNORE INTO emitted VALUES (?, ?, ?, ?, ?, ?)",
                     (
-                        event["run"]["runId"], event_key(event), app_key,
-                        event["job"]["name"], event["eventType"], event["eventTime"],
+                        event["run"]["runId"],
+                        event_key(event),
+                        app_key,
+                        event["job"]["name"],
+                        event["eventType"],
+                        event["eventTime"],
                     ),
                 )
                 if cursor.rowcount:
@@ -159,13 +164,15 @@ class StateDB:
         return fresh
 
     def emitted_for(self, app_key: str) -> list[tuple[str, str, str, str]]:
-        """(run id, job name, event type, event time) of an application, in insertion order."""
+        """(run id, job name, event type, event time) of an application, in time order."""
         return [
-            tuple(row) for row in self._db.execute(
+            (row[0], row[1], row[2], row[3])
+            for row in self._db.execute(
                 "SELECT run_id, job_name, event_type, event_time FROM emitted "
-                "WHERE app_key = ? ORDER BY event_time", (app_key,)
+                "WHERE app_key = ? ORDER BY event_time",
+                (app_key,),
             )
-        ]  # type: ignore[misc]
+        ]
 
     # -- positions -------------------------------------------------------------------------
 
@@ -183,8 +190,15 @@ class StateDB:
             "path = excluded.path, dev = excluded.dev, ino = excluded.ino, "
             "bytes_read = excluded.bytes_read, finished = excluded.finished, "
             "updated = excluded.updated",
-            (position.key, position.path, position.dev, position.ino, position.bytes_read,
-             int(position.finished), time.time()),
+            (
+                position.key,
+                position.path,
+                position.dev,
+                position.ino,
+                position.bytes_read,
+                int(position.finished),
+                time.time(),
+            ),
         )
 
     def finished_keys(self) -> set[str]:
@@ -208,10 +222,18 @@ class StateDB:
 
     def record(self, envelope: Envelope, transport: str, outcome: str, reason: str | None) -> None:
         """Ledger entry for one event and transport; written in batches by `flush`."""
-        self._pending.append((
-            time.time(), envelope.execution, envelope.run_id, envelope.event_type,
-            envelope.digest, transport, outcome, reason,
-        ))
+        self._pending.append(
+            (
+                time.time(),
+                envelope.execution,
+                envelope.run_id,
+                envelope.event_type,
+                envelope.digest,
+                transport,
+                outcome,
+                reason,
+            )
+        )
         if len(self._pending) >= 2048:
             self.flush()
 
@@ -222,7 +244,8 @@ class StateDB:
         with self._transaction():
             self._db.executemany(
                 "INSERT INTO ledger (time, execution, run_id, event_type, digest, transport, "
-                "outcome, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows,
+                "outcome, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
             )
             # Keep the ledger bounded: forget the oldest rows past the limit.
             self._db.execute(

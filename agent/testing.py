@@ -20,8 +20,10 @@ _FACETS = "https://openlineage.io/spec/facets/"
 
 
 def _ts(start: datetime, ms: int) -> str:
-    return (start + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
+    return (
+        (start + timedelta(milliseconds=ms))
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
     )
 
 
@@ -43,7 +45,8 @@ def sample_run_events(
             "facets": {
                 "schema": {
                     "_producer": PRODUCER,
-                    "_schemaURL": _FACETS + "1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
+                    "_schemaURL": _FACETS
+                    + "1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
                     "fields": fields,
                 },
                 "dataSource": {

@@ -25,7 +25,8 @@ def keygen(directory: Path) -> Path:
     key = directory / "ed25519.key"
     subprocess.run(
         [sys.executable, "-m", "agent", "keygen", "--out", str(key)],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     return key
 
@@ -106,18 +107,38 @@ class AgentProcess:
 
 @contextmanager
 def run_agent(
-    config: Path, *, events: int = 0, rate: float = 0.0, env: Mapping[str, str] | None = None,
-    args: list[str] | None = None, wait: bool = True, preexec_fn: Any = None,
+    config: Path,
+    *,
+    events: int = 0,
+    rate: float = 0.0,
+    env: Mapping[str, str] | None = None,
+    args: list[str] | None = None,
+    wait: bool = True,
+    preexec_fn: Any = None,
 ) -> Iterator[AgentProcess]:
     """Start `python -m agent.testing` (the real daemon on an in-memory source)."""
     log_path = config.parent / f"agent-{time.monotonic_ns()}.log"
-    command = [sys.executable, "-m", "agent.testing", "--config", str(config),
-               "--events", str(events), "--rate", str(rate), *(args or [])]
+    command = [
+        sys.executable,
+        "-m",
+        "agent.testing",
+        "--config",
+        str(config),
+        "--events",
+        str(events),
+        "--rate",
+        str(rate),
+        *(args or []),
+    ]
     inherited = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
     child_env = {**inherited, **(env or {})}
     with log_path.open("wb") as out:
         proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=child_env, cwd=ROOT,
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            cwd=ROOT,
             preexec_fn=preexec_fn,
         )
     agent = AgentProcess(proc, log_path)
@@ -143,7 +164,8 @@ def accounting(samples: Mapping[str, float], transport: str) -> tuple[float, flo
     produced = sum(v for k, v in samples.items() if k.startswith("lineage_events_emitted_total{"))
     delivered = metric(samples, "lineage_events_delivered_total", transport=transport)
     dropped = sum(
-        v for k, v in samples.items()
+        v
+        for k, v in samples.items()
         if k.startswith("lineage_events_dropped_by_reason_total{") and f"transport={transport}" in k
     )
     queued = metric(samples, "lineage_queue_depth", transport=transport)

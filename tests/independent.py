@@ -19,7 +19,9 @@ def public_key(key_path: Path) -> Ed25519PublicKey:
     """The public key of a private key file, as printed by `lineage-agent pubkey`."""
     out = subprocess.run(
         [sys.executable, "-m", "agent", "pubkey", "--key", str(key_path)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     return Ed25519PublicKey.from_public_bytes(base64.b64decode(out[0]))
 

@@ -65,9 +65,15 @@ def test_collector_faults_drop_with_reason(workdir: Path, behaviour: object, rea
                 if metric(samples, "lineage_events_dropped_total") == 6:
                     break
                 time.sleep(0.1)
-            assert metric(
-                samples, "lineage_events_dropped_by_reason_total", transport="http", reason=reason
-            ) == 6
+            assert (
+                metric(
+                    samples,
+                    "lineage_events_dropped_by_reason_total",
+                    transport="http",
+                    reason=reason,
+                )
+                == 6
+            )
             assert metric(samples, "lineage_events_delivered_total", transport="http") == 0
             assert_identity(samples, "http")
             assert agent.proc.poll() is None
@@ -84,9 +90,15 @@ def test_connection_refused_drops_as_connect(workdir: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         samples = agent.scrape()
-        assert metric(
-            samples, "lineage_events_dropped_by_reason_total", transport="http", reason="connect"
-        ) == 10
+        assert (
+            metric(
+                samples,
+                "lineage_events_dropped_by_reason_total",
+                transport="http",
+                reason="connect",
+            )
+            == 10
+        )
         assert agent.stop() == 0
 
 
@@ -127,9 +139,15 @@ def test_untrusted_certificate_drops_as_tls(workdir: Path) -> None:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
             samples = agent.scrape()
-            assert metric(
-                samples, "lineage_events_dropped_by_reason_total", transport="http", reason="tls"
-            ) == 2
+            assert (
+                metric(
+                    samples,
+                    "lineage_events_dropped_by_reason_total",
+                    transport="http",
+                    reason="tls",
+                )
+                == 2
+            )
             assert agent.stop() == 0
 
 
@@ -142,8 +160,10 @@ def test_http_with_auth_refused_at_start(workdir: Path) -> None:
     with run_agent(config, env={"OL_TOKEN": "x" * 16}, wait=False) as agent:
         assert agent.proc.wait(20) == 78
         output = agent.raw_output()
-    assert "lineage.http.endpoint: bearer auth needs an https:// endpoint; refusing to send a " \
+    assert (
+        "lineage.http.endpoint: bearer auth needs an https:// endpoint; refusing to send a "
         "token over http" in output
+    )
 
 
 def test_missing_token_variable_refused_at_start(workdir: Path) -> None:
@@ -164,7 +184,8 @@ def test_overflow_and_drain_exact_counts(workdir: Path) -> None:
     with Collector("hang") as collector:
         lineage = {
             **http_lineage(collector.url, timeout="30s", concurrency=1),
-            "queue_size": 10, "drain_timeout": "1s",
+            "queue_size": 10,
+            "drain_timeout": "1s",
         }
         config = write_config(workdir, lineage)
         with run_agent(config, events=100) as agent:
@@ -173,10 +194,15 @@ def test_overflow_and_drain_exact_counts(workdir: Path) -> None:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             samples = agent.scrape()
-            assert metric(
-                samples, "lineage_events_dropped_by_reason_total", transport="http",
-                reason="queue_full",
-            ) == 90
+            assert (
+                metric(
+                    samples,
+                    "lineage_events_dropped_by_reason_total",
+                    transport="http",
+                    reason="queue_full",
+                )
+                == 90
+            )
             assert metric(samples, "lineage_queue_depth", transport="http") == 10
             assert_identity(samples, "http")
             began = time.monotonic()
@@ -186,5 +212,8 @@ def test_overflow_and_drain_exact_counts(workdir: Path) -> None:
     assert took < 1.0 + 2.0
     assert stopped["undelivered"] == {"http": 10}
     assert stopped["accounting"]["http"] == {
-        "offered": 100, "delivered": 0, "dropped": 100, "queued": 0,
+        "offered": 100,
+        "delivered": 0,
+        "dropped": 100,
+        "queued": 0,
     }

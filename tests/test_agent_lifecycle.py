@@ -34,7 +34,9 @@ def lines_of(*files: Path) -> list[dict[str, object]]:
     return [json.loads(line) for f in files for line in f.read_text().splitlines()]
 
 
-def wait_metric(agent: object, name: str, value: float, timeout: float = 20, **labels: str) -> dict[str, float]:
+def wait_metric(
+    agent: object, name: str, value: float, timeout: float = 20, **labels: str
+) -> dict[str, float]:
     deadline = time.monotonic() + timeout
     while True:
         samples = agent.scrape()  # type: ignore[attr-defined]
@@ -63,7 +65,7 @@ def test_sd_notify_ready_reload_watchdog_stopping(workdir: Path) -> None:
         agent.signal(signal.SIGHUP)
         until("RELOADING=1")
         reloading = next(i for i, m in enumerate(messages) if "RELOADING=1" in m)
-        while not any("READY=1" in m for m in messages[reloading + 1:]):
+        while not any("READY=1" in m for m in messages[reloading + 1 :]):
             messages.append(notify.recv(4096).decode())
         assert any(m.startswith("RELOADING=1\nMONOTONIC_USEC=") for m in messages)
         agent.signal(signal.SIGTERM)
@@ -123,7 +125,8 @@ def test_file_transport_rotates_and_verifies(workdir: Path) -> None:
         assert_identity(samples, "file")
         assert agent.stop() == 0
     rotated = sorted(
-        p for p in target.parent.iterdir()
+        p
+        for p in target.parent.iterdir()
         if p.name.startswith("events.jsonl.") and p.name != "events.jsonl.lock"
     )
     assert rotated, "expected at least one rotation"
@@ -132,12 +135,25 @@ def test_file_transport_rotates_and_verifies(workdir: Path) -> None:
     assert all(p.stat().st_size >= 0.02 * 1024 * 1024 for p in rotated)
     events = lines_of(*rotated, target)
     assert len(events) == 60
-    pub = subprocess.run([sys.executable, "-m", "agent", "pubkey", "--key",
-                          str(workdir / "ed25519.key")], capture_output=True, text=True, check=True)
+    pub = subprocess.run(
+        [sys.executable, "-m", "agent", "pubkey", "--key", str(workdir / "ed25519.key")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     key = pub.stdout.split()[0]
     result = subprocess.run(
-        [sys.executable, "-m", "agent", "verify", *map(str, [*rotated, target]), "--public-key", key],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "verify",
+            *map(str, [*rotated, target]),
+            "--public-key",
+            key,
+        ],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     tampered = workdir / "tampered.jsonl"
@@ -147,7 +163,8 @@ def test_file_transport_rotates_and_verifies(workdir: Path) -> None:
     tampered.write_text("\n".join(lines) + "\n")
     result = subprocess.run(
         [sys.executable, "-m", "agent", "verify", str(tampered), "--public-key", key],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 1
     assert f"{tampered}:2: signature does not verify" in result.stdout
@@ -161,9 +178,11 @@ def test_rotation_zero_never_rotates(workdir: Path) -> None:
         wait_metric(agent, "lineage_events_delivered_total", 200, transport="file")
         assert agent.stop() == 0
     assert [p.name for p in workdir.iterdir() if p.name.startswith("events.jsonl")] == [
-        "events.jsonl", "events.jsonl.lock"
+        "events.jsonl",
+        "events.jsonl.lock",
     ] or sorted(p.name for p in workdir.iterdir() if p.name.startswith("events.jsonl")) == [
-        "events.jsonl", "events.jsonl.lock"
+        "events.jsonl",
+        "events.jsonl.lock",
     ]
     assert len(lines_of(target)) == 200
 
@@ -201,10 +220,15 @@ def test_write_error_counted_and_survived(workdir: Path) -> None:
                 break
             time.sleep(0.05)
         assert dropped > 0 and delivered > 0
-        assert metric(
-            samples, "lineage_events_dropped_by_reason_total", transport="file",
-            reason="write_error",
-        ) == dropped
+        assert (
+            metric(
+                samples,
+                "lineage_events_dropped_by_reason_total",
+                transport="file",
+                reason="write_error",
+            )
+            == dropped
+        )
         assert_identity(samples, "file")
         assert httpx.get(agent.metrics_url.replace("/metrics", "/healthz")).json()["status"] == "ok"
         assert agent.stop() == 0
@@ -217,10 +241,13 @@ def test_metrics_endpoint_parses_and_names(workdir: Path) -> None:
     with run_agent(config, events=10) as agent:
         samples = wait_metric(agent, "lineage_events_delivered_total", 10, transport="file")
         for name in (
-            "lineage_events_dropped_total", "lineage_queue_capacity{transport=file}",
-            "lineage_queue_depth{transport=file}", "lineage_events_emitted_total{event_type=START}",
+            "lineage_events_dropped_total",
+            "lineage_queue_capacity{transport=file}",
+            "lineage_queue_depth{transport=file}",
+            "lineage_events_emitted_total{event_type=START}",
             "lineage_delivery_latency_seconds_count{transport=file}",
-            "lineage_config_reloads_total{result=ok}", "lineage_agent_build_info{version=0.1.0}",
+            "lineage_config_reloads_total{result=ok}",
+            "lineage_agent_build_info{version=0.1.0}",
         ):
             assert name in samples, name
         assert samples["lineage_queue_capacity{transport=file}"] == 1024

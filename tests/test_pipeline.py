@@ -29,8 +29,13 @@ def build(
     pipeline = Pipeline(fake_sign, metrics, health)
     for transport in transports:
         pipeline.add(
-            Delivery(transport, BoundedQueue(capacity, lanes), batch_size=batch,
-                     metrics=metrics, health=health)
+            Delivery(
+                transport,
+                BoundedQueue(capacity, lanes),
+                batch_size=batch,
+                metrics=metrics,
+                health=health,
+            )
         )
     return pipeline, metrics, health
 
@@ -57,9 +62,12 @@ async def test_overflow_drops_exact_count() -> None:
     await asyncio.sleep(0)
     identity_holds(pipeline)
     assert sample(metrics, "lineage_events_dropped_total") == 90
-    assert sample(
-        metrics, "lineage_events_dropped_by_reason_total", transport="slow", reason="queue_full"
-    ) == 90
+    assert (
+        sample(
+            metrics, "lineage_events_dropped_by_reason_total", transport="slow", reason="queue_full"
+        )
+        == 90
+    )
     assert health.get("app-1").dropped == {"queue_full": 90}
     left = await pipeline.deliveries["slow"].drain(time.monotonic() + 0.05)
     assert left == 10
@@ -75,9 +83,12 @@ async def test_failures_dropped_with_reason_and_health() -> None:
     for event in sample_run_events(4):
         pipeline.submit("app-9", event)
     await pipeline.deliveries["http"].drain(time.monotonic() + 1)
-    assert sample(
-        metrics, "lineage_events_dropped_by_reason_total", transport="http", reason="http_5xx"
-    ) == 4
+    assert (
+        sample(
+            metrics, "lineage_events_dropped_by_reason_total", transport="http", reason="http_5xx"
+        )
+        == 4
+    )
     errors = list(health.get("app-9").recent)
     assert [e.event_type for e in errors] == ["START", "COMPLETE", "START", "COMPLETE"]
     assert all(e.component == "lineage" and e.transport == "http" for e in errors)
@@ -126,9 +137,12 @@ async def test_unsignable_event_is_dropped_as_invalid() -> None:
     pipeline, metrics, _ = build(transport)
     pipeline.set_signer(refuse)
     pipeline.submit("app", next(sample_run_events(1)))
-    assert sample(
-        metrics, "lineage_events_dropped_by_reason_total", transport="file", reason="invalid"
-    ) == 1
+    assert (
+        sample(
+            metrics, "lineage_events_dropped_by_reason_total", transport="file", reason="invalid"
+        )
+        == 1
+    )
     identity_holds(pipeline)
 
 

@@ -42,8 +42,9 @@ def test_corrupt_database_is_a_clear_error(tmp_path: Path) -> None:
         StateDB(tmp_path)
     message = str(error.value)
     assert message.startswith(f"{tmp_path / 'state.sqlite3'}: state database is unusable (")
-    assert message.endswith("move the file aside and start again (runs already emitted may "
-                            "then be emitted again)")
+    assert message.endswith(
+        "move the file aside and start again (runs already emitted may then be emitted again)"
+    )
     assert (tmp_path / "state.sqlite3").read_bytes().startswith(b"SQLite format 3")
 
 
@@ -66,7 +67,9 @@ def test_ledger_records_outcomes_and_stays_bounded(tmp_path: Path) -> None:
     db = StateDB(tmp_path, ledger_rows=5)
     for i in range(8):
         envelope = Envelope(b"{}", f"run-{i}", "START", "app-1", f"digest-{i}", 0.0)
-        db.record(envelope, "http", "dropped" if i % 2 else "delivered", "timeout" if i % 2 else None)
+        db.record(
+            envelope, "http", "dropped" if i % 2 else "delivered", "timeout" if i % 2 else None
+        )
     rows = db.ledger_for("app-1")
     assert [row["digest"] for row in rows] == [f"digest-{i}" for i in range(3, 8)]
     assert rows[0]["outcome"] == "dropped" and rows[0]["reason"] == "timeout"
