@@ -34,14 +34,14 @@ def source_for(dirs: list[Path], state_dir: Path, **spark: Any) -> tuple[SparkSo
 
 
 async def run_until(
-    source: SparkSource, done: Callable[[Emitted], bool], timeout: float = 30
+    source: SparkSource, done: Callable[[Emitted], bool], seconds: float = 30
 ) -> Emitted:
     """Run the source until `done(emitted)` holds (or the timeout), then stop it."""
     emitted: Emitted = []
     stop = asyncio.Event()
     task = asyncio.create_task(source.run(lambda ex, ev: emitted.append((ex, dict(ev))), stop))
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(seconds):
             while not done(emitted):
                 await asyncio.sleep(0.05)
     finally:
@@ -100,7 +100,7 @@ async def test_restart_emits_nothing_twice(spark_logs: SparkLogs, tmp_path: Path
     first = await run_until(source, settled(source))
     assert len(first) == 6
     source, _ = source_for([directory], tmp_path / "state")
-    assert await run_until(source, settled(source), timeout=5) == []
+    assert await run_until(source, settled(source), seconds=5) == []
 
     # A crash after the first three events were claimed: the rest comes, nothing repeats.
     half = tmp_path / "half"
