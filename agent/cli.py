@@ -113,6 +113,74 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EX_OK if report.passed else EX_FAILED
 
 
+def _socket_path(args: argparse.Namespace) -> str:
+    if args.socket:
+        return str(args.socket)
+    from agent.config import load_config
+
+    return load_config(args.config).control_socket
+
+
+def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.0) -> int:
+    """Send one control request; print the answer as a table or JSON."""
+    import json
+
+    from agent import views
+    from agent.config import ConfigError
+    from agent.control import ControlError, request
+
+    try:
+        answer = request(_socket_path(args), payload, timeout)
+    except ConfigError as error:
+        _err(str(error))
+        return EX_CONFIG
+    except (ControlError, OSError) as error:
+        _err(str(error))
+        return EX_FAILED
+    if not answer.get("ok"):
+        _err(str(answer.get("error")))
+        return EX_FAILED
+    answer.pop("ok")
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    elif payload["command"] == "status":
+        print(views.status(answer))
+    elif payload["command"] == "describe":
+        print(views.describe(answer))
+    else:
+        print(
+            f"stopped {answer['app_id']} (driver pid {', '.join(map(str, answer['pids']))}, "
+            f"{answer['signal']}, {answer['seconds']}s); its runs end ABORT: {answer['reason']}"
+        )
+    return EX_OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    return _ask(args, {"command": "status"})
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    return _ask(args, {"command": "describe", "app_id": args.app_id})
+
+
+def _cmd_job_stop(args: argparse.Namespace) -> int:
+    payload = {
+        "command": "job_stop",
+        "app_id": args.app_id,
+        "reason": args.reason,
+        "grace": args.grace,
+    }
+    return _ask(args, payload, timeout=args.grace + 30)
+
+
+def _control_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", "-c", default=DEFAULT_CONFIG, help="config file naming the control socket"
+    )
+    parser.add_argument("--socket", help="control socket path (instead of --config)")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lineage-agent",
@@ -149,6 +217,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="trusted public key: a file or the base64 text `pubkey` prints (repeatable)",
     )
     verify.set_defaults(func=_cmd_verify)
+
+    status = sub.add_parser("status", help="state, queues, drops and applications of the agent")
+    _control_args(status)
+    status.set_defaults(func=_cmd_status)
+
+    describe = sub.add_parser(
+        "describe", help="one application: runs, datasets, events, deliveries, lineage errors"
+    )
+    describe.add_argument("app_id", metavar="APP_ID")
+    _control_args(describe)
+    describe.set_defaults(func=_cmd_describe)
+
+    job = sub.add_parser("job", help="act on a Spark application running on this node")
+    job_sub = job.add_subparsers(dest="job_command", required=True, metavar="ACTION")
+    stop = job_sub.add_parser(
+        "stop", help="stop the application (SIGTERM, then SIGKILL); its runs end ABORT"
+    )
+    stop.add_argument("app_id", metavar="APP_ID")
+    stop.add_argument(
+        "--reason",
+        default="stopped with lineage-agent job stop",
+        help="recorded with the stop and carried by the ABORT events",
+    )
+    stop.add_argument(
+        "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL (default 10)"
+    )
+    _control_args(stop)
+    stop.set_defaults(func=_cmd_job_stop)
+
+    try:
+        from agent.replay import register
+    except ImportError:  # pragma: no cover - replay ships with the package
+        pass
+    else:
+        register(sub)
     return parser
 
 

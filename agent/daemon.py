@@ -97,6 +97,7 @@ class Daemon:
         self.state_db: StateDB | None = None
         self.spark_source: Any = None  # set by the Spark source, for the control socket
         self._retiring: set[asyncio.Task[None]] = set()
+        self.control: Any = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -166,6 +167,7 @@ class Daemon:
                 ) from error
             self.metrics_server.start()
         source = self.source_factory(config, self)
+        await self._start_control()
         for delivery in pipeline.deliveries.values():
             delivery.start()
         source_task = asyncio.create_task(
@@ -230,6 +232,8 @@ class Daemon:
         await self._close_deliveries()
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        if self.control is not None:
+            await self.control.stop()
         if self.state_db is not None:
             self.state_db.close()
         log.info(
@@ -245,6 +249,20 @@ class Daemon:
         for delivery in self.pipeline.deliveries.values():
             with contextlib.suppress(Exception):
                 await delivery.aclose()
+
+    async def _start_control(self) -> None:
+        from agent.control import ControlServer
+
+        control = ControlServer(self, self.config.control_socket)
+        try:
+            await control.start()
+        except OSError as error:
+            # Lineage matters more than the operator's commands: carry on without them.
+            log.error(
+                "control_socket_unavailable", path=self.config.control_socket, error=error.strerror
+            )
+            return
+        self.control = control
 
     async def _flush_state(self) -> None:
         """Write the delivery ledger in batches, off the per-event path."""

@@ -174,6 +174,14 @@ class StateDB:
             )
         ]
 
+    def app_key_for(self, app_id: str) -> str | None:
+        """The log key under which an application's events were claimed, if any."""
+        row = self._db.execute(
+            "SELECT app_key FROM emitted WHERE app_key = ? OR app_key LIKE ? LIMIT 1",
+            (app_id, "%/" + app_id.lower()),
+        ).fetchone()
+        return str(row[0]) if row else None
+
     # -- positions -------------------------------------------------------------------------
 
     def position(self, key: str) -> LogPosition | None:

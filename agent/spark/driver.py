@@ -16,15 +16,17 @@ import httpx
 
 
 def pids_holding(paths: Iterable[str]) -> list[int]:
-    """Processes with one of `paths` open; the ones we may not inspect are skipped."""
+    """Other processes with one of `paths` open (this agent reads them too, so it is left
+    out); the ones we may not inspect are skipped."""
     wanted = {os.path.realpath(p) for p in paths}
     holders: list[int] = []
+    me = str(os.getpid())
     try:
         entries = os.listdir("/proc")
     except OSError:
         return holders
     for entry in entries:
-        if not entry.isdigit():
+        if not entry.isdigit() or entry == me:
             continue
         fd_dir = f"/proc/{entry}/fd"
         try:

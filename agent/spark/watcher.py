@@ -38,6 +38,7 @@ log = structlog.get_logger("agent.spark")
 
 READ_BATCH = 4 * 1024 * 1024  # decoded bytes per read before yielding to the event loop
 RESCAN_EVERY = 30.0  # seconds between full directory scans when inotify is working
+STOPPED_GRACE = 2.0  # seconds without growth after `job stop` before runs are ended ABORT
 _ENV = b'"Event":"SparkListenerEnvironmentUpdate"'
 
 
@@ -54,6 +55,7 @@ class _App:
     ui_port: int | None = None
     stop_checked: bool = False
     closed: bool = False  # ended as driver lost; followed lazily in case it grows again
+    stop_pending: float | None = None  # monotonic time a `job stop` ended its driver
     corrupt: int = 0
 
     @property
@@ -347,6 +349,10 @@ class SparkSource:
     async def _check_stale(self) -> None:
         now = time.monotonic()
         for app in list(self.apps.values()):
+            if app.stop_pending is not None and not app.closed and not app.reader.complete:
+                if now - max(app.stop_pending, app.last_growth) >= STOPPED_GRACE:
+                    self._close_stopped(app)
+                continue
             if app.closed or app.reader.complete or now - app.last_growth < self.spark.stale_after:
                 continue
             paths = app.ref.paths
@@ -370,6 +376,24 @@ class SparkSource:
             )
             self._emit(app, ended)
 
+    def _close_stopped(self, app: _App) -> None:
+        """The driver was stopped from outside and wrote no ApplicationEnd: end runs ABORT."""
+        app.closed = True
+        request = self.state.stop_request(app.execution)
+        reason = request[0] if request else "stopped from outside"
+        ended = app.translator.close(
+            cause="stopped",
+            time_ms=app.ref.mtime_ns // 1_000_000,
+            message=f"stopped with lineage-agent job stop: {reason}",
+        )
+        log.info(
+            "application_stopped",
+            log=app.ref.path,
+            app_id=app.translator.app_id,
+            runs_ended=len(ended),
+        )
+        self._emit(app, ended)
+
     # -- control -------------------------------------------------------------------------------
 
     def find(self, app_id: str) -> _App | None:
@@ -377,6 +401,13 @@ class SparkSource:
             if app.translator.app_id == app_id or app.ref.key == app_id.lower():
                 return app
         return None
+
+    def stopped_by_agent(self, app_id: str) -> None:
+        """`job stop` ended the driver: if no ApplicationEnd follows soon, end its runs ABORT."""
+        app = self.find(app_id)
+        if app is not None:
+            app.stop_pending = time.monotonic()
+        self.wake()
 
     def request_stop(self, app_id: str, reason: str, requested_by: str) -> _App | None:
         """Record a stop request: the application's runs will end ABORT with `reason`."""

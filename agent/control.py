@@ -1,0 +1,338 @@
+"""The control socket behind `lineage-agent status`, `describe APP_ID` and `job stop APP_ID`.
+
+Protocol: a unix stream socket (mode 0660, in the runtime directory); the client sends one
+JSON object per line ({"command": "status"} ...) and reads one JSON object back per line.
+Answers have `ok: true` or `ok: false` with an `error` text. The peer's uid comes from
+SO_PEERCRED: only root, the agent's own user and members of the socket's group are served,
+whatever the file mode says, and `job stop` records that uid as who asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import grp
+import json
+import os
+import pwd
+import signal
+import socket
+import stat
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from agent import __version__
+from agent.spark import driver
+
+if TYPE_CHECKING:
+    from agent.daemon import Daemon
+
+log = structlog.get_logger("agent.control")
+
+SOCKET_MODE = 0o660
+STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
+MAX_REQUEST = 64 * 1024
+
+
+class ControlError(Exception):
+    """A request the agent answers with ok: false; the message is shown to the operator."""
+
+
+def _json(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json(v) for k, v in value.items()}
+    return value
+
+
+def peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def user_name(uid: int) -> str:
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+class ControlServer:
+    """Serves the daemon's state over the control socket."""
+
+    def __init__(self, daemon: Daemon, path: str) -> None:
+        self.daemon = daemon
+        self.path = path
+        self._server: asyncio.AbstractServer | None = None
+        self._handlers: dict[str, Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]] = {
+            "status": self._status,
+            "describe": self._describe,
+            "job_stop": self._job_stop,
+        }
+
+    async def start(self) -> None:
+        _prepare(self.path)
+        self._server = await asyncio.start_unix_server(self._client, path=self.path)
+        os.chmod(self.path, SOCKET_MODE)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def _allowed(self, uid: int) -> bool:
+        if uid in (0, os.getuid()):
+            return True
+        try:
+            group = grp.getgrgid(os.stat(self.path).st_gid)
+            user = pwd.getpwuid(uid)
+        except (KeyError, OSError):
+            return False
+        return user.pw_gid == group.gr_gid or user.pw_name in group.gr_mem
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        try:
+            uid = peer_uid(sock)
+            if not self._allowed(uid):
+                log.warning("control_refused", peer=user_name(uid))
+                await self._answer(writer, {"ok": False, "error": "permission denied"})
+                return
+            while line := await reader.readline():
+                if len(line) > MAX_REQUEST:
+                    await self._answer(writer, {"ok": False, "error": "request too large"})
+                    return
+                await self._answer(writer, await self._dispatch(line, uid))
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _dispatch(self, line: bytes, uid: int) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+            command = request.get("command") if isinstance(request, dict) else None
+            handler = self._handlers.get(command) if isinstance(command, str) else None
+            if handler is None:
+                raise ControlError(f"unknown command; known: {', '.join(self._handlers)}")
+            return {"ok": True, **await handler(request, uid)}
+        except ControlError as error:
+            return {"ok": False, "error": str(error)}
+        except ValueError:
+            return {"ok": False, "error": "request is not JSON"}
+
+    async def _answer(self, writer: asyncio.StreamWriter, answer: dict[str, Any]) -> None:
+        writer.write(json.dumps(_json(answer)).encode() + b"\n")
+        await writer.drain()
+
+    # -- commands ----------------------------------------------------------------------------
+
+    async def _status(self, _request: dict[str, Any], _uid: int) -> dict[str, Any]:
+        daemon = self.daemon
+        registry = daemon.metrics.registry
+        drops: dict[str, dict[str, float]] = {}
+        for family in registry.collect():
+            if family.name == "lineage_events_dropped_by_reason":
+                for sample in family.samples:
+                    if sample.name.endswith("_total") and sample.value:
+                        transport = sample.labels["transport"]
+                        drops.setdefault(transport, {})[sample.labels["reason"]] = sample.value
+        pipeline = daemon.pipeline
+        source = daemon.spark_source
+        return {
+            "state": daemon.state,
+            "version": __version__,
+            "pid": os.getpid(),
+            "uptime_seconds": round(time.time() - daemon.started, 1),
+            "config": daemon.config.source,
+            "produced": pipeline.produced if pipeline else 0,
+            "transports": [
+                {
+                    "name": name,
+                    "depth": d.queue.depth,
+                    "capacity": d.queue.capacity,
+                    "delivered": d.delivered,
+                    "dropped": d.dropped,
+                    "dropped_by_reason": drops.get(name, {}),
+                    "last_error": d.last_error,
+                    "last_error_time": d.last_error_time,
+                }
+                for name, d in (pipeline.deliveries.items() if pipeline else [])
+            ],
+            "applications": [
+                {
+                    "app_id": app.execution,
+                    "log": app.ref.path,
+                    "complete": app.reader.complete,
+                    "summary": app.translator.snapshot(),
+                }
+                for app in (source.apps.values() if source else [])
+            ],
+        }
+
+    async def _describe(self, request: dict[str, Any], _uid: int) -> dict[str, Any]:
+        app_id = _app_id(request)
+        daemon = self.daemon
+        source = daemon.spark_source
+        app = source.find(app_id) if source else None
+        state = daemon.state_db
+        ledger = state.ledger_for(app_id) if state else []
+        emitted = []
+        if state is not None:
+            key = app.key if app else state.app_key_for(app_id)
+            if key is not None:
+                emitted = [
+                    {"run_id": r, "job_name": j, "event_type": t, "event_time": e}
+                    for r, j, t, e in state.emitted_for(key)
+                ]
+        if app is None and not emitted and not ledger:
+            raise ControlError(f"unknown application {app_id}: this agent has not seen it")
+        return {
+            "app_id": app_id,
+            "tracked": app is not None,
+            "summary": app.translator.snapshot() if app else None,
+            "emitted": emitted,
+            "deliveries": ledger,
+            "health": daemon.health.get(app_id).as_dict(),
+            "stop": state.stop_request(app_id) if state else None,
+        }
+
+    async def _job_stop(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
+        app_id = _app_id(request)
+        reason = str(request.get("reason") or "stopped with lineage-agent job stop")
+        source = self.daemon.spark_source
+        app = source.find(app_id) if source else None
+        if app is None or app.reader.complete or app.closed:
+            raise ControlError(f"application {app_id} is not running on this node")
+        pids = await asyncio.to_thread(driver.pids_holding, _live_paths(app))
+        if not pids:
+            raise ControlError(
+                f"application {app_id}: no driver process on this node holds its event log "
+                "(it runs elsewhere, or the agent may not inspect it)"
+            )
+        requested_by = user_name(uid)
+        source.request_stop(app_id, reason, requested_by)
+        log.info("job_stop", app_id=app_id, pids=pids, reason=reason, requested_by=requested_by)
+        began = time.monotonic()
+        used = "SIGTERM"
+        _signal_all(pids, signal.SIGTERM)
+        grace = float(request.get("grace", STOP_GRACE))
+        if not await _wait_gone(pids, grace):
+            used = "SIGKILL"
+            _signal_all(pids, signal.SIGKILL)
+            await _wait_gone(pids, 5.0)
+        source.wake()
+        # Without ApplicationEnd (SIGKILL), the source ends the runs ABORT once the log stops.
+        source.stopped_by_agent(app_id)
+        return {
+            "app_id": app_id,
+            "pids": pids,
+            "signal": used,
+            "seconds": round(time.monotonic() - began, 3),
+            "requested_by": requested_by,
+            "reason": reason,
+        }
+
+
+def _prepare(path: str) -> None:
+    """Create the socket's directory and remove a stale socket of a previous run."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _wait_gone(pids: list[int], seconds: float) -> bool:
+    """Wait until every process has exited (pidfd readability), at most `seconds`."""
+    loop = asyncio.get_running_loop()
+    waits: list[asyncio.Future[None]] = []
+    fds: list[int] = []
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        fds.append(fd)
+        done: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, _resolve, done)
+        waits.append(done)
+    try:
+        if waits:
+            await asyncio.wait(waits, timeout=seconds)
+        return all(w.done() for w in waits)
+    finally:
+        for fd in fds:
+            loop.remove_reader(fd)
+            os.close(fd)
+
+
+def _app_id(request: dict[str, Any]) -> str:
+    app_id = request.get("app_id")
+    if not isinstance(app_id, str) or not app_id:
+        raise ControlError("an application id is required")
+    return app_id
+
+
+def _live_paths(app: Any) -> list[str]:
+    position = app.reader.position
+    paths = list(app.ref.paths)
+    if position is not None:
+        paths.append(position.path)
+    return paths
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+# -- client ---------------------------------------------------------------------------------
+
+
+def request(path: str, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    """Send one request to a running agent and return its answer (blocking)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except FileNotFoundError:
+            raise ControlError(
+                f"{path}: no agent is listening (is lineage-agent running?)"
+            ) from None
+        except PermissionError:
+            raise ControlError(
+                f"{path}: permission denied (join the socket's group or use sudo)"
+            ) from None
+        except ConnectionRefusedError:
+            raise ControlError(f"{path}: no agent is listening (stale socket)") from None
+        sock.sendall(json.dumps(payload).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    if not data:
+        raise ControlError(f"{path}: the agent closed the connection without answering")
+    answer: dict[str, Any] = json.loads(data)
+    return answer
