@@ -34,7 +34,7 @@ def sh(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
 
 
 def events_of(path: Path) -> list[dict[str, Any]]:
-    files = sorted(path.parent.glob(path.name + ".*[0-9]")) + [path]
+    files = [*sorted(path.parent.glob(path.name + ".*[0-9]")), path]
     return [json.loads(line) for f in files if f.exists() for line in f.read_text().splitlines()]
 
 
