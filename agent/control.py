@@ -225,11 +225,12 @@ class ControlServer:
                 "(it runs elsewhere, or the agent may not inspect it)"
             )
         requested_by = user_name(uid)
-        source.request_stop(app_id, reason, requested_by)
-        log.info("job_stop", app_id=app_id, pids=pids, reason=reason, requested_by=requested_by)
         began = time.monotonic()
         used = "SIGTERM"
         _signal_all(pids, signal.SIGTERM)
+        # No await since the signal: the log cannot have been read past ApplicationEnd yet.
+        source.request_stop(app_id, reason, requested_by)
+        log.info("job_stop", app_id=app_id, pids=pids, reason=reason, requested_by=requested_by)
         grace = float(request.get("grace", STOP_GRACE))
         if not await _wait_gone(pids, grace):
             used = "SIGKILL"
@@ -302,8 +303,15 @@ def _live_paths(app: Any) -> list[str]:
 
 def _signal_all(pids: list[int], signum: int) -> None:
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.kill(pid, signum)
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            raise ControlError(
+                f"cannot signal driver pid {pid}: it belongs to another user and the agent "
+                "lacks CAP_KILL (see README, 'Stopping a job')"
+            ) from None
 
 
 # -- client ---------------------------------------------------------------------------------
