@@ -108,6 +108,9 @@ class ControlServer:
             uid = peer_uid(sock)
             if not self._allowed(uid):
                 log.warning("control_refused", peer=user_name(uid))
+                # Read the request first so the refusal is its answer, not a broken pipe.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(reader.readline(), 5.0)
                 await self._answer(writer, {"ok": False, "error": "permission denied"})
                 return
             while line := await reader.readline():
