@@ -246,12 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     _control_args(stop)
     stop.set_defaults(func=_cmd_job_stop)
 
-    try:
-        from agent.replay import register
-    except ImportError:  # pragma: no cover - replay ships with the package
-        pass
-    else:
-        register(sub)
+    from agent.replay import register
+
+    register(sub)
     return parser
 
 

@@ -1,0 +1,739 @@
+"""`lineage-agent replay`: Spark event logs to signed RunEvents without the daemon.
+
+A replay reads each application's log with the Spark source's own parts (`logfiles.scan`,
+`LogReader`, `wanted`, `ApplicationTranslator`, configured from `spark:` as the source
+configures them), so it yields the events the daemon yields for the same log: same run ids,
+same bytes. The translator is pure and Ed25519 is deterministic, so replaying a log twice
+gives byte-identical output. Logs are taken as they are now: a finished log whose application
+never logged ApplicationEnd has its open runs ended FAIL at the log's mtime, as the daemon
+ends them; an in-progress log is read as far as it is written and its open runs are reported
+RUNNING, not ended.
+
+What a replay does not do: it has no state database, so nothing is claimed (events the agent
+already shipped are produced again, with the same run ids) and stop requests recorded by
+`job stop` are unknown to it.
+
+Sending goes through the daemon's `Pipeline` and one `Delivery` per configured transport, so
+drops are decided and counted the same way. One difference: replay waits for room in a queue
+instead of dropping what it produces faster than a transport takes it; the daemon must never
+hold a Spark application back, a replay has none to hold back.
+
+Errors:
+    ReplayError: a LOG argument that is not an event log (missing, unlistable, empty
+        directory) or an output file that cannot be written (it exists, no permission). Logs
+        found but unreadable, and files refused, are reported per application, not raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+from agent.queue import BoundedQueue
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from agent.config import AgentConfig, SparkConfig
+    from agent.signing import Signer
+    from agent.spark.logfiles import LogRef
+
+# The CLI imports this module to build its parser: the Spark, signing and delivery modules are
+# imported when a replay runs, so that every other command starts as fast as before.
+
+EX_OK: Final = 0
+EX_FAILED: Final = 1
+EX_USAGE: Final = 2
+EX_CONFIG: Final = 78
+READ_BATCH: Final = 4 * 1024 * 1024  # decoded bytes per read, as the Spark source reads
+LOG_ENDED: Final = "the event log ended without ApplicationEnd for this run"  # the source's text
+_TERMINAL: Final = frozenset({"COMPLETE", "FAIL", "ABORT"})
+_FAILED: Final = frozenset({"FAIL", "ABORT"})
+_UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9._-]")
+
+StrPath = str | os.PathLike[str]
+Event = dict[str, Any]
+#: (logs done, logs in all, bytes read, bytes in all); bytes as stored, before decompression.
+Progress = Callable[[int, int, int, int], None]
+
+
+class ReplayError(Exception):
+    """A log argument or an output file that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One run as the replay left it; `state` stays RUNNING until its terminal event."""
+
+    job_name: str
+    run_id: str
+    job_type: str  # APPLICATION | SQL_JOB | RDD_JOB
+    state: str  # RUNNING | COMPLETE | FAIL | ABORT
+    error: str | None = None  # the errorMessage of a FAIL or ABORT event
+
+
+@dataclass(frozen=True, slots=True)
+class AppResult:
+    """One application log: its runs in START order (the application run first) and the
+    SHA-256 (hex) of every signed event, in emission order."""
+
+    app_id: str  # from ApplicationStart; the log's name when the log has none yet
+    attempt_id: str | None
+    name: str | None  # spark.app.name
+    log: str
+    complete: bool  # Spark finished writing the log
+    runs: tuple[RunResult, ...]
+    digests: tuple[str, ...]
+    errors: tuple[str, ...] = ()  # the log (or the output file) could not be handled fully
+    warnings: tuple[str, ...] = ()  # skipped lines, translator notes
+    output: str | None = None  # the JSON-lines file written
+
+    @property
+    def application(self) -> RunResult | None:
+        return next((r for r in self.runs if r.job_type == "APPLICATION"), None)
+
+    @property
+    def failed(self) -> tuple[RunResult, ...]:
+        """The runs that ended FAIL or ABORT."""
+        return tuple(r for r in self.runs if r.state in _FAILED)
+
+    @property
+    def file_name(self) -> str:
+        """`<app_id>[_<attempt>].jsonl`, reduced to characters safe in a file name."""
+        base = self.app_id + (f"_{self.attempt_id}" if self.attempt_id else "")
+        return (_UNSAFE_NAME.sub("_", base).lstrip(".") or "application") + ".jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryResult:
+    """What one transport did with the replayed events (`--send`)."""
+
+    transport: str
+    offered: int
+    delivered: int
+    dropped: int
+    dropped_by_reason: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    """Every application replayed, in the order the paths named them, and (`--send`) what
+    each transport did with their events."""
+
+    applications: tuple[AppResult, ...]
+    deliveries: tuple[DeliveryResult, ...] = ()
+
+    @property
+    def runs(self) -> tuple[RunResult, ...]:
+        return tuple(run for app in self.applications for run in app.runs)
+
+    @property
+    def passed(self) -> bool:
+        """No run ended FAIL or ABORT (runs of in-progress logs may still be RUNNING)."""
+        return not any(app.failed for app in self.applications)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        return tuple(f"{app.log}: {e}" for app in self.applications for e in app.errors)
+
+    @property
+    def dropped(self) -> int:
+        return sum(d.dropped for d in self.deliveries)
+
+    def exit_code(self) -> int:
+        """2 when a log or file could not be handled, 1 when a run failed or an event was
+        dropped, else 0."""
+        if self.errors:
+            return EX_USAGE
+        return EX_OK if self.passed and not self.dropped else EX_FAILED
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON values (`--json`): every field and the derived counts."""
+        apps = [
+            asdict(a)
+            | {
+                "state": a.application.state if a.application else None,
+                "events": len(a.digests),
+                "failed_runs": len(a.failed),
+            }
+            for a in self.applications
+        ]
+        return {
+            "passed": self.passed,
+            "exit_code": self.exit_code(),
+            "applications": apps,
+            "deliveries": [asdict(d) for d in self.deliveries],
+            "errors": list(self.errors),
+        }
+
+
+# -- finding the logs ----------------------------------------------------------------------------
+
+
+def resolve(paths: Iterable[StrPath]) -> list[LogRef]:
+    """The application logs that `paths` name, each once, in the order given.
+
+    A path is a single-file log, a rolling `eventlog_v2_*` directory, or an event-log
+    directory (every application in it, as `scan` finds them). Logs that are found but cannot
+    be read come back with `error` set; a path that names no log raises ReplayError.
+    """
+    refs: list[LogRef] = []
+    seen: set[str] = set()
+    for path in (os.fspath(p) for p in paths):
+        for ref in _refs(path):
+            real = os.path.realpath(ref.path)
+            if real not in seen:
+                seen.add(real)
+                refs.append(ref)
+    return refs
+
+
+def _refs(path: str) -> list[LogRef]:
+    from agent.spark.logfiles import ROLLING_PREFIX, LogRef, parse_single_name, restat, scan
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise ReplayError(f"{path}: {error.strerror}") from None
+    name = os.path.basename(os.path.normpath(path))
+    if stat.S_ISDIR(mode) and not name.startswith(ROLLING_PREFIX):
+        try:
+            refs = scan(path)
+        except OSError as error:
+            raise ReplayError(f"{path}: cannot list directory: {error.strerror}") from None
+        if not refs:
+            raise ReplayError(f"{path}: no Spark event logs in this directory")
+        return refs
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise ReplayError(f"{path}: not a regular file or directory")
+    # One application's log: `restat` reads it as `scan` would, without listing its neighbours.
+    if stat.S_ISDIR(mode):
+        probe = LogRef(name.removeprefix(ROLLING_PREFIX), "rolling", path, "none", (), False, 0, 0)
+    else:
+        probe = LogRef(parse_single_name(name)[0], "single", path, "none", (), False, 0, 0)
+    ref = restat(probe)
+    if ref is None:
+        raise ReplayError(f"{path}: disappeared while it was read")
+    return [ref]
+
+
+# -- one application -----------------------------------------------------------------------------
+
+
+class _Replayer:
+    """Translates, signs and writes the logs one application at a time."""
+
+    def __init__(
+        self,
+        refs: Sequence[LogRef],
+        *,
+        namespace: str,
+        signer: Signer | None,
+        output_dir: StrPath | None,
+        spark: SparkConfig,
+        progress: Progress | None,
+    ) -> None:
+        from agent.spark.translate import TranslateOptions
+
+        self.refs = refs
+        self.options = TranslateOptions(
+            namespace=namespace,
+            emit_empty_executions=spark.emit_empty_executions,
+            running_interval_ms=int(spark.running_interval * 1000),
+        )
+        self.max_line_bytes = spark.max_line_bytes
+        self.signer = signer
+        self.output_dir = None if output_dir is None else os.fspath(output_dir)
+        self.progress = progress
+        self._done = 0
+        self._read = 0
+        self._total = sum(ref.size for ref in refs)
+
+    def one(self, ref: LogRef) -> tuple[AppResult, list[Event]]:
+        """The application's result and its events (unsigned dicts, in order)."""
+        app, events = self._translate(ref)
+        errors = list(app.errors)
+        payloads: list[bytes] = []
+        for event in events:
+            try:
+                payloads.append(self._sign(event))
+            except ValueError as error:  # no translator event should get here; never skip quietly
+                errors.append(f"an event of run {event['run']['runId']} cannot be signed: {error}")
+        app = replace(
+            app,
+            errors=tuple(errors),
+            digests=tuple(hashlib.sha256(p).hexdigest() for p in payloads),
+        )
+        if self.output_dir is not None:
+            try:
+                app = replace(app, output=write_lines(self.output_dir, app.file_name, payloads))
+            except ReplayError as error:
+                app = replace(app, errors=(*app.errors, str(error)))
+        self._done += 1
+        self._report(0)
+        return app, events
+
+    def _sign(self, event: Event) -> bytes:
+        import orjson
+
+        return self.signer.sign_event(event) if self.signer else orjson.dumps(event)
+
+    def _report(self, read: int) -> None:
+        self._read += read
+        if self.progress is not None:
+            self.progress(self._done, len(self.refs), self._read, self._total)
+
+    def _translate(self, ref: LogRef) -> tuple[AppResult, list[Event]]:
+        """Read the log as far as it is written, the way the Spark source reads it."""
+        import orjson
+
+        from agent.spark.reader import LogReader
+        from agent.spark.translate import ApplicationTranslator, wanted
+
+        if ref.error is not None:
+            return AppResult(ref.key, None, None, ref.path, ref.complete, (), (), (ref.error,)), []
+        translator = ApplicationTranslator(self.options)
+        events: list[Event] = []
+        errors: list[str] = []
+        warnings: list[str] = []
+        corrupt: list[str] = []
+        with LogReader(ref, max_line_bytes=self.max_line_bytes) as reader:
+            while True:
+                before = reader.bytes_read
+                for line in reader.read_available(READ_BATCH):
+                    if not wanted(line):
+                        continue
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError as error:
+                        corrupt.append(str(error))
+                        continue
+                    events.extend(translator.feed(record))
+                warnings += [f"{s.path}:{s.line_no}: {s.reason}" for s in reader.take_skipped()]
+                errors += [
+                    f"{e.path}: unreadable from byte {e.offset}: {e.detail}"
+                    for e in reader.take_errors()
+                ]
+                self._report(reader.bytes_read - before)
+                # Caught up: everything written so far is read; an in-progress log ends here.
+                if reader.caught_up or reader.gone:
+                    break
+            if reader.gone:
+                errors.append("the log disappeared while it was read")
+            elif reader.exhausted:
+                events += translator.close(
+                    cause="driver_lost", time_ms=ref.mtime_ns // 1_000_000, message=LOG_ENDED
+                )
+            complete = reader.complete
+        if corrupt:
+            warnings.append(f"{len(corrupt)} corrupt line(s) skipped; the first: {corrupt[0]}")
+        warnings += translator.warnings
+        app = AppResult(
+            app_id=translator.app_id or ref.key,
+            attempt_id=translator.attempt_id,
+            name=translator.app_name,
+            log=ref.path,
+            complete=complete,
+            runs=runs_of(events),
+            digests=(),
+            errors=tuple(errors),
+            warnings=tuple(warnings),
+        )
+        return app, events
+
+
+def runs_of(events: Iterable[Mapping[str, Any]]) -> tuple[RunResult, ...]:
+    """Every run of `events` in START order, with the state its last event left it in."""
+    runs: dict[str, RunResult] = {}
+    for event in events:
+        run, job = event["run"], event["job"]
+        run_id = str(run["runId"])
+        if run_id not in runs:
+            job_type = job.get("facets", {}).get("jobType", {}).get("jobType", "")
+            runs[run_id] = RunResult(str(job["name"]), run_id, str(job_type), "RUNNING")
+        state = event.get("eventType")
+        if state in _TERMINAL:
+            message = run.get("facets", {}).get("errorMessage", {}).get("message")
+            error = str(message) if state in _FAILED and message is not None else None
+            runs[run_id] = replace(runs[run_id], state=str(state), error=error)
+    return tuple(runs.values())
+
+
+def write_lines(directory: str, name: str, payloads: Sequence[bytes]) -> str:
+    """Create `directory/name` holding one payload per line; an existing file is never replaced."""
+    path = os.path.join(directory, name)
+    try:
+        # O_EXCL: the refusal to overwrite holds even against a file created meanwhile.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except FileExistsError:
+        raise ReplayError(f"refusing to overwrite existing file {path}") from None
+    except OSError as error:
+        raise ReplayError(f"{path}: cannot create: {error.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(b"".join(payload + b"\n" for payload in payloads))
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # no half-written file left to be mistaken for a replay
+        raise ReplayError(f"{path}: cannot write: {error.strerror}") from None
+    return path
+
+
+# -- the Python API ------------------------------------------------------------------------------
+
+
+def replay(
+    paths: Iterable[StrPath],
+    *,
+    namespace: str,
+    signer: Signer | None = None,
+    output_dir: StrPath | None = None,
+    spark: SparkConfig | None = None,
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """Translate the Spark event logs at `paths` and return what ran.
+
+    `paths`: single-file logs, rolling `eventlog_v2_*` directories or event-log directories.
+    `namespace`: the job namespace of the runs (`spark.namespace` is not consulted).
+    `signer`: signs every event (the digests are of the signed bytes); None leaves them
+    unsigned. `output_dir`: an existing directory that receives `<app_id>.jsonl` per
+    application, never overwriting a file. `spark`: translation settings
+    (`emit_empty_executions`, `running_interval`, `max_line_bytes`). `progress`: called after
+    each read and each application. Raises ReplayError for a path that names no log.
+    """
+    from agent.config import SparkConfig
+
+    replayer = _Replayer(
+        resolve(paths),
+        namespace=namespace,
+        signer=signer,
+        output_dir=output_dir,
+        spark=spark or SparkConfig(),
+        progress=progress,
+    )
+    return ReplayReport(tuple(replayer.one(ref)[0] for ref in replayer.refs))
+
+
+async def replay_send(
+    paths: Iterable[StrPath],
+    *,
+    config: AgentConfig,
+    namespace: str,
+    signer: Signer,
+    output_dir: StrPath | None = None,
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """`replay`, then every event through `config`'s transports, as the daemon sends them.
+
+    Waits until every queue is empty (each request is bounded by its transport's timeout),
+    then closes the transports. Raises ReplayError as `replay` does, StartError when a
+    transport cannot start.
+    """
+    from prometheus_client import CollectorRegistry
+
+    from agent.daemon import build_transports, lanes_for
+    from agent.health import HealthTracker
+    from agent.metrics import Metrics
+    from agent.pipeline import Delivery, Pipeline
+
+    lineage = config.lineage
+    replayer = _Replayer(
+        resolve(paths),
+        namespace=namespace,
+        signer=signer,
+        output_dir=output_dir,
+        spark=config.spark,
+        progress=progress,
+    )
+    transports = await build_transports(lineage)
+    metrics, health = Metrics(CollectorRegistry()), HealthTracker()
+    # The pipeline signs each event again, as in the daemon: Ed25519 is deterministic, so it
+    # ships the bytes the report's digests name (at about 0.1 ms an event).
+    pipeline = Pipeline(signer.sign_event, metrics, health)
+    queues: list[_PacedQueue] = []
+    for name, transport in transports.items():
+        lanes, batch = lanes_for(lineage, name)
+        queues.append(_PacedQueue(lineage.queue_size, lanes))
+        pipeline.add(
+            Delivery(transport, queues[-1], batch_size=batch, metrics=metrics, health=health)
+        )
+    for delivery in pipeline.deliveries.values():
+        delivery.start()
+    apps: list[AppResult] = []
+    try:
+        for ref in replayer.refs:
+            # In a thread: a long log must not stall the loop the requests are timed on.
+            app, events = await asyncio.to_thread(replayer.one, ref)
+            apps.append(app)
+            for event in events:
+                for queue in queues:
+                    await queue.wait_below(queue.capacity)
+                pipeline.submit(app.app_id, event)
+        for queue in queues:
+            await queue.wait_below(1)
+    finally:
+        deadline = time.monotonic() + lineage.drain_timeout
+        await asyncio.gather(*(d.drain(deadline) for d in pipeline.deliveries.values()))
+        for delivery in pipeline.deliveries.values():
+            with contextlib.suppress(Exception):
+                await delivery.aclose()
+    results = tuple(
+        DeliveryResult(d.name, d.offered, d.delivered, d.dropped, _drops(metrics.registry, d.name))
+        for d in pipeline.deliveries.values()
+    )
+    return ReplayReport(tuple(apps), results)
+
+
+def _drops(registry: CollectorRegistry, transport: str) -> dict[str, int]:
+    from agent.transports.base import REASONS
+
+    labels = {"transport": transport}
+    counts = {
+        reason: registry.get_sample_value(
+            "lineage_events_dropped_by_reason_total", labels | {"reason": reason}
+        )
+        for reason in REASONS
+    }
+    return {reason: int(count) for reason, count in counts.items() if count}
+
+
+class _PacedQueue(BoundedQueue):
+    """The daemon's queue plus a wake-up whenever events leave it."""
+
+    def __init__(self, capacity: int, lanes: int) -> None:
+        super().__init__(capacity, lanes)
+        self._left = asyncio.Event()
+
+    def resolved(self, lane: int, count: int) -> None:
+        super().resolved(lane, count)
+        self._left.set()
+
+    async def wait_below(self, limit: int) -> None:
+        """Return once fewer than `limit` events are queued; at once when `limit` <= 0 (a
+        zero-capacity queue drops every event, as configured)."""
+        while 0 < limit <= self.depth:
+            self._left.clear()
+            await self._left.wait()
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+_EPILOG = """\
+Each LOG is a single-file event log, a rolling eventlog_v2_* directory, or an event-log
+directory (every application in it). A log is read as far as it is written: the open runs of
+an in-progress log are reported RUNNING, not ended. The agent's state database is neither read
+nor written: events the agent already shipped are produced (and sent) again, with the same run
+ids and the same bytes.
+
+exit status:
+  0   every run ended COMPLETE or is still running
+  1   a run ended FAIL or ABORT, or (--send) an event was dropped
+  2   usage: a log that cannot be read, a missing or unusable key, an output file that exists
+  78  a configuration error in --config, or a transport that cannot start (EX_CONFIG)
+"""
+_MIB: Final = 1024 * 1024
+
+
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add `replay` to the `lineage-agent` command; its `func` is `main_replay`."""
+    parser = subparsers.add_parser(
+        "replay",
+        help="translate Spark event logs without the daemon; exit 1 if a run failed",
+        description="Translate finished or in-progress Spark event logs to signed OpenLineage "
+        "RunEvents without the daemon: a summary, JSON-lines files, or sent to the transports.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "logs", nargs="+", metavar="LOG", help="event log file or directory (see below)"
+    )
+    parser.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="agent config: namespace, spark settings, signing key, transports (for --send)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write <app_id>.jsonl per application into DIR; existing files are not replaced",
+    )
+    parser.add_argument(
+        "--send", action="store_true", help="send the events through the transports of --config"
+    )
+    parser.add_argument(
+        "--key", metavar="PATH", help="private signing key (default: signing.key_path of --config)"
+    )
+    parser.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="job namespace (default: spark.namespace, then lineage.namespace of --config)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=main_replay)
+    return parser
+
+
+def main_replay(args: argparse.Namespace) -> int:
+    """`lineage-agent replay`: print the report; the exit code as the epilog lists them."""
+    import json
+
+    from agent.config import AgentConfig, ConfigError, load_config
+    from agent.daemon import StartError
+    from agent.signing import KeyFileError, Signer, load_signing_key
+
+    try:
+        config = load_config(args.config) if args.config else AgentConfig()
+    except ConfigError as error:
+        return _fail(str(error), EX_CONFIG)
+    if args.send and not args.config:
+        return _fail("--send needs --config FILE: the transports are configured there", EX_USAGE)
+    key_path = args.key or (config.signing.key_path if args.config else None)
+    if key_path is None:
+        return _fail("no signing key: give --key PATH, or --config FILE with signing.key_path", 2)
+    try:
+        signer = Signer(load_signing_key(key_path))
+    except KeyFileError as error:
+        return _fail(str(error), EX_USAGE)
+    namespace = args.namespace or config.spark.namespace or config.lineage.namespace
+    if args.output_dir:
+        try:
+            os.makedirs(args.output_dir, exist_ok=True)
+        except OSError as error:
+            return _fail(f"{args.output_dir}: cannot create directory: {error.strerror}", 2)
+    progress = _ProgressLine(sys.stderr) if sys.stderr.isatty() else None
+    try:
+        if args.send:
+            from agent import logs
+
+            logs.configure("warning", "auto", sys.stderr)  # stdout carries the report only
+            report = asyncio.run(
+                replay_send(
+                    args.logs,
+                    config=config,
+                    namespace=namespace,
+                    signer=signer,
+                    output_dir=args.output_dir,
+                    progress=progress,
+                )
+            )
+        else:
+            report = replay(
+                args.logs,
+                namespace=namespace,
+                signer=signer,
+                output_dir=args.output_dir,
+                spark=config.spark,
+                progress=progress,
+            )
+    except ReplayError as error:
+        return _fail(str(error), EX_USAGE)
+    except StartError as error:
+        return _fail(str(error), EX_CONFIG)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    finally:
+        if progress is not None:
+            progress.clear()
+    print(json.dumps(report.to_json(), indent=2) if args.json else summary(report))
+    return report.exit_code()
+
+
+def summary(report: ReplayReport) -> str:
+    """The report for people: a table of applications, then failures, files, deliveries,
+    warnings, errors and a verdict line."""
+    from agent.views import table
+
+    apps = report.applications
+    rows = [
+        [
+            a.app_id,
+            a.name or "",
+            len(a.runs),
+            a.application.state if a.application else "-",
+            len(a.digests),
+            len(a.failed),
+            "complete" if a.complete else "in progress",
+        ]
+        for a in apps
+    ]
+    parts = [table(["app id", "name", "runs", "state", "events", "failed/aborted", "log"], rows)]
+    failed = [(a, r) for a in apps for r in a.failed]
+    notes = [f"{r.state:<5}  {a.app_id}  {r.job_name}: {_headline(r.error)}" for a, r in failed]
+    notes += [f"wrote {a.output} ({len(a.digests)} events)" for a in apps if a.output]
+    for d in report.deliveries:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in d.dropped_by_reason.items())
+        notes.append(
+            f"sent through {d.transport}: {d.delivered} delivered, {d.dropped} dropped"
+            + (f" ({reasons})" if reasons else "")
+        )
+    notes += [f"warning: {a.log}: {w}" for a in apps for w in a.warnings]
+    notes += [f"error: {e}" for e in report.errors]
+    runs = report.runs
+    running = sum(1 for r in runs if r.state == "RUNNING")
+    counts = (
+        f"{len(apps)} application(s), {len(runs)} run(s), "
+        f"{sum(len(a.digests) for a in apps)} event(s)"
+    )
+    if report.errors:
+        verdict = f"incomplete: {len(report.errors)} error(s)"
+    elif failed:
+        verdict = f"failed: {len(failed)} run(s) ended FAIL or ABORT"
+    elif report.dropped:
+        verdict = f"failed: {report.dropped} event(s) dropped"
+    else:
+        verdict = "passed" + (f" ({running} run(s) still running)" if running else "")
+    return "\n".join([*parts, "", *notes, *([""] if notes else []), f"{counts}: {verdict}"])
+
+
+def _headline(text: str | None, limit: int = 160) -> str:
+    """The first line of an error message; of a Python traceback, the line that names the
+    exception (PySpark puts the whole traceback into the message)."""
+    lines = (text or "").strip().splitlines() or [""]
+    head, marker = lines[0], "Traceback (most recent call last):"
+    raised = [line for line in lines[1:] if line and not line[0].isspace()]
+    if head.endswith(marker) and raised:
+        head = head.removesuffix(marker) + raised[-1]
+    return head if len(head) <= limit else head[: limit - 3] + "..."
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"lineage-agent: {message}", file=sys.stderr)
+    return code
+
+
+class _ProgressLine:
+    """`replay: 3/10 logs, 12.5/80.0 MiB` rewritten in place on a terminal, 10 times a second
+    at most."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._shown = 0.0
+        self._width = 0
+
+    def __call__(self, done: int, total: int, read: int, size: int) -> None:
+        now = time.monotonic()
+        if now - self._shown < 0.1 and done < total:
+            return
+        self._shown = now
+        text = f"replay: {done}/{total} logs, {read / _MIB:.1f}/{size / _MIB:.1f} MiB"
+        self._stream.write("\r" + text.ljust(self._width))
+        self._stream.flush()
+        self._width = len(text)
+
+    def clear(self) -> None:
+        if self._width:
+            self._stream.write("\r" + " " * self._width + "\r")
+            self._stream.flush()
