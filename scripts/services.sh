@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Debian packages the tests need beyond the virtual environment, installed when missing
-# (as root, as on CI machines): Java for PySpark, systemd-analyze for the unit checks.
+# (as root, as on CI machines): Java for PySpark, systemd-analyze for the unit checks,
+# PostgreSQL and its JDBC driver for the JDBC scenarios (tests/pg.py starts a throwaway server).
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v kill >/dev/null 2>&1 || need+=(procps)
+compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need+=(postgresql)
+[[ -f /usr/share/java/postgresql.jar ]] || need+=(libpostgresql-jdbc-java)
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "missing Debian packages: ${need[*]} (run as root or install them)" >&2

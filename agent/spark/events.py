@@ -1,0 +1,139 @@
+"""OpenLineage RunEvents of Spark runs: the event body and its run and job facets. Pure.
+
+Every event carries `processing_engine`, the counters facet `lineageAgent_run` (zeros on
+START, live values on RUNNING, final ones on terminal events), `errorMessage` when the run
+ended with one, `parent` for child runs (and for the application when the scheduler that
+launched it said so) and the `jobType` job facet. Dataset statistics facets appear on
+terminal events only: before the end they would be partial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from agent import __version__
+from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, RUN_SCHEMA_URL
+from agent.spark import naming
+from agent.spark.naming import Catalog, RunDatasets
+from agent.spark.plans import DatasetRef
+from agent.spark.runs import Failure, Run
+
+Event = dict[str, Any]
+
+_OL: Final = "https://openlineage.io/spec/facets/"
+RUN_FACET_URLS: Final = {
+    "processing_engine": _OL
+    + "1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
+    "parent": _OL + "1-2-0/ParentRunFacet.json#/$defs/ParentRunFacet",
+    "errorMessage": _OL + "1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet",
+    "jobType": _OL + "2-0-4/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
+}
+MAX_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """A run as another run's facet names it."""
+
+    namespace: str
+    job_name: str
+    run_id: str
+
+
+def run_event(
+    event_type: str,
+    run: Run,
+    time_ms: int,
+    *,
+    namespace: str,
+    spark_version: str | None,
+    datasets: RunDatasets,
+    parent: dict[str, Any] | None = None,
+    failure: Failure | None = None,
+) -> Event:
+    """One RunEvent of `run` at `time_ms` (Spark's clock, Unix ms)."""
+    run_facets: dict[str, Any] = {}
+    if parent is not None:
+        run_facets["parent"] = parent
+    run_facets["processing_engine"] = facet(
+        "processing_engine",
+        version=spark_version or "unknown",
+        name="spark",
+        openlineageAdapterVersion=__version__,
+    )
+    counted = event_type != "START"  # START always reports zeros
+    tally = run.tally
+    run_facets["lineageAgent_run"] = {
+        "_producer": PRODUCER,
+        "_schemaURL": RUN_SCHEMA_URL,
+        "recordsIn": tally.records_in if counted else 0,
+        "recordsOut": tally.records_out if counted else 0,
+        "bytesIn": tally.bytes_in if counted else 0,
+        "bytesOut": tally.bytes_out if counted else 0,
+        "failedTasks": tally.failed_tasks if counted else 0,
+    }
+    if failure is not None and failure.message:
+        error = facet("errorMessage", message=failure.message, programmingLanguage="JAVA")
+        if failure.stack:
+            error["stackTrace"] = failure.stack
+        run_facets["errorMessage"] = error
+    inputs, outputs = datasets.as_lists(statistics=event_type not in ("START", "RUNNING"))
+    job_type = facet("jobType", processingType="BATCH", integration="SPARK", jobType=run.job_type)
+    return {
+        "eventTime": iso(time_ms),
+        "eventType": event_type,
+        "producer": PRODUCER,
+        "schemaURL": OPENLINEAGE_SCHEMA_URL,
+        "run": {"runId": run.run_id, "facets": run_facets},
+        "job": {"namespace": namespace, "name": run.job_name, "facets": {"jobType": job_type}},
+        "inputs": inputs,
+        "outputs": outputs,
+    }
+
+
+def run_datasets(run: Run, catalog: Catalog) -> RunDatasets:
+    """The datasets of a run: a SQL run's from its executions' plans (with their SQL
+    metrics), an RDD job's from its input paths (with the job's read counters when it has
+    one input)."""
+    if run.kind == "sql":
+        refs = [(r, e.values) for e in run.executions for r in e.refs.values()]
+        return naming.collect(refs, catalog)
+    datasets = naming.collect(
+        [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths], catalog
+    )
+    if len(datasets.inputs) == 1:  # the job's read counters are this dataset's
+        only = next(iter(datasets.inputs))
+        datasets.stats[("input", only)] = {
+            "rows": run.tally.records_in,
+            "bytes": run.tally.bytes_in,
+        }
+    return datasets
+
+
+def parent_facet(parent: RunRef, root: RunRef | None = None) -> dict[str, Any]:
+    """The `parent` run facet; `root` defaults to the parent itself."""
+    root = root or parent
+    return facet(
+        "parent",
+        run={"runId": parent.run_id},
+        job={"namespace": parent.namespace, "name": parent.job_name},
+        root={
+            "run": {"runId": root.run_id},
+            "job": {"namespace": root.namespace, "name": root.job_name},
+        },
+    )
+
+
+def facet(key: str, **fields: Any) -> dict[str, Any]:
+    """A standard run or job facet with our producer and the spec's schema URL."""
+    return {"_producer": PRODUCER, "_schemaURL": RUN_FACET_URLS[key], **fields}
+
+
+def iso(ms: int) -> str:
+    """Unix ms -> ISO-8601 UTC with milliseconds and `Z`."""
+    ms = min(max(ms, 0), MAX_MS)
+    moment = _EPOCH + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
