@@ -4,6 +4,7 @@ missing directories and corrupt lines."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -189,3 +190,32 @@ async def test_live_application_is_followed(tmp_path: Path, layout: str) -> None
             await task
             source.state.close()
     assert [e["eventType"] for _, e in emitted] == ["START", "COMPLETE"]
+
+
+async def test_old_completed_logs_skipped_by_horizon(spark_logs: SparkLogs, tmp_path: Path) -> None:
+    """At first start a completed log older than the horizon is not replayed; a newer one is,
+    and with the horizon at 0 every log is."""
+    directory = tmp_path / "logs"
+    shutil.copytree(spark_logs.directory("single", "zstd"), directory / "old")
+    shutil.copytree(spark_logs.directory("single", "none"), directory / "new")
+    [old] = list((directory / "old").iterdir())
+    two_days_ago = old.stat().st_mtime - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    dirs = [directory / "old", directory / "new"]
+
+    metrics = Metrics(CollectorRegistry())
+    config = SparkConfig(
+        event_log_dirs=tuple(str(d) for d in dirs), poll_interval=0.1, replay_horizon=86400
+    )
+    source = SparkSource(config, "spark", StateDB(tmp_path / "state"), metrics)
+    emitted = await run_until(source, settled(source))
+    assert {e["job"]["name"] for _, e in emitted if e["job"]["name"].count(".") == 0} == {
+        "eventlogs_single_none"
+    }
+    # The skip is remembered: a restart with the same state does not replay it either.
+    source, _ = source_for(dirs, tmp_path / "state")
+    assert await run_until(source, settled(source), seconds=5) == []
+    # A fresh agent with the horizon off replays both.
+    source, _ = source_for(dirs, tmp_path / "fresh")
+    names = {e["job"]["name"] for _, e in await run_until(source, settled(source))}
+    assert {"eventlogs_single_none", "eventlogs_single_zstd"} <= names
