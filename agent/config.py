@@ -124,6 +124,9 @@ class SparkConfig:
     replay_horizon: Seconds = 86400.0  # completed logs older than this are skipped at first start
     # longer event-log lines are counted and skipped
     max_line_bytes: Annotated[int, Bounds(low=1024)] = 64 * 1024 * 1024
+    # input-field entries one columnLineage facet may carry (~200 bytes each), so a wide
+    # table cannot make a multi-megabyte event; 0 leaves column lineage out
+    column_lineage_max_fields: Annotated[int, Bounds(low=0)] = 1000
 
 
 @dataclass(frozen=True, slots=True)

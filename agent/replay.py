@@ -250,6 +250,7 @@ class _Replayer:
             namespace=namespace,
             emit_empty_executions=spark.emit_empty_executions,
             running_interval_ms=int(spark.running_interval * 1000),
+            column_lineage_max_fields=spark.column_lineage_max_fields,
         )
         self.max_line_bytes = spark.max_line_bytes
         self.signer = signer

@@ -14,6 +14,7 @@ import zstandard
 from agent.spark import plans
 from agent.spark.naming import TableIdent
 from agent.spark.plans import Attribute, DatasetRef, Field, PlanSummary
+from agent.spark.plantext import PlanNode, parse_plan
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 SAMPLES = SHARED / "spark-eventlogs"
@@ -141,7 +142,7 @@ def test_insert_into_a_catalog_table_reads_a_catalog_table() -> None:
     assert write.location == "file:/data/golden/warehouse/adults"
     assert write.table == TableIdent("adults", "default", "spark_catalog")
     assert write.lifecycle is None  # Append
-    assert write.fields == (Field("name", "string"), Field("age"))  # age + 1: type unknown
+    assert write.fields == (Field("name", "string"), Field("age", "integer"))  # age + 1
 
 
 def test_partitioned_orc_write() -> None:
@@ -181,6 +182,7 @@ def test_hive_ctas_and_insert_into_hive_table() -> None:
     """Hive CTAS names its table; the nested InsertIntoHiveTable adds the table's location."""
     (ctas,) = plan_of("hive_jdbc", 0).datasets
     assert (ctas.table, ctas.lifecycle) == (TableIdent("events", "default"), "CREATE")
+    assert ctas.fields == ()  # `[Database: default, TableName: events]` lists no column
     (insert,) = plan_of("hive_jdbc", 1).datasets
     assert insert.table == TableIdent("events", "default", "spark_catalog")
     assert insert.location == "file:/data/golden/warehouse/events"
@@ -386,3 +388,138 @@ def test_command_name_is_the_normalized_node() -> None:
         "execute_insert_into_hadoop_fs_relation_command"
     )
     assert plans.command_name(None) is None
+
+
+def _tree(node: PlanNode | None, depth: int = 0) -> list[str]:
+    """An operator tree as indented `name (id)` lines."""
+    if node is None:
+        return []
+    lines = [f"{'  ' * depth}{node.name} ({node.op_id})"]
+    for child in node.children:
+        lines += _tree(child, depth + 1)
+    return lines
+
+
+def test_parse_plan_keeps_the_final_adaptive_plan() -> None:
+    """Under AdaptiveSparkPlan the final plan is the tree; the initial one is kept apart;
+    blocks attach to their operators, codegen stars and `, coalesced` suffixes dropped."""
+    final = [
+        e
+        for e in load_events("success")
+        if e["Event"] == SQL + "AdaptiveExecutionUpdate" and e["executionId"] == 2
+    ][-1]
+    plan = parse_plan(final["physicalPlanDescription"])
+    assert _tree(plan.root) == [
+        "AdaptiveSparkPlan (16)",
+        "  ResultQueryStage (10)",
+        "    Execute InsertIntoHadoopFsRelationCommand (9)",
+        "      WriteFiles (8)",
+        "        HashAggregate (7)",
+        "          AQEShuffleRead (6)",
+        "            ShuffleQueryStage (5)",
+        "              Exchange (4)",
+        "                HashAggregate (3)",
+        "                  ColumnarToRow (2)",
+        "                    Scan parquet (1)",
+    ]
+    assert [_tree(tree)[0] for tree in plan.initial] == [
+        "Execute InsertIntoHadoopFsRelationCommand (15)"
+    ]
+    assert plan.root is not None
+    aggregate = plan.root.children[0].children[0].children[0].children[0]
+    assert aggregate.detail_list("Keys") == ["k#4L"]
+    assert aggregate.details["Results"] == (
+        "[k#4L, count(1)#8L AS c#6L, sum(id#3L)#9L AS total#7L]"
+    )
+
+
+def test_parse_plan_reads_inner_children_and_subqueries() -> None:
+    """A cached relation's plan nests under InMemoryRelation (deeper indentation); each
+    subquery is its own tree with the operator and expression hosting it."""
+    plan = parse_plan(
+        "== Physical Plan ==\n"
+        "Execute InsertIntoHadoopFsRelationCommand (5)\n"
+        "+- * Project (4)\n"
+        "   :- InMemoryTableScan (1)\n"
+        "   :     +- InMemoryRelation (2)\n"
+        "   :           +- Scan parquet  (3)\n"
+        "   +- Range (6)\n"
+        "\n\n"
+        "(4) Project [codegen id : 1]\n"
+        "Output [1]: [(a#1 + Subquery subquery#9, [id=#20]) AS b#2]\n"
+        "\n===== Subqueries =====\n\n"
+        "Subquery:1 Hosting operator id = 4 Hosting Expression = Subquery subquery#9, [id=#20]\n"
+        "* HashAggregate (8)\n"
+        "+- Scan parquet  (7)\n"
+        "\n\n"
+        "(8) HashAggregate [codegen id : 1]\n"
+        "Results [1]: [max(x#3)#4 AS max(x)#5]\n"
+        "Subquery:2 Hosting operator id = 1 Hosting Expression = ReusedSubquery Subquery "
+        "subquery#9, [id=#20]\n"
+    )
+    assert _tree(plan.root) == [
+        "Execute InsertIntoHadoopFsRelationCommand (5)",
+        "  Project (4)",
+        "    InMemoryTableScan (1)",
+        "      InMemoryRelation (2)",
+        "        Scan parquet (3)",
+        "    Range (6)",
+    ]
+    first, reused = plan.subqueries
+    assert (first.host, first.expression) == (4, "Subquery subquery#9, [id=#20]")
+    assert _tree(first.root) == ["HashAggregate (8)", "  Scan parquet (7)"]
+    assert first.root is not None and first.root.detail_list("Results") == [
+        "max(x#3)#4 AS max(x)#5"
+    ]
+    assert (reused.host, reused.root) == (1, None)
+
+
+def test_scans_only_in_the_description_are_named_from_it() -> None:
+    """Column lineage names its scans from their description blocks: Location lists every
+    path, the table comes from the operator's name, the schema from ReadSchema."""
+    node = PlanNode(
+        7,
+        "Scan parquet spark_catalog.default.people",
+        {
+            "Output": "[name#1, age#2]",
+            "Location": "InMemoryFileIndex [file:/wh/people/p=1, file:/wh/people/p=2]",
+            "ReadSchema": "struct<name:string,age:int>",
+        },
+    )
+    first, second = plans.scan_datasets(node, {})
+    assert first == DatasetRef(
+        "input",
+        "Scan parquet spark_catalog.default.people",
+        location="file:/wh/people/p=1",
+        table=TableIdent("people", "default", "spark_catalog"),
+        format="parquet",
+        fields=(Field("name", "string"), Field("age", "integer")),
+    )
+    assert second.location == "file:/wh/people/p=2"
+    assert plans.scan_datasets(PlanNode(3, "Project", {}), {}) == []
+
+
+def test_v2_jdbc_writes_are_named_by_table() -> None:
+    """AppendDataExecV1 / OverwriteByExpressionExecV1 into a JDBC catalog table: the table
+    (the url stays in the catalog's configuration), with a note; other V2 writes unknown."""
+    simple = (
+        "AppendDataExecV1 JDBCTable(APP.PEOPLE,StructType(StructField(id,LongType,true)),"
+        "org.apache.spark.sql.execution.datasources.jdbc.JDBCOptions@5cd39675,Map()), Project"
+    )
+    summary = plans.read_plan(node("AppendDataExecV1", simple), "")
+    assert summary.datasets == (
+        DatasetRef(
+            "output",
+            "AppendDataExecV1",
+            jdbc=("", "APP.PEOPLE"),
+            format="jdbc",
+            unknown_reason="JDBC url not in the event log",
+        ),
+    )
+    assert summary.notes == (
+        "JDBC table APP.PEOPLE is written, but its url is not in the event log",
+    )
+    overwrite = plans.read_plan(node("OverwriteByExpressionExecV1", simple), "").datasets[0]
+    assert overwrite.lifecycle == "OVERWRITE"
+    noop = plans.read_plan(node("OverwriteByExpression noop-table", "NoopWrite"), "")
+    assert noop.datasets[0].unknown_reason == "write node 'OverwriteByExpression noop-table'"

@@ -16,6 +16,7 @@ from typing import Any, Final
 from agent import __version__
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, RUN_SCHEMA_URL
 from agent.spark import naming
+from agent.spark.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.naming import Catalog, RunDatasets
 from agent.spark.plans import DatasetRef
 from agent.spark.runs import Failure, Run
@@ -94,13 +95,15 @@ def run_event(
     }
 
 
-def run_datasets(run: Run, catalog: Catalog) -> RunDatasets:
+def run_datasets(
+    run: Run, catalog: Catalog, column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
+) -> RunDatasets:
     """The datasets of a run: a SQL run's from its executions' plans (with their SQL
-    metrics), an RDD job's from its input paths (with the job's read counters when it has
-    one input)."""
+    metrics and column lineage), an RDD job's from its input paths (with the job's read
+    counters when it has one input)."""
     if run.kind == "sql":
         refs = [(r, e.values) for e in run.executions for r in e.refs.values()]
-        return naming.collect(refs, catalog)
+        return naming.collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
     datasets = naming.collect(
         [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths], catalog
     )

@@ -23,6 +23,10 @@ else the warehouse location (``file:/warehouse``), else the catalog name.
 Jobs are ``{app}.{command}.{output}`` where ``app`` and ``command`` are normalized the way the
 integration's ``NameNormalizer`` does (``MyXMLApp`` -> ``my_xml_app``) and ``output`` is the
 table (``db_table``) or the last two directories of the output path (``data_out``).
+
+Written datasets carry a ``columnLineage`` facet when their plan's column lineage was
+followed (`lineage`), its input fields named like the input datasets and bounded by
+`columnfacet`.
 """
 
 from __future__ import annotations
@@ -35,9 +39,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agent.facets import PRODUCER
+from agent.spark.columnfacet import DEFAULT_MAX_FIELDS, column_lineage_facets
 
 if TYPE_CHECKING:  # plans imports this module
-    from agent.spark.plans import DatasetRef, Field
+    from agent.spark.datasets import DatasetRef
+    from agent.spark.schema import Field
 
 UNKNOWN_NAMESPACE: Final = "unknown"
 _OL: Final = "https://openlineage.io/spec/facets/"
@@ -53,6 +59,10 @@ DATASET_FACET_URLS: Final = {
     + "1-0-2/OutputStatisticsOutputDatasetFacet.json#/$defs/OutputStatisticsOutputDatasetFacet",
 }
 _STAT_FIELDS: Final = {"rows": "rowCount", "bytes": "size", "files": "fileCount"}
+#: Writes whose query runs as a nested execution (a `feeds_write` reference).
+_FED_WRITES: Final = frozenset(
+    {"SaveIntoDataSourceCommand", "AppendDataExecV1", "OverwriteByExpressionExecV1"}
+)
 
 _URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?://(?P<authority>[^/]*))?(?P<path>.*)$")
 _OBJECT_STORES: Final = {
@@ -356,23 +366,44 @@ class RunDatasets:
         return list(self.inputs.values()), list(self.outputs.values())
 
 
-def collect(refs: Iterable[tuple[DatasetRef, Mapping[int, int]]], catalog: Catalog) -> RunDatasets:
+def collect(
+    refs: Iterable[tuple[DatasetRef, Mapping[int, int]]],
+    catalog: Catalog,
+    *,
+    column_lineage_max_fields: int = DEFAULT_MAX_FIELDS,
+) -> RunDatasets:
     """Merge plan references (with their execution's accumulator values) into a run's datasets.
 
     A CTAS names only its table; the insert it runs names the table's path. The table goes
     onto that path's dataset (symlink, lifecycle CREATE): the output at the table's default
     location, else the only output without a table of its own (a custom LOCATION).
+
+    Outputs get their `columnLineage` facet (at most `column_lineage_max_fields` input
+    fields; 0 leaves it out) from the first reference that carries lineage. A query feeding
+    a write of another execution (`feeds_write`) lends its lineage, and its schema if the
+    output has none, to the run's only output that writes through such a query.
     """
     run = RunDatasets()
     created: list[DatasetRef] = []
+    feeding: list[DatasetRef] = []
+    lineages: dict[DatasetName, DatasetRef] = {}
+    fed: list[DatasetName] = []  # outputs whose query ran in a nested execution
     for ref, values in refs:
+        if ref.feeds_write:
+            feeding.append(ref)
+            continue
         if not names_dataset(ref):
             created.append(ref)
             continue
         name, dataset = describe(ref, catalog)
         _merge(run.inputs if ref.role == "input" else run.outputs, name, dataset)
-        if ref.role == "output" and ref.table is not None:
-            run.tables.setdefault(name, ref.table)
+        if ref.role == "output":
+            if ref.table is not None:
+                run.tables.setdefault(name, ref.table)
+            if ref.columns is not None:
+                lineages.setdefault(name, ref)
+            if ref.node.removeprefix("Execute ").split(" ", 1)[0] in _FED_WRITES:
+                fed.append(name)
         total = run.stats.setdefault((ref.role, name), {})
         for stat, acc in ref.metrics.items():
             if acc in values:
@@ -390,12 +421,44 @@ def collect(refs: Iterable[tuple[DatasetRef, Mapping[int, int]]], catalog: Catal
                 facets[key] = dataset["facets"][key]
         if ref.table is not None:
             run.tables[target] = ref.table
+    fed = [name for name in dict.fromkeys(fed) if name not in lineages]
+    if feeding and len(fed) == 1:
+        lineages[fed[0]] = feeding[-1]
+        facets = run.outputs[fed[0]].setdefault("facets", {})
+        if "schema" not in facets and feeding[-1].fields:
+            facets["schema"] = _facet(
+                "schema", fields=[_schema_field(f) for f in feeding[-1].fields]
+            )
+    _column_lineage(run, lineages, catalog, column_lineage_max_fields)
     return run
 
 
+def _column_lineage(
+    run: RunDatasets,
+    lineages: Mapping[DatasetName, DatasetRef],
+    catalog: Catalog,
+    max_fields: int,
+) -> None:
+    names: dict[int, tuple[str, str]] = {}
+
+    def name_of(ref: DatasetRef) -> tuple[str, str]:
+        if id(ref) not in names:
+            name = describe(ref, catalog)[0]
+            names[id(ref)] = (name.namespace, name.name)
+        return names[id(ref)]
+
+    for output, ref in lineages.items():
+        if ref.columns is None or output not in run.outputs:
+            continue
+        found = column_lineage_facets(ref.columns, name_of, max_fields)
+        if found:
+            run.outputs[output].setdefault("facets", {}).update(found)
+
+
 def names_dataset(ref: DatasetRef) -> bool:
-    """Whether a reference names a dataset by itself: not a CTAS table awaiting its insert."""
-    return not (
+    """Whether a reference names a dataset by itself: not a CTAS table awaiting its insert,
+    not a query feeding another execution's write."""
+    return not ref.feeds_write and not (
         ref.role == "output"
         and ref.location is None
         and ref.jdbc is None

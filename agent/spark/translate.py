@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from agent.spark import naming, plans, runids
+from agent.spark.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.events import (
     MAX_MS,
     RUN_FACET_URLS,
@@ -125,6 +126,8 @@ class TranslateOptions:
     namespace: str  # job namespace
     emit_empty_executions: bool = False  # SQL executions with no datasets
     running_interval_ms: int = 0  # RUNNING events, 0 = off (driven by Spark timestamps)
+    # input-field entries a columnLineage facet may carry; 0 leaves the facet out
+    column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
 
 
 class ApplicationTranslator:
@@ -518,7 +521,7 @@ class ApplicationTranslator:
             self._props.get("spark.hadoop.hive.metastore.uris")
             or self._props.get("hive.metastore.uris"),
         )
-        return run_datasets(run, catalog)
+        return run_datasets(run, catalog, self.options.column_lineage_max_fields)
 
     def _parent_facet(self, run: Run) -> dict[str, Any] | None:
         """Children point at the application; the application at the scheduler run that

@@ -1,0 +1,62 @@
+"""What a plan reads and writes, as the plan names it: the unit `plans` produces and
+`naming` turns into OpenLineage datasets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from agent.spark.columns import ColumnLineage
+from agent.spark.schema import Field
+
+if TYPE_CHECKING:  # naming renders these references
+    from agent.spark.naming import TableIdent
+
+Role = Literal["input", "output"]
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenLineage:
+    """Column lineage of one write, with the datasets each scan of the plan reads."""
+
+    lineage: ColumnLineage
+    inputs: Mapping[int, tuple[DatasetRef, ...]]  # scan operator id -> its datasets
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRef:
+    """A dataset as the plan names it: by location (with its catalog table, if it is one),
+    by JDBC url and table, or by table alone (a CTAS, a Hive scan). `unknown_reason` says
+    why it cannot be named.
+
+    A reference with `feeds_write` names no dataset: it is the result of a query that a
+    write in another execution of the same run consumes (a JDBC save, a V2 write through
+    the V1 fallback) and lends that write its column lineage and schema."""
+
+    role: Role
+    node: str
+    location: str | None = None
+    table: TableIdent | None = None
+    jdbc: tuple[str, str] | None = None  # (url, table)
+    format: str | None = None
+    fields: tuple[Field, ...] = ()
+    #: statistic (`rows`, `bytes`, `files`) -> accumulator id of the node's SQL metric
+    metrics: Mapping[str, int] = field(default_factory=dict)
+    lifecycle: str | None = None  # OVERWRITE, CREATE
+    unknown_reason: str | None = None
+    columns: WrittenLineage | None = None  # outputs: lineage of the written columns
+    feeds_write: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSummary:
+    """What one plan of one execution reads and writes."""
+
+    command: str | None  # node that names the execution, e.g. "Execute InsertInto...Command"
+    datasets: tuple[DatasetRef, ...]
+    notes: tuple[str, ...]  # why something could not be read; the caller adds context
+
+    @property
+    def writes(self) -> bool:
+        return any(d.role == "output" and not d.feeds_write for d in self.datasets)

@@ -1,0 +1,166 @@
+"""Column lineage of the writes of one plan: `columns.PlanGraph` over the plan description,
+attached to the output datasets `plans` found, with the scans it follows named as datasets
+and every written column typed (`typeinfer`).
+
+Writes followed: `InsertIntoHadoopFsRelationCommand`, `InsertIntoHiveTable` and the V2
+writes whose query is their child in the same plan (`AppendData`, `OverwriteByExpression`,
+...). A write that runs its query as a nested execution (a JDBC save, a V2 write through
+the V1 fallback) is handled from the other side: that query's plan has no write, its root
+hands rows to the caller (`DeserializeToObject`), and its lineage becomes a `feeds_write`
+reference that `naming.collect` lends to the run's output. CTAS commands name their table
+only; the insert they run carries the lineage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from agent.spark.columns import PlanGraph, written_attributes
+from agent.spark.datasets import DatasetRef, WrittenLineage
+from agent.spark.plantext import Attribute, PlanNode, PlanText, parse_plan
+from agent.spark.schema import Field
+from agent.spark.typeinfer import TypeOracle
+
+ScanDatasets = Callable[[PlanNode, Mapping[int, Field]], list[DatasetRef]]
+
+_FOLLOWED: Final = frozenset(
+    {
+        "Execute InsertIntoHadoopFsRelationCommand",
+        "InsertIntoHiveTable",
+        "AppendData",
+        "OverwriteByExpression",
+        "OverwritePartitionsDynamic",
+        "ReplaceData",
+        "WriteDelta",
+    }
+)
+_WRAPPERS: Final = ("AdaptiveSparkPlan", "ResultQueryStage")
+#: The root of a query whose rows a write in the calling execution consumes.
+_FEEDING: Final = "DeserializeToObject"
+_TRUNCATED_NOTE: Final = (
+    "column lineage of {what} is incomplete: the plan cuts long expressions "
+    "(spark.sql.debug.maxToStringFields)"
+)
+
+
+def followed(ref: DatasetRef) -> bool:
+    """Whether the column lineage of this output is followed through its plan."""
+    command = ref.node.removeprefix("Execute ")
+    return ref.role == "output" and (
+        ref.node in _FOLLOWED or command in _FOLLOWED or command.split(" ", 1)[0] in _FOLLOWED
+    )
+
+
+def attach(
+    datasets: Sequence[DatasetRef],
+    description: str,
+    types: Mapping[int, Field],
+    scan_datasets: ScanDatasets,
+    notes: list[str],
+) -> list[DatasetRef]:
+    """`datasets` with column lineage on the outputs it follows (and a `feeds_write`
+    reference for a query feeding another execution's write). Never raises."""
+    out = list(datasets)
+    writes = [i for i, ref in enumerate(out) if followed(ref)]
+    writes_any = any(ref.role == "output" for ref in out)
+    if not writes and (writes_any or _FEEDING not in description):
+        return out
+    plan = parse_plan(description)
+    if plan.root is None:
+        if writes and description.strip():  # empty: the execution never planned
+            notes.append(
+                "no column lineage: the plan description has no operator ids "
+                "(spark.sql.ui.explainMode is not 'formatted')"
+            )
+        return out
+    feeding = None if writes_any else _feeding_root(plan.root)
+    if not writes and feeding is None:
+        return out
+    try:
+        return _follow(out, writes, plan, feeding, types, scan_datasets, notes)
+    except Exception as exc:  # a reader bug must not cost the datasets; the note says why
+        notes.append(f"column lineage not read: internal error {exc!r}")
+        return list(datasets)
+
+
+def _follow(
+    out: list[DatasetRef],
+    writes: list[int],
+    plan: PlanText,
+    feeding: PlanNode | None,
+    types: Mapping[int, Field],
+    scan_datasets: ScanDatasets,
+    notes: list[str],
+) -> list[DatasetRef]:
+    graph = PlanGraph(plan)
+    oracle = TypeOracle(graph, types)
+    for index in writes:
+        ref = out[index]
+        command = ref.node.removeprefix("Execute ")
+        node = graph.find(ref.node, f"Execute {command}", command)
+        if node is None:
+            notes.append(f"no column lineage for {ref.node!r}: not in the plan description")
+            continue
+        attrs = written_attributes(graph, node)
+        out[index] = _with_lineage(ref, graph, attrs, oracle, scan_datasets, types)
+    if feeding is not None:
+        attrs = written_attributes(graph, feeding)
+        query = DatasetRef("output", feeding.name, feeds_write=True)
+        query = _with_lineage(query, graph, attrs, oracle, scan_datasets, types)
+        if query.columns is not None and query.columns.lineage.size:
+            out.append(query)
+    for name in dict.fromkeys(graph.unrecognized):
+        notes.append(f"column lineage stops at unrecognized plan node {name!r}")
+    for name, key in dict.fromkeys(graph.unreadable):
+        notes.append(
+            f"column lineage stops at {name!r}: its {key} list does not split into the "
+            "items Spark counted (a string literal with brackets or quotes?)"
+        )
+    for ref in out:
+        if ref.columns is not None and ref.columns.lineage.incomplete and graph.truncated:
+            notes.append(_TRUNCATED_NOTE.format(what=repr(ref.node)))
+    return out
+
+
+def _feeding_root(root: PlanNode) -> PlanNode | None:
+    node = root
+    while node.name.startswith(_WRAPPERS) and node.children:
+        node = node.children[0]
+    return node if node.name.startswith(_FEEDING) else None
+
+
+def _with_lineage(
+    ref: DatasetRef,
+    graph: PlanGraph,
+    attrs: Sequence[Attribute],
+    oracle: TypeOracle,
+    scan_datasets: ScanDatasets,
+    types: Mapping[int, Field],
+) -> DatasetRef:
+    """The written columns' lineage and types; names from the command when it lists as
+    many as are written (it can rename: `INSERT INTO t SELECT a + 1`), else the attributes'."""
+    if not attrs:
+        return ref
+    names = [f.name for f in ref.fields]
+    if len(names) != len(attrs):
+        names = [a.name for a in attrs]
+    lineage = graph.lineage([(n, a.expr_id) for n, a in zip(names, attrs, strict=True)])
+    inputs = {scan: tuple(scan_datasets(node, types)) for scan, node in lineage.scans.items()}
+    fields = tuple(
+        _typed(name, attr, ref.fields[i] if len(ref.fields) == len(attrs) else None, oracle)
+        for i, (name, attr) in enumerate(zip(names, attrs, strict=True))
+    )
+    if not (lineage.size or lineage.incomplete):  # nothing read: no facet to carry
+        return dataclasses.replace(ref, fields=fields)
+    return dataclasses.replace(ref, columns=WrittenLineage(lineage, inputs), fields=fields)
+
+
+def _typed(name: str, attr: Attribute, known: Field | None, oracle: TypeOracle) -> Field:
+    if known is not None and known.type is not None:
+        return known
+    found = oracle.of(attr.expr_id)
+    if found is not None and found.type is not None:
+        return Field(name, found.type, found.fields)
+    return Field(name, "long" if attr.is_long else None)

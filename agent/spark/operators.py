@@ -1,0 +1,422 @@
+"""How each Spark operator defines its attributes: the walk behind column lineage.
+
+`AttributeGraph(plan)` walks every operator of a `plantext.PlanText` once, children before
+parents, and records per attribute id where its values come from: a scanned field (a leaf),
+or other attributes through an expression (an edge carrying the transformation, see
+`expressions`). Operators that filter, join, group or sort add dataset-level INDIRECT
+dependencies. `columns.PlanGraph` resolves the graph into lineage.
+
+Operators understood (Spark 3.5 / 4.x names): scans of datasets (`Scan <format> [table]`,
+`Scan JDBCRelation(...)`, `Scan hive ...`, `BatchScan`, `FileScan`); leaves without a dataset
+(`LocalTableScan`, `Range`, `Scan ExistingRDD`, `Scan OneRowRelation`); the cache
+(`InMemoryTableScan` over `InMemoryRelation` and its cached plan); `Project`, `Filter`,
+`HashAggregate` / `ObjectHashAggregate` / `SortAggregate` (partial buffers skipped: final
+aggregates name the original inputs), the hash, sort-merge, nested-loop and cartesian joins,
+`Union`, `Window`, `WindowGroupLimit`, `Expand`, `Generate`, `Sort` (only a global sort is a
+SORT dependency: local sorts serve joins, windows and partitioned writes), limits,
+`TakeOrderedAndProject`, Python UDF evaluation, scalar and IN subqueries, V1 and V2 write
+commands, and the operators that only move rows (exchanges, query stages, `AQEShuffleRead`,
+codegen adapters). `ReusedExchange` maps its attributes onto the exchange it reuses,
+position by position.
+
+The initial plan of an adaptive execution is walked for definitions only: AQE keeps
+attribute ids, and the final plan can name attributes only the initial plan defines (the
+aggregate above a reused exchange). Anything else is *unrecognized*: its name goes to
+`unrecognized`, attributes it passes on keep their lineage (ids are never reused for other
+values), and attributes it creates have none, so the columns built from them are reported
+incomplete, never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from agent.spark.expressions import IDENTITY, TRANSFORMATION, Transformation, indirect, references
+from agent.spark.plantext import Attribute, PlanNode, PlanText, bracketed, parse_attribute
+from agent.spark.schema import split_top
+
+_PASS_THROUGH: Final = frozenset(
+    {
+        "AdaptiveSparkPlan", "AQEShuffleRead", "BroadcastExchange", "BroadcastQueryStage",
+        "CoalesceExec", "Coalesce", "CollectLimit", "CollectMetrics", "CollectTail",
+        "ColumnarToRow", "DeserializeToObject", "Exchange", "GlobalLimit", "InputAdapter",
+        "LocalLimit", "ResultQueryStage", "RowToColumnar", "Sample", "ShuffleQueryStage",
+        "Subquery", "SubqueryBroadcast", "SubqueryAdaptiveBroadcast", "TableCacheQueryStage",
+        "WholeStageCodegen", "WriteFiles", "ReusedSubquery",
+        # writes: their child's attributes are what they write
+        "AppendData", "AppendDataExecV1", "OverwriteByExpression", "OverwriteByExpressionExecV1",
+        "OverwritePartitionsDynamic", "ReplaceData", "WriteDelta", "InsertIntoHiveTable",
+    }
+)  # fmt: skip
+_AGGREGATES: Final = frozenset(
+    {"HashAggregate", "ObjectHashAggregate", "SortAggregate", "MergingSessionAggregate"}
+)
+_KEYED_JOINS: Final = frozenset({"BroadcastHashJoin", "SortMergeJoin", "ShuffledHashJoin"})
+_OTHER_JOINS: Final = frozenset({"BroadcastNestedLoopJoin", "CartesianProduct"})
+_PYTHON_EVAL: Final = frozenset({"BatchEvalPython", "ArrowEvalPython"})
+#: Leaves that read no dataset: their attributes are known to come from no input field.
+_LOCAL_LEAVES: Final = (
+    "LocalTableScan",
+    "Range",
+    "Scan ExistingRDD",
+    "Scan OneRowRelation",
+    "Scan ExternalRDD",
+    "Scan RDD",
+)
+_DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
+_REUSED = re.compile(r"\[Reuses operator id: (\d+)\]")
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A field of a scanned dataset: the scan's operator id and the field's name."""
+
+    scan: int
+    field: str
+
+
+class AttributeGraph:
+    """Where every attribute of one plan comes from; see the module docstring."""
+
+    def __init__(self, plan: PlanText) -> None:
+        self.edges: dict[int, list[tuple[int, Transformation]]] = {}
+        self.leaves: dict[int, Source] = {}
+        self.defined: set[int] = set()  # attributes made from nothing (literals, ranges)
+        self.partial: set[int] = set()  # attributes whose origin the plan hides in part
+        self.expressions: dict[int, str] = {}  # attribute -> the expression defining it
+        self.generated: dict[int, tuple[str, int]] = {}  # attribute -> (generator, position)
+        self.scans: dict[int, PlanNode] = {}
+        self.unrecognized: list[str] = []
+        self.unreadable: list[tuple[str, str]] = []  # (operator, detail) that did not split
+        self.truncated = False  # some expression was cut at spark.sql.debug.maxToStringFields
+        self.dataset: list[tuple[int, str]] = []  # (attribute, INDIRECT subtype)
+        self._outputs: dict[int, list[Attribute]] = {}  # operator id -> its attributes
+        self._reused: list[tuple[list[Attribute], int]] = []
+        self.root = plan.root
+        if plan.root is not None:
+            self._walk(plan.root, self.dataset)
+        for subquery in plan.subqueries:
+            if subquery.root is not None:
+                self._subquery(subquery.expression, subquery.root)
+        for tree in plan.initial:  # definitions only: its operators did not run
+            self._walk(tree, [])
+        for attributes, reused in self._reused:
+            original = self._outputs.get(reused, [])
+            for mine, theirs in zip(attributes, original, strict=False):
+                self._edge(mine.expr_id, theirs.expr_id, IDENTITY)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def find(self, *names: str) -> PlanNode | None:
+        """The first operator (depth first, from the root) whose name starts with one of
+        `names`."""
+        for node in _nodes(self.root):
+            if node.name.startswith(names):
+                return node
+        return None
+
+    def output(self, node: PlanNode) -> list[Attribute]:
+        """The attributes an operator produces, as the walk derived them."""
+        return list(self._outputs.get(node.op_id, []))
+
+    def _walk(self, root: PlanNode, dataset: list[tuple[int, str]]) -> None:
+        """Post-order over one tree: children first, so every operator sees its inputs."""
+        stack: list[tuple[PlanNode, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((child, False) for child in reversed(node.children))
+                continue
+            children = [self._outputs.get(c.op_id, []) for c in node.children]
+            self._outputs[node.op_id] = self._operator(node, children, dataset)
+
+    def _subquery(self, expression: str, root: PlanNode) -> None:
+        """A subquery's value is its plan's output; what filters or groups inside it is an
+        INDIRECT dependency of that value."""
+        inside: list[tuple[int, str]] = []
+        self._walk(root, inside)
+        hosted = [attr for attr, _ in references(expression).references]
+        if not hosted:
+            return
+        value = hosted[0]
+        for attribute in self._outputs.get(root.op_id, []):
+            self._edge(value, attribute.expr_id, IDENTITY)
+        for attr, subtype in inside:
+            self._edge(value, attr, indirect(subtype))
+
+    def _operator(
+        self, node: PlanNode, children: list[list[Attribute]], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        name = node.name
+        head = name.split(" ", 1)[0]
+        unsplittable = node.unsplittable()
+        # what the operator reads: its own `Input` list when it prints one (that is its
+        # child's output as Spark knew it), else what the walk derived for the child
+        first = [] if "Input" in unsplittable else _attributes(node.detail_list("Input"))
+        first = first or (children[0] if children else [])
+        if unsplittable:
+            self.unreadable.extend((name, key) for key in unsplittable)
+            return self._unrecognized(node, first, note=False)
+        if name.startswith(_LOCAL_LEAVES):
+            attrs = _attributes(node.detail_list("Output"))
+            self.defined.update(a.expr_id for a in attrs)
+            return attrs
+        if head == "InMemoryTableScan":
+            return _attributes(node.detail_list("Output")) or first
+        if head == "InMemoryRelation":
+            return self._cache(node, first)
+        if name.startswith(_DATASET_SCANS):
+            return self._scan(node, dataset)
+        if head == "Project":
+            return self._project(node.detail_list("Output") or [])
+        if head == "Filter":
+            self._depends(node.details.get("Condition"), "FILTER", dataset)
+            return first
+        if head in _AGGREGATES:
+            return self._aggregate(node, dataset)
+        if head in _KEYED_JOINS or head in _OTHER_JOINS:
+            return self._join(node, children, dataset)
+        if head == "Union":
+            return self._union(children)
+        handler = _HANDLERS.get(head)
+        if handler is not None:
+            return handler(self, node, first, dataset)
+        if head in _PASS_THROUGH or name.startswith("Execute ") or head.startswith("Reused"):
+            if head == "ReusedExchange":
+                return self._reused_exchange(node)
+            return first or _attributes(node.detail_list("Output") or node.detail_list("Input"))
+        return self._unrecognized(node, first)
+
+    def _scan(self, node: PlanNode, dataset: list[tuple[int, str]]) -> list[Attribute]:
+        attrs = _attributes(node.detail_list("Output"))
+        self.scans[node.op_id] = node
+        for attr in attrs:
+            self.leaves[attr.expr_id] = Source(node.op_id, attr.name)
+        for condition in node.detail_list("PartitionFilters") or []:
+            self._depends(condition, "FILTER", dataset)
+        return attrs
+
+    def _cache(self, node: PlanNode, cached: list[Attribute]) -> list[Attribute]:
+        """`InMemoryRelation [attrs], StorageLevel(...)` over the plan it cached."""
+        arguments = split_top(node.details.get("Arguments", ""))
+        attrs = _attributes(bracketed(arguments[0]) if arguments else None)
+        for mine, theirs in zip(attrs, cached, strict=False):
+            self._edge(mine.expr_id, theirs.expr_id, IDENTITY)
+        return attrs
+
+    def _project(self, items: Sequence[str]) -> list[Attribute]:
+        out: list[Attribute] = []
+        for item in items:
+            attr = self._define(item)
+            if attr is not None:
+                out.append(attr)
+        return out
+
+    def _define(self, item: str, *, generated: bool = False) -> Attribute | None:
+        """An output item: `expr AS name#id` gets edges; a bare attribute passes through."""
+        expression, alias, target = item.rpartition(" AS ")
+        attr = parse_attribute(target)
+        if attr is None:
+            return None
+        if not alias:
+            return attr
+        found = references(expression)
+        self.expressions.setdefault(attr.expr_id, expression)
+        if found.truncated:
+            self.partial.add(attr.expr_id)
+            self.truncated = True
+        if not found.references:
+            self.defined.add(attr.expr_id)
+        for child, how in found.references:
+            if generated and how == IDENTITY:  # a generated row is never the input itself
+                how = TRANSFORMATION
+            self._edge(attr.expr_id, child, how)
+        return attr
+
+    def _aggregate(self, node: PlanNode, dataset: list[tuple[int, str]]) -> list[Attribute]:
+        for key in node.detail_list("Keys") or []:
+            self._depends(key, "GROUP_BY", dataset)
+        functions = node.detail_list("Functions") or []
+        results = node.detail_list("Aggregate Attributes") or []
+        if len(functions) == len(results):  # partial modes list buffers, which go unread
+            for function, result in zip(functions, results, strict=True):
+                attr = parse_attribute(result)
+                if attr is not None and not function.startswith(("partial_", "merge_")):
+                    self._define(f"{function} AS {result}")
+        return self._project(node.detail_list("Results") or [])
+
+    def _join(
+        self, node: PlanNode, children: list[list[Attribute]], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        keys = (node.detail_list("Left keys") or []) + (node.detail_list("Right keys") or [])
+        condition = node.details.get("Join condition", "None").strip()
+        conditions = keys + ([condition] if condition not in ("None", "") else [])
+        for text in conditions:
+            self._depends(text, "JOIN", dataset)
+        left = children[0] if children else []
+        right = children[1] if len(children) > 1 else []
+        join_type = node.details.get("Join type", "Inner").strip()
+        if join_type.startswith(("LeftSemi", "LeftAnti")):
+            return left
+        if join_type.startswith("ExistenceJoin"):
+            exists = parse_attribute(join_type.removeprefix("ExistenceJoin(").rstrip(")"))
+            if exists is None:
+                return left
+            for text in conditions:
+                for child, _ in references(text).references:
+                    self._edge(exists.expr_id, child, TRANSFORMATION)
+            return [*left, exists]
+        return [*left, *right]
+
+    def _union(self, children: list[list[Attribute]]) -> list[Attribute]:
+        """Union's attributes are its first child's; the others add to them by position."""
+        if not children:
+            return []
+        for other in children[1:]:
+            for mine, theirs in zip(children[0], other, strict=False):
+                self._edge(mine.expr_id, theirs.expr_id, IDENTITY)
+        return children[0]
+
+    def _reused_exchange(self, node: PlanNode) -> list[Attribute]:
+        attrs = _attributes(node.detail_list("Output"))
+        match = _REUSED.search(node.name)
+        if match is None:
+            self.unrecognized.append(node.name)
+            self.partial.update(a.expr_id for a in attrs)
+        else:  # resolved after the walk: the reused exchange may come later in the text
+            self._reused.append((attrs, int(match[1])))
+        return attrs
+
+    def _window(
+        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        arguments = split_top(node.details.get("Arguments", ""))
+        windows = bracketed(arguments[0]) if arguments else None
+        return [*first, *self._project(windows or [])]
+
+    def _window_group_limit(
+        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        """The rank filter pushed below a window: it drops rows by partition and order."""
+        for argument in split_top(node.details.get("Arguments", ""))[:2]:
+            for item in bracketed(argument) or []:
+                self._depends(item, "FILTER", dataset)
+        return first
+
+    def _sort(
+        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        arguments = [a.strip() for a in split_top(node.details.get("Arguments", ""))]
+        if len(arguments) > 1 and arguments[1] == "true":  # global: the output is ordered
+            for order in bracketed(arguments[0]) or []:
+                self._depends(order, "SORT", dataset)
+        return first
+
+    def _take_ordered(
+        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        lists = [b for a in split_top(node.details.get("Arguments", "")) if (b := bracketed(a))]
+        if not lists:
+            return self._unrecognized(node, first)
+        for order in lists[0]:
+            self._depends(order, "SORT", dataset)
+        return self._project(lists[1]) if len(lists) > 1 else first
+
+    def _expand(
+        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        """`[[projection], ...], [output]`: each output takes its position in every
+        projection (grouping sets null out what a set does not group by)."""
+        arguments = split_top(node.details.get("Arguments", ""))
+        if len(arguments) < 2:
+            return self._unrecognized(node, first)
+        projections = [bracketed(p) or [] for p in bracketed(arguments[0]) or []]
+        out = _attributes(bracketed(arguments[-1]))
+        for position, attr in enumerate(out):
+            self.defined.add(attr.expr_id)
+            for projection in projections:
+                if position < len(projection):
+                    self._define(f"{projection[position]} AS {attr.name}#{attr.expr_id}")
+        return out
+
+    def _generate(
+        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        """`generator(expr), [kept attributes], outer, [generated attributes]`."""
+        arguments = split_top(node.details.get("Arguments", ""))
+        if len(arguments) < 4:
+            return self._unrecognized(node, first)
+        kept = _attributes(bracketed(arguments[1]))
+        generated = _attributes(bracketed(arguments[-1]))
+        for position, attr in enumerate(generated):
+            self.generated[attr.expr_id] = (arguments[0].strip(), position)
+            self._define(f"{arguments[0].strip()} AS {attr.name}#{attr.expr_id}", generated=True)
+        return [*kept, *generated]
+
+    def _python(
+        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        """`[udf(a#1)#3L, ...], [pythonUDF0#5L, ...]`: a UDF call prints its result id last."""
+        arguments = split_top(node.details.get("Arguments", ""))
+        calls = bracketed(arguments[0]) if arguments else None
+        results = _attributes(bracketed(arguments[1])) if len(arguments) > 1 else []
+        if calls is None or len(calls) != len(results):
+            return self._unrecognized(node, first)
+        for call, attr in zip(calls, results, strict=True):
+            body = re.sub(r"#\d+L?$", "", call.strip())
+            self._define(f"{body} AS {attr.name}#{attr.expr_id}", generated=True)
+        return [*first, *results]
+
+    def _unrecognized(
+        self, node: PlanNode, first: list[Attribute], *, note: bool = True
+    ) -> list[Attribute]:
+        """Pass the child's attributes on; those the operator makes have no lineage."""
+        if note:
+            self.unrecognized.append(node.name)
+        attrs = [] if not note else _attributes(node.detail_list("Output"))
+        if not attrs:
+            return first
+        known = {a.expr_id for a in first}
+        self.partial.update(a.expr_id for a in attrs if a.expr_id not in known)
+        return attrs
+
+    def _depends(self, text: str | None, subtype: str, dataset: list[tuple[int, str]]) -> None:
+        if text:
+            dataset.extend((attr, subtype) for attr, _ in references(text).references)
+
+    def _edge(self, attr: int, child: int, how: Transformation) -> None:
+        if attr != child:
+            self.edges.setdefault(attr, []).append((child, how))
+
+
+_HANDLERS: Final = {
+    "Window": AttributeGraph._window,
+    "WindowGroupLimit": AttributeGraph._window_group_limit,
+    "Sort": AttributeGraph._sort,
+    "TakeOrderedAndProject": AttributeGraph._take_ordered,
+    "Expand": AttributeGraph._expand,
+    "Generate": AttributeGraph._generate,
+    **dict.fromkeys(_PYTHON_EVAL, AttributeGraph._python),
+}
+
+
+def _attributes(items: Sequence[str] | None) -> list[Attribute]:
+    return [a for a in map(parse_attribute, items or ()) if a is not None]
+
+
+def _nodes(root: PlanNode | None) -> Iterator[PlanNode]:
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def written_attributes(graph: AttributeGraph, write: PlanNode) -> list[Attribute]:
+    """What a write command writes: the attributes its child produces."""
+    outputs = [graph.output(child) for child in write.children]
+    return outputs[0] if outputs else []
