@@ -298,7 +298,7 @@ def _app_id(request: dict[str, Any]) -> str:
 
 def _live_paths(app: Any) -> list[str]:
     position = app.reader.position
-    paths = list(app.ref.paths)
+    paths = list(app.reader.ref.paths)
     if position is not None:
         paths.append(position.path)
     return paths

@@ -3,6 +3,11 @@
 Errors:
     StartError: the agent cannot start as configured (key file, token, transport lock);
     `cli.py` maps it, like ConfigError, to exit 78 so that systemd does not restart in a loop.
+
+`Daemon.run` returns 0 after a stop request (or when a finite source ran out), and
+`SOURCE_FAILED` (1) when the source died of an error: the queue is still drained and the
+accounting logged, and the non-zero exit lets systemd's `Restart=on-failure` start the agent
+again, which picks the event logs up where the claims say it left them.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import resource
 import signal
 import time
 from collections.abc import Callable
@@ -34,6 +40,7 @@ from agent.transports.base import Transport
 log = structlog.get_logger("agent.daemon")
 
 SourceFactory = Callable[[AgentConfig, "Daemon"], Source]
+SOURCE_FAILED = 1
 
 
 class StartError(Exception):
@@ -41,10 +48,14 @@ class StartError(Exception):
 
 
 async def build_transports(
-    lineage: LineageConfig, names: tuple[str, ...] | None = None
+    lineage: LineageConfig,
+    names: tuple[str, ...] | None = None,
+    *,
+    file_lock_of: Transport | None = None,
 ) -> dict[str, Transport]:
     """A transport per configured name (or per name in `names`); the bearer token is read
-    from the environment now, so a reload picks up a rotated token."""
+    from the environment now, so a reload picks up a rotated token. `file_lock_of` is this
+    agent's running file transport of the same path, whose lock the new one shares."""
     from agent.transports.file import FileTransport, TransportStartError
     from agent.transports.http import HttpTransport, check_endpoint
 
@@ -58,7 +69,8 @@ async def build_transports(
                 logs.register_secret(token)
                 built[name] = HttpTransport(lineage.http, token=token)
             else:
-                built[name] = FileTransport(lineage.file)
+                holder = file_lock_of if isinstance(file_lock_of, FileTransport) else None
+                built[name] = FileTransport(lineage.file, lock_of=holder)
     except BaseException as error:
         for transport in built.values():
             await transport.aclose()
@@ -66,6 +78,23 @@ async def build_transports(
             raise StartError(str(error)) from error
         raise
     return built
+
+
+def raise_open_files_limit() -> int:
+    """Lift the soft RLIMIT_NOFILE to the hard limit and return the soft limit in force.
+
+    Every in-progress event log the agent follows holds a descriptor, and stale `.inprogress`
+    logs of killed drivers pile up in an event-log directory; services start with a soft
+    limit of 1024 (systemd's default, kept low for programs that use select(2), which this
+    one does not), and running out of descriptors also silences /metrics and the state
+    database. The hard limit is the administrator's bound and is left as it is.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft
 
 
 def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
@@ -108,6 +137,7 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, self._reload.set)
         # A file-size limit must fail a write (EFBIG), not kill the process.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        raise_open_files_limit()
         try:
             if not self.config.lineage.enabled:
                 return await self._run_disabled()
@@ -187,14 +217,15 @@ class Daemon:
         )
         self.notifier.ready(f"shipping to {', '.join(transports)}")
         try:
-            await self._serve(source_task)
+            failed = await self._serve(source_task)
         finally:
             watchdog.cancel()
             flusher.cancel()
             await self._shutdown(source_task)
-        return 0
+        return SOURCE_FAILED if failed else 0
 
-    async def _serve(self, source_task: asyncio.Task[None]) -> None:
+    async def _serve(self, source_task: asyncio.Task[None]) -> bool:
+        """Handle reloads until a stop request or the source's end; True if the source failed."""
         stop = asyncio.create_task(self._stop.wait())
         try:
             while not self._stop.is_set():
@@ -206,9 +237,10 @@ class Daemon:
                     reload.cancel()
                     error = source_task.exception()
                     if error is not None:
-                        log.error("source_failed", error=repr(error))
+                        log.error("source_failed", error=repr(error), exc_info=error)
+                        return True
                     # A finite source (replay, tests) ends the agent like a stop request.
-                    return
+                    return False
                 if reload in done:
                     self._reload.clear()
                     await self.reload()
@@ -216,6 +248,7 @@ class Daemon:
                     reload.cancel()
         finally:
             stop.cancel()
+        return False
 
     async def _shutdown(self, source_task: asyncio.Task[None]) -> None:
         self.state = "stopping"
@@ -235,7 +268,10 @@ class Daemon:
         if self.control is not None:
             await self.control.stop()
         if self.state_db is not None:
-            self.state_db.close()
+            try:
+                self.state_db.close()
+            except Exception as error:  # the accounting below must still be told
+                log.error("state_close_failed", error=str(error))
         log.info(
             "agent_stopped",
             undelivered=dict(zip(self.pipeline.deliveries, left, strict=True)),
@@ -266,12 +302,23 @@ class Daemon:
 
     async def _flush_state(self) -> None:
         """Write the delivery ledger in batches, off the per-event path."""
+        failing: str | None = None
         while self.state_db is not None:
             await asyncio.sleep(1.0)
             try:
                 self.state_db.flush()
             except Exception as error:  # a full disk must not stop delivery
-                log.error("state_flush_failed", error=str(error))
+                if failing is None:  # once per outage; the rows are kept and retried
+                    log.error("state_flush_failed", error=str(error))
+                failing = str(error)
+            else:
+                if failing is not None:
+                    log.info(
+                        "state_flush_recovered",
+                        after=failing,
+                        ledger_rows_lost=self.state_db.ledger_rows_lost,
+                    )
+                failing = None
 
     async def _watchdog(self) -> None:
         interval = watchdog_interval()
@@ -341,7 +388,17 @@ class Daemon:
                 and new.lineage.file == old.lineage.file
             )
         )
-        transports = await build_transports(new.lineage, rebuild)
+        # This agent's own file transport of that path (running, or retiring after an earlier
+        # reload) holds the path's lock: the new one shares it rather than refusing itself.
+        holder = next(
+            (
+                d.transport
+                for d in [*pipeline.deliveries.values(), *pipeline.retiring]
+                if d.name == "file" and getattr(d.transport, "path", None) == new.lineage.file.path
+            ),
+            None,
+        )
+        transports = await build_transports(new.lineage, rebuild, file_lock_of=holder)
         pipeline.set_signer(signer.sign_event)
         logs.configure(new.logging.level, new.logging.format)
         removed = [n for n in pipeline.deliveries if n not in new.lineage.transport]
@@ -357,7 +414,7 @@ class Daemon:
             if transport is not None:
                 await delivery.swap(transport)
         for gone in removed:
-            delivery = pipeline.deliveries.pop(gone)
+            delivery = pipeline.retire(gone)
             # Deliver what it holds with the transport it was queued for, then close it.
             task = asyncio.create_task(self._retire(delivery, new.lineage.drain_timeout))
             self._retiring.add(task)
@@ -365,8 +422,12 @@ class Daemon:
         self.config = new
 
     async def _retire(self, delivery: Delivery, seconds: float) -> None:
-        await delivery.drain(time.monotonic() + seconds)
-        await delivery.aclose()
+        try:
+            await delivery.drain(time.monotonic() + seconds)
+            await delivery.aclose()
+        finally:
+            assert self.pipeline is not None
+            self.pipeline.retired(delivery)
 
     # -- views -----------------------------------------------------------------------------
 

@@ -41,6 +41,13 @@ class Metrics:
             ["event_type"],
             registry=registry,
         )
+        self.offered = Counter(
+            "lineage_events_offered",
+            "Events offered to a transport's queue: those produced while it was configured. "
+            "Per transport, offered = delivered + dropped + queue depth at every scrape.",
+            ["transport"],
+            registry=registry,
+        )
         self.delivered = Counter(
             "lineage_events_delivered",
             "Events accepted by a transport (HTTP 2xx or written to the file).",
@@ -95,6 +102,7 @@ class Metrics:
 
     def register_transport(self, transport: str, capacity: int) -> None:
         """Create a transport's series at zero so that scrapes show them before any traffic."""
+        self.offered.labels(transport=transport)
         self.delivered.labels(transport=transport)
         self.queue_depth.labels(transport=transport).set(0)
         self.queue_capacity.labels(transport=transport).set(capacity)

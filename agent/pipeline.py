@@ -64,6 +64,7 @@ class Delivery:
         self._metrics = metrics
         self._health = health
         self._ledger = ledger
+        self._offered = metrics.offered.labels(transport=self.name)
         self._delivered = metrics.delivered.labels(transport=self.name)
         self._latency = metrics.latency.labels(transport=self.name)
         metrics.register_transport(self.name, queue.capacity)
@@ -87,6 +88,7 @@ class Delivery:
     def offer(self, envelope: Envelope, refusal: tuple[str, str] | None = None) -> None:
         """Queue the event, or drop it at once: refused by the caller, or the queue is full."""
         self.offered += 1
+        self._offered.inc()
         if refusal is not None:
             self.drop([envelope], *refusal)
         elif not self.queue.offer(envelope):
@@ -216,6 +218,10 @@ class Pipeline:
         self._metrics = metrics
         self._health = health
         self.deliveries: dict[str, Delivery] = {}
+        # Removed by a reload: still draining, then folded into `_retired` by name, so that
+        # `accounting` covers every event any incarnation of a transport was offered.
+        self.retiring: list[Delivery] = []
+        self._retired: dict[str, dict[str, int]] = {}
         self._emitted: dict[str, Any] = {}
         self.accepting = True
         self.produced = 0
@@ -253,18 +259,47 @@ class Pipeline:
 
     def add(self, delivery: Delivery) -> None:
         self.deliveries[delivery.name] = delivery
+        # The gauge covers a retiring incarnation of the same transport too.
+        gauge = self._metrics.queue_depth.labels(transport=delivery.name)
+        gauge.set_function(lambda: self.depth(delivery.name))
+
+    def depth(self, name: str) -> int:
+        """Events of transport `name` accepted and not yet resolved, all incarnations."""
+        return sum(
+            d.queue.depth for d in [*self.retiring, *self.deliveries.values()] if d.name == name
+        )
+
+    def retire(self, name: str) -> Delivery:
+        """Take a transport out of the fan-out; it stays in the accounting while it drains."""
+        delivery = self.deliveries.pop(name)
+        self.retiring.append(delivery)
+        return delivery
+
+    def retired(self, delivery: Delivery) -> None:
+        """A retiring delivery drained and closed: keep only its totals."""
+        self.retiring.remove(delivery)
+        totals = self._retired.setdefault(
+            delivery.name, {"offered": 0, "delivered": 0, "dropped": 0}
+        )
+        totals["offered"] += delivery.offered
+        totals["delivered"] += delivery.delivered
+        totals["dropped"] += delivery.dropped
 
     def accounting(self) -> dict[str, dict[str, int]]:
-        """Per transport: offered = delivered + dropped + queued, at every instant.
+        """Per transport name, over all its incarnations (reloads may remove and add it):
+        offered = delivered + dropped + queued, at every instant.
 
         `offered` equals `produced` for every transport configured since the start.
         """
-        return {
-            name: {
-                "offered": d.offered,
-                "delivered": d.delivered,
-                "dropped": d.dropped,
-                "queued": d.queue.depth,
-            }
-            for name, d in self.deliveries.items()
-        }
+        result: dict[str, dict[str, int]] = {}
+        for name, totals in self._retired.items():
+            result[name] = {**totals, "queued": 0}
+        for delivery in [*self.retiring, *self.deliveries.values()]:
+            numbers = result.setdefault(
+                delivery.name, {"offered": 0, "delivered": 0, "dropped": 0, "queued": 0}
+            )
+            numbers["offered"] += delivery.offered
+            numbers["delivered"] += delivery.delivered
+            numbers["dropped"] += delivery.dropped
+            numbers["queued"] += delivery.queue.depth
+        return result

@@ -7,10 +7,16 @@ Errors:
 
 Durability rule: an event is marked as emitted (committed) before it is handed to the
 pipeline, so a crash can lose an event (at-most-once) but never send it twice.
+
+The delivery ledger is written in batches. When the database refuses a batch (locked by
+another process, disk full) the rows are kept and written with the next batch; past
+`MAX_PENDING_ROWS` the oldest are forgotten and counted in `ledger_rows_lost`. Recording an
+outcome never raises: delivery must not depend on the audit trail.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -23,6 +29,8 @@ from typing import Any
 from agent.envelope import Envelope
 
 SCHEMA_VERSION = 1
+#: Ledger rows kept in memory while the database refuses them (about 200 bytes each).
+MAX_PENDING_ROWS = 100_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -95,6 +103,7 @@ class StateDB:
         self.path = self.directory / "state.sqlite3"
         self._ledger_rows = ledger_rows
         self._pending: list[tuple[Any, ...]] = []
+        self.ledger_rows_lost = 0  # forgotten while the database refused them
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o750)
         except OSError as error:
@@ -115,6 +124,12 @@ class StateDB:
             )
         except sqlite3.Error as error:
             os.close(self._lock_fd)
+            if getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                # Not damaged: moving it aside would emit every run again.
+                raise StateError(
+                    f"{self.path}: state database is locked by another process ({error}); "
+                    "stop that process and start the agent again"
+                ) from error
             raise StateError(
                 f"{self.path}: state database is unusable ({error}); stop the agent, move the "
                 "file aside and start again (runs already emitted may then be emitted again)"
@@ -137,9 +152,13 @@ class StateDB:
         return fd
 
     def close(self) -> None:
-        self.flush()
-        self._db.close()
-        os.close(self._lock_fd)
+        """Write what the ledger still holds if the database lets us, then close; the
+        database and the lock are released even when that last write fails."""
+        try:
+            self.flush()
+        finally:
+            self._db.close()
+            os.close(self._lock_fd)
 
     # -- emitted run events ----------------------------------------------------------------
 
@@ -242,13 +261,27 @@ class StateDB:
                 reason,
             )
         )
-        if len(self._pending) >= 2048:
-            self.flush()
+        if len(self._pending) >= 2048 and len(self._pending) % 2048 == 0:
+            # A refusal keeps the rows for the periodic flush, which reports it.
+            with contextlib.suppress(sqlite3.Error):
+                self.flush()
 
     def flush(self) -> None:
+        """Write the pending ledger rows; on a refusal keep them (bounded) and raise."""
         if not self._pending:
             return
         rows, self._pending = self._pending, []
+        try:
+            self._write_ledger(rows)
+        except sqlite3.Error:
+            self._pending = rows + self._pending
+            excess = len(self._pending) - MAX_PENDING_ROWS
+            if excess > 0:
+                del self._pending[:excess]
+                self.ledger_rows_lost += excess
+            raise
+
+    def _write_ledger(self, rows: list[tuple[Any, ...]]) -> None:
         with self._transaction():
             self._db.executemany(
                 "INSERT INTO ledger (time, execution, run_id, event_type, digest, transport, "
@@ -262,7 +295,8 @@ class StateDB:
             )
 
     def ledger_for(self, execution: str) -> list[dict[str, Any]]:
-        self.flush()
+        with contextlib.suppress(sqlite3.Error):  # refused: the rows written so far still tell
+            self.flush()
         columns = ("time", "run_id", "event_type", "digest", "transport", "outcome", "reason")
         return [
             dict(zip(columns, row, strict=True))
@@ -284,4 +318,15 @@ class _Transaction:
         self._db.execute("BEGIN")
 
     def __exit__(self, kind: object, *_: Iterable[object]) -> None:
-        self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+        try:
+            if kind is None:
+                self._db.execute("COMMIT")
+                return
+        except sqlite3.Error:
+            # A refused COMMIT (busy, disk full) may leave the transaction open; one left open
+            # would make every later BEGIN fail.
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        if self._db.in_transaction:  # SQLite may have rolled back on its own already
+            self._db.execute("ROLLBACK")

@@ -8,12 +8,18 @@ the pipeline. A finished log (complete and read to the end) is remembered and no
 again. After a restart an unfinished log is read again from its start: translation is pure,
 so the same events come out and the claims drop those already emitted, while the terminal
 events of runs that ended while the agent was down are emitted now.
+
+The state database may refuse a write for a while (locked by another process, its disk
+full). Events are then held, not dropped and not emitted unclaimed: an application whose
+events cannot be claimed is not read further until the database takes them, so memory stays
+bounded, and a failure on one log (a bug, whatever the input) never stops the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -57,6 +63,7 @@ class _App:
     closed: bool = False  # ended as driver lost; followed lazily in case it grows again
     stop_pending: float | None = None  # monotonic time a `job stop` ended its driver
     corrupt: int = 0
+    pending: list[dict[str, Any]] = field(default_factory=list)  # translated, not yet claimed
 
     @property
     def execution(self) -> str:
@@ -83,6 +90,7 @@ class SparkSource:
             namespace=spark.namespace or namespace,
             emit_empty_executions=spark.emit_empty_executions,
             running_interval_ms=int(spark.running_interval * 1000),
+            column_lineage_max_fields=spark.column_lineage_max_fields,
         )
         self.state = state
         self.metrics = metrics
@@ -99,6 +107,10 @@ class SparkSource:
         self._sink: Sink | None = None
         self._first_scan = True
         self._rescan_now = False
+        self._state_error: str | None = None  # the state database refuses writes
+        # A refused write in this pass: try no more this pass (a locked database costs a
+        # busy wait per attempt, and the deliveries share this thread).
+        self._refused_this_pass = False
 
     @classmethod
     def from_config(cls, config: AgentConfig, daemon: Daemon) -> SparkSource:
@@ -129,6 +141,7 @@ class SparkSource:
                     self._rescan_now = False
                     self._discover()
                     last_scan = now
+                self._refused_this_pass = False
                 await self._pump_all(stop)
                 await self._check_stale()
                 self.metrics.applications.set(sum(1 for a in self.apps.values() if not a.closed))
@@ -144,8 +157,9 @@ class SparkSource:
                 stopper.cancel()
         finally:
             self._stop_inotify(loop)
+            self._refused_this_pass = False
             for app in self.apps.values():
-                self._save(app)
+                self._stored(self._save, app)
                 app.reader.close()
 
     def wake(self) -> None:
@@ -199,9 +213,10 @@ class SparkSource:
                     and (now_ns - ref.mtime_ns) / 1e9 > horizon
                 ):
                     # An old, finished application: not replayed unless the horizon says so.
-                    self._finished.add(key)
-                    self.state.save_position(LogPosition(key, ref.path, None, None, 0, True))
-                    self._skipped_by_horizon += 1
+                    position = LogPosition(key, ref.path, None, None, 0, True)
+                    if self._stored(self.state.save_position, position):
+                        self._finished.add(key)
+                        self._skipped_by_horizon += 1
                     continue
                 self._follow(key, ref)
         if self._first_scan and self._skipped_by_horizon:
@@ -229,12 +244,25 @@ class SparkSource:
 
     async def _pump_all(self, stop: asyncio.Event) -> None:
         for app in list(self.apps.values()):
-            if stop.is_set():
+            if stop.is_set() or self._refused_this_pass:
                 return
-            await self._pump(app)
+            try:
+                await self._pump(app)
+            except Exception as error:  # one log must never stop the others
+                self._abandon(app, error)
+
+    def _abandon(self, app: _App, error: Exception) -> None:
+        """A failure nothing else handled: stop following this log until the next start."""
+        log.error("eventlog_failed", log=app.ref.path, error=repr(error), exc_info=error)
+        self._health(app, "internal", f"{type(error).__name__}: {error}")
+        app.reader.close()
+        self.apps.pop(app.key, None)
+        self._finished.add(app.key)  # in memory only: the next start tries it again
 
     async def _pump(self, app: _App) -> None:
         reader = app.reader
+        if not self._claim_pending(app):
+            return  # read no further while its events cannot be claimed
         while True:
             before = reader.bytes_read
             lines = await asyncio.to_thread(reader.read_available, READ_BATCH)
@@ -243,7 +271,7 @@ class SparkSource:
                 app.last_growth = time.monotonic()
                 self._translate(app, lines)
             self._report_reader(app)
-            if reader.caught_up or reader.gone or not lines:
+            if reader.caught_up or reader.gone or not lines or app.pending:
                 break
             await asyncio.sleep(0)  # a large log must not starve the deliveries
         if reader.exhausted or reader.gone:
@@ -273,11 +301,56 @@ class SparkSource:
         translator.warnings.clear()
         self._emit(app, events)
 
-    def _emit(self, app: _App, events: list[dict[str, Any]]) -> None:
-        if not events or self._sink is None:
-            return
-        for event in self.state.claim(app.key, events):
+    def _emit(self, app: _App, events: list[dict[str, Any]]) -> bool:
+        """Claim and hand on `events` after those still pending; False if they are held."""
+        app.pending.extend(events)
+        return self._claim_pending(app)
+
+    def _claim_pending(self, app: _App) -> bool:
+        """Claim the held events of `app` and pass the fresh ones on; False while the state
+        database refuses (the events stay held, in order, for the next try)."""
+        if not app.pending or self._sink is None:
+            return True
+        if self._refused_this_pass:
+            return False
+        try:
+            fresh = self.state.claim(app.key, app.pending)
+        except sqlite3.Error as error:
+            self._state_failed(error, len(app.pending))
+            return False
+        app.pending = []
+        self._state_recovered()
+        for event in fresh:
             self._sink(app.execution, event)
+        return True
+
+    def _stored(self, write: Any, *args: Any) -> bool:
+        """Run one state-database write; False (logged) when the database refuses it."""
+        if self._refused_this_pass:
+            return False
+        try:
+            write(*args)
+        except sqlite3.Error as error:
+            self._state_failed(error, 0)
+            return False
+        return True
+
+    def _state_failed(self, error: sqlite3.Error, held: int) -> None:
+        self._refused_this_pass = True
+        if self._state_error is None:  # logged once per outage
+            log.error(
+                "state_write_failed",
+                path=str(self.state.path),
+                error=str(error),
+                held_events=held,
+                detail="events are held and claimed once the state database takes writes",
+            )
+        self._state_error = str(error)
+
+    def _state_recovered(self) -> None:
+        if self._state_error is not None:
+            log.info("state_write_recovered", path=str(self.state.path), after=self._state_error)
+            self._state_error = None
 
     def _corrupt(self, app: _App, detail: str) -> None:
         app.corrupt += 1
@@ -321,11 +394,13 @@ class SparkSource:
             log.warning("eventlog_gone", log=app.ref.path)
         ended = app.translator.close(
             cause="driver_lost",
-            time_ms=app.ref.mtime_ns // 1_000_000,
+            time_ms=app.reader.ref.mtime_ns // 1_000_000,
             message="the event log ended without ApplicationEnd for this run",
         )
-        self._emit(app, ended)
-        self._save(app, finished=True)
+        # Both must reach the database before the log counts as finished; until then the
+        # next pass tries again (closing twice ends nothing twice).
+        if not self._emit(app, ended) or not self._stored(self._save, app, True):
+            return
         self._finished.add(app.key)
         app.reader.close()
         del self.apps[app.key]
@@ -355,7 +430,7 @@ class SparkSource:
                 continue
             if app.closed or app.reader.complete or now - app.last_growth < self.spark.stale_after:
                 continue
-            paths = app.ref.paths
+            paths = app.reader.ref.paths
             alive = await asyncio.to_thread(
                 driver.driver_alive, paths, app.ui_port, app.translator.app_id
             )
@@ -369,7 +444,7 @@ class SparkSource:
                 f"does not answer"
             )
             ended = app.translator.close(
-                cause="driver_lost", time_ms=app.ref.mtime_ns // 1_000_000, message=message
+                cause="driver_lost", time_ms=app.reader.ref.mtime_ns // 1_000_000, message=message
             )
             log.warning(
                 "driver_lost", log=app.ref.path, app_id=app.translator.app_id, runs_ended=len(ended)
@@ -383,7 +458,7 @@ class SparkSource:
         reason = request[0] if request else "stopped from outside"
         ended = app.translator.close(
             cause="stopped",
-            time_ms=app.ref.mtime_ns // 1_000_000,
+            time_ms=app.reader.ref.mtime_ns // 1_000_000,
             message=f"stopped with lineage-agent job stop: {reason}",
         )
         log.info(
@@ -484,8 +559,9 @@ class SparkSource:
         self._wake.set()
 
 
-def _ui_port(record: dict[str, Any]) -> int | None:
-    props = record.get("Spark Properties")
+def _ui_port(record: Any) -> int | None:
+    # Any JSON value can sit on a line that merely contains the event's name.
+    props = record.get("Spark Properties") if isinstance(record, dict) else None
     if isinstance(props, dict):
         with contextlib.suppress(TypeError, ValueError):
             return int(props.get("spark.ui.port", 0)) or None

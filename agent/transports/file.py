@@ -4,16 +4,20 @@ Errors:
     TransportStartError: the file cannot be taken at start (another agent holds its lock,
     a symbolic link sits at the path, the file cannot be created).
     DeliveryError("write_error", ...): a batch could not be written; the transport keeps
-    working and the next batch is tried on a freshly checked file.
+    working and the next batch is tried on a freshly checked file. A file that hit the
+    process's file-size limit (EFBIG) is rotated at once when rotation is on.
 
 Durability: each batch is handed to the kernel with one write(2) and no fsync, so events
-survive a crash of the agent but not necessarily of the machine; the file is fsynced when it
+survive a crash of the agent but not necessarily of the machine (a write cut short by a
+crash leaves a torn last line, which the next open cuts away); the file is fsynced when it
 is rotated and when the transport closes. Writes are plain blocking calls on the event loop:
 a batch is a few kilobytes and local disks take it in microseconds.
 
 One writer per path: an exclusive flock(2) on ``<path>.lock`` is held for the transport's
 lifetime. The lock file is never removed (removing it would let a second writer lock a new
-file while the first still writes).
+file while the first still writes). Within one agent a reload may replace the transport of a
+path (new settings, or the transport removed and added back while the old one still drains):
+the new transport then shares the old one's lock (`lock_of`) instead of refusing itself.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ _DIR_MODE: Final = 0o750
 # O_NONBLOCK keeps open(2) from waiting forever on a FIFO planted at the path; it changes
 # nothing for regular files.
 _OPEN_FLAGS: Final = (
-    os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 )
 
 log = structlog.get_logger(__name__)
@@ -53,12 +57,21 @@ class _NotRegularFileError(OSError):
     """Something other than a regular file (a FIFO, a device, a directory) sits at the path."""
 
 
+class _UntrustedLinkError(OSError):
+    """A directory on the way to the file is a symbolic link another user owns."""
+
+    def __init__(self, link: str, uid: int) -> None:
+        super().__init__(errno.EPERM, "untrusted symbolic link")
+        self.link = link
+        self.uid = uid
+
+
 class FileTransport:
     """Appends each batch to `config.path` as JSON lines; see the module docstring."""
 
     name = "file"
 
-    def __init__(self, config: FileConfig) -> None:
+    def __init__(self, config: FileConfig, *, lock_of: FileTransport | None = None) -> None:
         self._path = config.path
         self._threshold = int(config.rotation_size_mb * _MIB)  # 0: never rotate
         self._fd: int | None = None
@@ -66,15 +79,32 @@ class FileTransport:
         self._rotation_failed = False
         parent = os.path.dirname(self._path) or "."
         try:
+            _check_links(self._path)
             os.makedirs(parent, mode=_DIR_MODE, exist_ok=True)
+        except _UntrustedLinkError as exc:
+            raise TransportStartError(_open_problem(self._path, exc)) from None
         except OSError as exc:
             raise TransportStartError(f"cannot create directory {parent}: {exc.strerror}") from None
-        self._lock_fd = _take_lock(self._path)
+        self._lock_fd: int
+        if lock_of is not None and lock_of.path == self._path and lock_of.lock_fd >= 0:
+            # The same open file description, hence the same flock: held until both close.
+            self._lock_fd = os.dup(lock_of.lock_fd)
+        else:
+            self._lock_fd = _take_lock(self._path)
         try:
             self._open()
         except OSError as exc:
             os.close(self._lock_fd)
             raise TransportStartError(_open_problem(self._path, exc)) from None
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def lock_fd(self) -> int:
+        """The descriptor holding the path's lock; -1 once closed."""
+        return self._lock_fd
 
     async def send(self, batch: Sequence[Envelope]) -> None:
         """Append the batch, one line per event; raise DeliveryError("write_error") if not."""
@@ -87,7 +117,16 @@ class FileTransport:
             fd = self._current()
         except OSError as exc:
             raise DeliveryError("write_error", _open_problem(self._path, exc)) from None
-        size = _write_whole(fd, data, self._path)
+        try:
+            size = _write_whole(fd, data)
+        except OSError as exc:
+            if exc.errno == errno.EFBIG and self._threshold and _size(fd):
+                # The file reached the process's file-size limit (RLIMIT_FSIZE) before the
+                # rotation size: without a rotation now, every later batch would fail too.
+                self._rotate()
+            raise DeliveryError(
+                "write_error", f"cannot write {self._path}: {exc.strerror}"
+            ) from None
         if self._threshold and size >= self._threshold:
             self._rotate()
 
@@ -106,6 +145,7 @@ class FileTransport:
     # -- internals -------------------------------------------------------------------------
 
     def _open(self) -> None:
+        _check_links(self._path)  # the directories may have been swapped since the last open
         fd = os.open(self._path, _OPEN_FLAGS, _FILE_MODE)
         try:
             info = os.fstat(fd)
@@ -115,6 +155,12 @@ class FileTransport:
         except OSError:
             os.close(fd)
             raise
+        try:
+            cut = _cut_torn_tail(fd, info.st_size)
+        except OSError:
+            cut = 0  # the next write reports what is wrong with the file
+        if cut:
+            log.warning("file_torn_line_cut", path=self._path, bytes=cut)
         self._fd = fd
         self._identity = (info.st_dev, info.st_ino)
 
@@ -179,27 +225,52 @@ def _take_lock(path: str) -> int:
     return fd
 
 
-def _write_whole(fd: int, data: bytes, path: str) -> int:
-    """Append all of `data` or nothing; return the file size afterwards.
+def _write_whole(fd: int, data: bytes) -> int:
+    """Append all of `data` or nothing; return the file size afterwards, or raise OSError.
 
     A short write (file size limit, disk full mid-batch) is cut back to the size before the
     batch, so no reader ever sees a torn line.
     """
-    try:
-        before = os.fstat(fd).st_size
-    except OSError as exc:
-        raise DeliveryError("write_error", f"cannot write {path}: {exc.strerror}") from None
+    before = os.fstat(fd).st_size
     view = memoryview(data)
     written = 0
     try:
         while written < len(data):
             written += os.write(fd, view[written:])
-    except OSError as exc:
+    except OSError:
         if written:
-            with contextlib.suppress(OSError):  # best effort; the error below is what counts
+            with contextlib.suppress(OSError):  # best effort; the error raised is what counts
                 os.ftruncate(fd, before)
-        raise DeliveryError("write_error", f"cannot write {path}: {exc.strerror}") from None
+        raise
     return before + written
+
+
+def _cut_torn_tail(fd: int, size: int) -> int:
+    """Cut a last line that has no newline and return how many bytes went.
+
+    Only a writer killed in the middle of a write(2) (SIGKILL, the OOM killer, a power cut)
+    leaves one: its event was never delivered, and appending after it would glue the next
+    event onto it and make that one unreadable too.
+    """
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return 0
+    keep, end = 0, size
+    while end > 0:
+        start = max(0, end - 65536)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
+    return size - keep
+
+
+def _size(fd: int) -> int:
+    try:
+        return os.fstat(fd).st_size
+    except OSError:
+        return 0
 
 
 def _free_name(path: str) -> str:
@@ -219,7 +290,35 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
+def _check_links(path: str) -> None:
+    """Refuse a path that leads through a symbolic link owned by another user.
+
+    O_NOFOLLOW guards the file itself; this guards the directories above it. A link planted
+    by another user (in a world-writable directory, say) would otherwise steer this agent's
+    writes, with its privileges, into a directory of that user's choosing. Links owned by
+    root or by this agent's user are the administrator's and are followed. Each prefix is
+    looked at with lstat(2), so a link is judged wherever it sits, even behind another link.
+    """
+    trusted = {0, os.geteuid()}
+    current = ""
+    for part in os.path.abspath(os.path.dirname(path) or ".").split(os.sep):
+        current = os.path.join(current, part) if current else os.sep
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return  # the rest does not exist yet: this agent creates it
+        except OSError:
+            return  # unreadable: the open reports it
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in trusted:
+            raise _UntrustedLinkError(current, info.st_uid)
+
+
 def _open_problem(path: str, exc: OSError) -> str:
+    if isinstance(exc, _UntrustedLinkError):
+        return (
+            f"refusing to write {path}: {exc.link} is a symbolic link owned by another "
+            f"user (uid {exc.uid})"
+        )
     if exc.errno == errno.ELOOP:
         return f"refusing to write {path}: it is a symbolic link"
     if isinstance(exc, _NotRegularFileError) or exc.errno in (errno.ENXIO, errno.EISDIR):

@@ -1,0 +1,1 @@
+"""Reliability and security suite: faults injected for real, exact accounting at the end."""

@@ -1,0 +1,378 @@
+"""Collector faults under the real daemon (http transport): the collector fails for a while
+and recovers, and every event ends delivered or dropped with the reason the collector's own
+tally explains. The faults are driven through the in-memory source; one real PySpark pipeline
+(several small applications in one JVM, the collector switching behaviour between them)
+shows that the applications never fail or wait on lineage."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import ssl
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+import yaml
+
+from tests.agentproc import keygen, metric
+from tests.collector import Behaviour, closed_port, slow
+from tests.reliability.harness import (
+    PATIENCE,
+    AgentProcess,
+    TallyCollector,
+    agent,
+    assert_healthy,
+    assert_runs_whole,
+    check_events,
+    config_file,
+    drops,
+    event_index,
+    http_lineage,
+    memory_agent,
+    produced,
+    restart_on_same_port,
+    settle,
+    stop_and_account,
+    wait_until,
+)
+from tests.spark_logs import spark_env
+
+EVENTS = 450
+RATE = 300.0
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    keygen(tmp_path)
+    return tmp_path
+
+
+def wait_produced(process: AgentProcess, count: int) -> int:
+    """Block until the agent produced at least `count` events; return how many it has."""
+    seen = [0]
+
+    def reached() -> bool:
+        seen[0] = int(produced(process.scrape()))
+        return seen[0] >= count
+
+    wait_until(f"{count} events produced", reached)
+    return seen[0]
+
+
+def run_phases(
+    process: AgentProcess, collector: TallyCollector, phases: list[Behaviour]
+) -> tuple[dict[str, float], int]:
+    """Switch the collector through `phases`, one per equal share of the events; return the
+    settled scrape and how many events had been produced when the last phase began."""
+    share = EVENTS // len(phases)
+    last_began = 0
+    for number, behaviour in enumerate(phases):
+        collector.set_behaviour(behaviour)
+        last_began = wait_produced(process, number * share) if number else 0
+        if number < len(phases) - 1:
+            wait_produced(process, (number + 1) * share)
+    return settle(process, "http", EVENTS), last_began
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason", "tallied"),
+    [
+        (500, "http_5xx", 500),
+        (503, "http_5xx", 503),
+        (400, "http_4xx", 400),
+        (401, "http_4xx", 401),
+        (413, "http_4xx", 413),
+        ("hang", "timeout", "hang"),
+        ("reset", "network", "reset"),
+        ("close_mid_response", "network", "close_mid_response"),
+    ],
+)
+def test_fault_then_recovery_is_counted_exactly(
+    workdir: Path, fault: Behaviour, reason: str, tallied: int | str
+) -> None:
+    """A fault between healthy phases: drops equal the refusals, recovery delivers all."""
+    with TallyCollector(validate=False) as collector:
+        config = config_file(workdir, http_lineage(collector.url, timeout="1500ms"))
+        with memory_agent(config, EVENTS, RATE) as process:
+            samples, recovered_at = run_phases(process, collector, [201, fault, 201])
+            assert_healthy(process)
+            delivered = metric(samples, "lineage_events_delivered_total", transport="http")
+            assert drops(samples, "http") == {reason: collector.tally(tallied)}
+            assert delivered == collector.tally(201) == collector.accepted
+            assert delivered + collector.tally(tallied) == EVENTS
+            assert 0 < collector.tally(tallied) < EVENTS
+            accounting = stop_and_account(process)
+    assert accounting == {
+        "http": {
+            "offered": EVENTS,
+            "delivered": delivered,
+            "dropped": EVENTS - delivered,
+            "queued": 0,
+        }
+    }
+    arrived = {event_index(event) for event in collector.events}
+    assert set(range(recovered_at, EVENTS)) <= arrived
+    assert check_events(collector.events, workdir / "ed25519.key") == delivered
+
+
+def test_slow_collector_overflows_the_queue_never_the_source(workdir: Path) -> None:
+    """A slow collector overflows the queue as queue_full, never blocks, then recovers."""
+    capacity = 100
+    with TallyCollector(validate=False) as collector:
+        lineage = {
+            **http_lineage(collector.url, timeout="3s", concurrency=2),
+            "queue_size": capacity,
+        }
+        config = config_file(workdir, lineage)
+        with memory_agent(config, EVENTS, RATE) as process:
+            wait_produced(process, EVENTS // 5)
+            collector.set_behaviour(slow(0.4))
+            wait_produced(process, EVENTS // 2)
+            collector.set_behaviour(201)
+            # Requests already waiting for their slow answer hold the queue a moment longer.
+            wait_until(
+                "the queue has room again",
+                lambda: (
+                    metric(process.scrape(), "lineage_queue_depth", transport="http") < capacity
+                ),
+            )
+            recovered_at = int(produced(process.scrape()))
+            samples = settle(process, "http", EVENTS)
+            assert_healthy(process)
+            delivered = metric(samples, "lineage_events_delivered_total", transport="http")
+            lost = drops(samples, "http")
+            assert set(lost) == {"queue_full"}
+            assert delivered == collector.accepted == collector.tally(201)
+            assert delivered + lost["queue_full"] == EVENTS
+            accounting = stop_and_account(process)
+    assert accounting["http"]["dropped"] == lost["queue_full"]
+    assert set(range(recovered_at, EVENTS)) <= {event_index(event) for event in collector.events}
+    assert check_events(collector.events, workdir / "ed25519.key") == delivered
+
+
+def test_collector_down_from_the_start_then_up(workdir: Path) -> None:
+    """Nothing listening gives connect drops; once a collector is up it gets what follows."""
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}/api/v1/lineage"
+    config = config_file(workdir, http_lineage(url, timeout="1s"))
+    with memory_agent(config, EVENTS, RATE) as process:
+        wait_produced(process, EVENTS // 3)
+        with TallyCollector(port=port) as collector:
+            up_at = int(produced(process.scrape()))
+            samples = settle(process, "http", EVENTS)
+            assert_healthy(process)
+            delivered = metric(samples, "lineage_events_delivered_total", transport="http")
+            assert drops(samples, "http") == {"connect": EVENTS - delivered}
+            assert delivered == collector.accepted == collector.tally(201)
+            accounting = stop_and_account(process)
+    assert accounting["http"] == {
+        "offered": EVENTS,
+        "delivered": delivered,
+        "dropped": EVENTS - delivered,
+        "queued": 0,
+    }
+    assert set(range(up_at, EVENTS)) <= {event_index(event) for event in collector.events}
+    assert check_events(collector.events, workdir / "ed25519.key") == delivered
+
+
+def test_collector_dies_mid_stream_and_comes_back(workdir: Path) -> None:
+    """A collector gone mid-stream and back on its port: the gap counted, delivery resumes."""
+    first = TallyCollector().start()
+    second: TallyCollector | None = None
+    try:
+        config = config_file(workdir, http_lineage(first.url, timeout="1s"))
+        with memory_agent(config, EVENTS, RATE) as process:
+            wait_produced(process, EVENTS // 3)
+            first.stop()
+            wait_produced(process, EVENTS // 2)
+            second = restart_on_same_port(first)
+            back_at = int(produced(process.scrape()))
+            samples = settle(process, "http", EVENTS)
+            assert_healthy(process)
+            delivered = metric(samples, "lineage_events_delivered_total", transport="http")
+            lost = drops(samples, "http")
+            assert set(lost) <= {"connect", "network"} and lost.get("connect", 0) > 0
+            assert delivered == first.accepted + second.accepted
+            assert delivered + sum(lost.values()) == EVENTS
+            accounting = stop_and_account(process)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert accounting["http"]["delivered"] == delivered
+    events = first.events + second.events
+    assert set(range(back_at, EVENTS)) <= {event_index(event) for event in events}
+    assert check_events(events, workdir / "ed25519.key") == delivered
+
+
+def test_untrusted_certificate_until_the_ca_is_configured(workdir: Path) -> None:
+    """An untrusted certificate gives tls drops, nothing sent; with the CA added, events flow."""
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca_file = workdir / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    with TallyCollector(tls=context) as collector:
+        config = config_file(workdir, http_lineage(collector.url, timeout="1s"))
+        with memory_agent(config, EVENTS, RATE) as process:
+            wait_produced(process, EVENTS // 3)
+            assert collector.requests == []  # nothing was sent before the handshake failed
+            document = yaml.safe_load(config.read_text())
+            document["lineage"]["http"]["ca_file"] = str(ca_file)
+            config.write_text(yaml.safe_dump(document))
+            process.signal(signal.SIGHUP)
+            process.wait_log("reload_ok")
+            trusted_at = int(produced(process.scrape()))
+            samples = settle(process, "http", EVENTS)
+            assert_healthy(process)
+            delivered = metric(samples, "lineage_events_delivered_total", transport="http")
+            assert drops(samples, "http") == {"tls": EVENTS - delivered}
+            assert delivered == collector.accepted == collector.tally(201)
+            accounting = stop_and_account(process)
+    assert accounting["http"]["delivered"] == delivered
+    assert set(range(trusted_at, EVENTS)) <= {event_index(event) for event in collector.events}
+    assert check_events(collector.events, workdir / "ed25519.key") == delivered
+
+
+# -- one real PySpark pipeline --------------------------------------------------------------
+
+JOB = Path(__file__).resolve().parent / "sparkjob.py"
+APP_TIMEOUT = 300.0  # one small application on a busy machine, JVM start included
+# (name, watched by the agent, what the collector does meanwhile)
+PHASES: list[tuple[str, bool, Any]] = [
+    ("warmup", False, None),  # the JVM starts here; not timed against the others
+    ("baseline", False, None),  # the same application, its log not watched: no agent involved
+    ("down", True, None),  # nothing listens on the collector's port
+    ("failing", True, 503),
+    ("hanging", True, "hang"),
+    ("healthy", True, 201),
+]
+EXPECTED_REASON = {"down": "connect", "failing": "http_5xx", "hanging": "timeout"}
+TALLY_KEY = {"failing": 503, "hanging": "hang", "healthy": 201}
+
+
+def wait_file(path: Path, job: subprocess.Popen[bytes], output: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + APP_TIMEOUT
+    while not path.exists():
+        if job.poll() is not None:
+            raise AssertionError(f"sparkjob.py exited {job.returncode}:\n{output.read_text()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {path.name} within {APP_TIMEOUT:g}s")
+        time.sleep(0.1)
+    result: dict[str, Any] = json.loads(path.read_text())
+    return result
+
+
+@pytest.mark.spark
+def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
+    """Real PySpark apps finish under a down, failing, hanging collector; exact drops."""
+    keygen(tmp_path)
+    watched, quiet, work = tmp_path / "events", tmp_path / "quiet", tmp_path / "work"
+    for directory in (watched, quiet, work):
+        directory.mkdir()
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}/api/v1/lineage"
+    config = config_file(
+        tmp_path,
+        http_lineage(url, timeout="1s"),
+        spark={"event_log_dirs": [str(watched)]},
+    )
+    collector: TallyCollector | None = None
+    output = work / "sparkjob.log"
+    with agent(config) as process, output.open("wb") as log:
+        specs = [f"{name}={watched if seen else quiet}" for name, seen, _ in PHASES]
+        job = subprocess.Popen(
+            [sys.executable, str(JOB), str(work), *specs],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=spark_env(),
+            cwd=work,
+        )
+        phases: dict[str, dict[str, Any]] = {}
+        try:
+            before: dict[str, float] = {}
+            for name, seen, behaviour in PHASES:
+                if behaviour is not None:
+                    if collector is None:
+                        collector = TallyCollector(behaviour, port=port).start()
+                    collector.set_behaviour(behaviour)
+                (work / f"go-{name}").touch()
+                done = wait_file(work / f"done-{name}", job, output)
+                phases[name] = done
+                if not seen:
+                    continue
+                process.wait_log("eventlog_finished", timeout=PATIENCE, app_id=done["app_id"])
+                samples = settle(process, "http")
+                now = {
+                    "produced": produced(samples),
+                    "delivered": metric(
+                        samples, "lineage_events_delivered_total", transport="http"
+                    ),
+                    **{f"drop:{k}": v for k, v in drops(samples, "http").items()},
+                }
+                done["delta"] = {
+                    k: v - before.get(k, 0) for k, v in now.items() if v != before.get(k, 0)
+                }
+                before = now
+            assert job.wait(60) == 0, output.read_text()[-3000:]
+            assert_healthy(process)
+            accounting = stop_and_account(process)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait(60)
+            if collector is not None:
+                collector.stop()
+    assert collector is not None
+
+    # Every watched application made the same lineage; each phase lost it for its reason.
+    counts = {name: phases[name]["delta"]["produced"] for name, seen, _ in PHASES if seen}
+    assert len(set(counts.values())) == 1 and counts["down"] >= 6, counts
+    per_app = counts["down"]
+    for name, reason in EXPECTED_REASON.items():
+        assert phases[name]["delta"] == {"produced": per_app, f"drop:{reason}": per_app}, name
+    assert phases["healthy"]["delta"] == {"produced": per_app, "delivered": per_app}
+    assert collector.tally(503) == per_app
+    assert collector.tally("hang") == per_app
+    assert collector.tally(201) == collector.accepted == per_app
+    total = 4 * per_app
+    assert accounting == {
+        "http": {"offered": total, "delivered": per_app, "dropped": 3 * per_app, "queued": 0}
+    }
+
+    # What arrived is the healthy application's whole lineage: valid, verified, each run
+    # START then exactly one terminal event; the application run ends COMPLETE.
+    events = collector.events
+    assert check_events(events, tmp_path / "ed25519.key") == per_app
+    runs = assert_runs_whole(events)
+    assert all(types[-1] == "COMPLETE" for types in runs.values()), runs
+
+    # The ledger in the state database tells the same story, event by event.
+    with sqlite3.connect(tmp_path / "state" / "state.sqlite3") as db:
+        ledger = Counter(
+            (outcome, reason)
+            for outcome, reason in db.execute(
+                "SELECT outcome, reason FROM ledger WHERE transport = 'http'"
+            )
+        )
+        claimed = db.execute("SELECT COUNT(*) FROM emitted").fetchone()[0]
+    assert claimed == total
+    assert ledger == Counter(
+        {
+            ("delivered", None): per_app,
+            ("dropped", "connect"): per_app,
+            ("dropped", "http_5xx"): per_app,
+            ("dropped", "timeout"): per_app,
+        }
+    )
+
+    # Wall time of each application, for the record: lineage faults never blocked one.
+    times = {name: phases[name]["seconds"] for name, _, _ in PHASES}
+    print(f"application seconds: {times}")

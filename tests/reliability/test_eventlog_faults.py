@@ -1,0 +1,341 @@
+"""Event-log faults under the real daemon (`lineage-agent run`, file transport): damaged codec
+streams, corrupt and future-versioned lines, a 100 MB line, a log deleted while tailed, a
+rolling log growing files mid-read, and thousands of logs appearing at once in a directory
+that did not exist at start. The agent keeps running, counts what it skipped, and every run
+it started ends with exactly one terminal event."""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agentproc import AgentProcess, keygen, metric
+from tests.reliability.harness import (
+    PATIENCE,
+    SAMPLES,
+    agent,
+    assert_healthy,
+    assert_runs_whole,
+    check_events,
+    config_file,
+    drops,
+    file_lineage,
+    read_jsonl,
+    reference_events,
+    rss_bytes,
+    settle,
+    stop_and_account,
+    unsigned,
+    wait_until,
+)
+from tests.spark_logs import SparkLogs
+
+SUCCESS = SAMPLES / "success.jsonl"
+SUCCESS_APP = b"local-1795324432471"
+ENDED = "the event log ended without ApplicationEnd for this run"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    keygen(tmp_path)
+    return tmp_path
+
+
+def spark_agent_config(workdir: Path, *directories: Path, **spark: Any) -> Path:
+    return config_file(
+        workdir,
+        file_lineage(workdir / "lineage.jsonl", rotation_size_mb=0),
+        spark={"event_log_dirs": [str(d) for d in directories], **spark},
+    )
+
+
+def skipped(process: AgentProcess, reason: str) -> float:
+    return metric(process.scrape(), "lineage_eventlog_lines_skipped_total", reason=reason)
+
+
+def finish(process: AgentProcess, workdir: Path) -> list[dict[str, Any]]:
+    """Healthy, exact accounting, stopped; the delivered events, all valid and verified."""
+    samples = settle(process, "file")
+    assert_healthy(process)
+    assert drops(samples, "file") == {}
+    delivered = metric(samples, "lineage_events_delivered_total", transport="file")
+    accounting = stop_and_account(process)
+    events = read_jsonl(workdir / "lineage.jsonl")
+    assert len(events) == delivered == accounting["file"]["delivered"]
+    check_events(events, workdir / "ed25519.key")
+    return events
+
+
+def app_ids_of(events: list[dict[str, Any]]) -> set[str]:
+    return {e["job"]["name"].split(".")[0] for e in events}
+
+
+# -- damaged codec streams ---------------------------------------------------------------------
+
+
+def damage(data: bytes, how: str) -> bytes:
+    """Cut the stream at 85% (a writer killed mid-flush) or overwrite 64 bytes there (a bad
+    disk block): past the application's start, before its end."""
+    at = len(data) * 85 // 100
+    if how == "truncated":
+        return data[:at]
+    return data[:at] + b"\xff" * 64 + data[at + 64 :]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("how", ["truncated", "corrupt"])
+def test_damaged_compressed_logs(spark_logs: SparkLogs, workdir: Path, how: str) -> None:
+    """Damaged zstd, lz4, snappy logs: counted, lines before the damage kept, every run ends."""
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    clean_dir = workdir / "clean"
+    for codec in ("zstd", "lz4", "snappy"):
+        [log] = spark_logs.directory("single", codec).iterdir()
+        (events_dir / log.name).write_bytes(damage(log.read_bytes(), how))
+        shutil.copytree(spark_logs.directory("single", codec), clean_dir / codec)
+    damaged_logs = 3
+    if how == "corrupt":
+        [rolling] = spark_logs.multi.iterdir()
+        shutil.copytree(rolling, events_dir / rolling.name)
+        shutil.copytree(spark_logs.multi, clean_dir / "multi")
+        first = next((events_dir / rolling.name).glob("events_1_*"))
+        first.write_bytes(damage(first.read_bytes(), how))
+        damaged_logs = 4
+    config = spark_agent_config(workdir, events_dir)
+    with agent(config) as process:
+        wait_until("every damaged log finished", lambda: finished(process) == damaged_logs)
+        read_errors = skipped(process, "read_error")
+        corrupt_lines = skipped(process, "corrupt_json")
+        events = finish(process, workdir)
+
+    runs = assert_runs_whole(events)
+    assert len(app_ids_of(events)) == damaged_logs
+    if how == "corrupt":
+        # Where the bad bytes land decides how they surface: a codec check fails (read_error)
+        # or bytes decode into a broken line (corrupt_json); either way each log says so.
+        assert read_errors + corrupt_lines >= damaged_logs
+        return
+    assert (read_errors, corrupt_lines) == (damaged_logs, 0)
+    assert sum(types[-1] == "FAIL" for types in runs.values()) >= damaged_logs
+    clean = [clean_dir / name for name in sorted(p.name for p in clean_dir.iterdir())]
+    reference = {(e["run"]["runId"], e["eventType"]): e for e in reference_events(*clean)}
+    for event in events:
+        plain = unsigned(event)
+        if event["eventType"] == "FAIL":  # a run the damage cut short
+            assert plain["run"]["facets"]["errorMessage"]["message"] == ENDED
+        else:  # everything read before the cut is exactly what the clean log gives
+            assert plain == reference[(event["run"]["runId"], event["eventType"])]
+
+
+def finished(process: AgentProcess) -> int:
+    return sum(line.get("event") == "eventlog_finished" for line in process.logs())
+
+
+# -- bad lines ---------------------------------------------------------------------------------
+
+
+def with_unknown_fields(line: bytes) -> bytes:
+    """A later Spark adds fields to every event: append one before the closing brace."""
+    if not line.endswith(b"}"):
+        return line
+    return line[:-1] + b',"Spark 9 Field":{"nested":[1,2,{"x":null}]}}'
+
+
+BAD_LINES = [
+    b'{"Event":"SparkListenerJobStart","Job ID":' + b"\xff" * 10,  # corrupt bytes
+    b'{"Event":"SparkListenerJobEnd","Job ID":',  # cut short
+    b"\x00\x00\x00garbage",  # not JSON at all
+]
+STRANGE_BUT_JSON = [
+    b'[{"Event":"SparkListenerEnvironmentUpdate","Spark Properties":{}}]',  # a list
+    b'"{\\"Event\\":\\"SparkListenerApplicationEnd\\"}"',  # a string
+    b"12345",
+    b"null",
+    b'{"Event":"SparkListenerFutureThing","Payload":{"a":1}}',  # a future event type
+    b'{"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLFutureEvent","executionId":0}',
+    b'{"Event":null}',
+    b'{"Event":"SparkListenerJobEnd","Job ID":"zero","Job Result":7}',  # wrong types
+]
+
+
+def test_corrupt_strange_and_future_lines(workdir: Path) -> None:
+    """Corrupt lines are counted; other JSON shapes and future fields change no event."""
+    clean = workdir / "clean"
+    clean.mkdir()
+    shutil.copy(SUCCESS, clean / SUCCESS_APP.decode())
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    lines = [with_unknown_fields(line) for line in SUCCESS.read_bytes().split(b"\n")]
+    at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
+    lines[at:at] = BAD_LINES + STRANGE_BUT_JSON
+    lines[3:3] = STRANGE_BUT_JSON  # before the application started, too
+    (events_dir / SUCCESS_APP.decode()).write_bytes(b"\n".join(lines))
+    config = spark_agent_config(workdir, events_dir)
+    with agent(config) as process:
+        wait_until("the log finished", lambda: finished(process) == 1)
+        assert skipped(process, "corrupt_json") == len(BAD_LINES)
+        assert process.wait_log("eventlog_corrupt_line")["log"] == str(
+            events_dir / SUCCESS_APP.decode()
+        )
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(clean)
+
+
+def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> None:
+    """A 100 MB line is skipped and counted without ever being held; events unchanged."""
+    clean = workdir / "clean"
+    clean.mkdir()
+    shutil.copy(SUCCESS, clean / SUCCESS_APP.decode())
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    lines = SUCCESS.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
+    size = 100 * 1024 * 1024
+    huge = b'{"Event":"SparkListenerJobStart","Padding":"' + b"x" * size + b'"}'
+    config = spark_agent_config(workdir, events_dir, max_line_bytes=8 * 1024 * 1024)
+    staged = workdir / SUCCESS_APP.decode()
+    with staged.open("wb") as out:
+        out.write(b"\n".join(lines[:at]) + b"\n")
+        out.write(huge + b"\n")
+        out.write(b"\n".join(lines[at:]))
+    del huge
+    log = events_dir / SUCCESS_APP.decode()
+    with agent(config) as process:
+        before = rss_bytes(process.proc.pid)
+        staged.rename(log)
+        wait_until("the log finished", lambda: finished(process) == 1)
+        peak = peak_rss(process.proc.pid)
+        assert skipped(process, "too_long") == 1
+        line = process.wait_log("eventlog_line_skipped")
+        assert (line["log"], line["line"]) == (str(log), at + 1)
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(clean)
+    # Never the whole line, nor the whole file, in memory: far below 100 MB over the start.
+    assert peak - before < 60 * 1024 * 1024, (before, peak)
+
+
+def peak_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+# -- logs that change under the agent ----------------------------------------------------------
+
+
+def test_in_progress_log_deleted_while_tailed(workdir: Path) -> None:
+    """A tailed in-progress log deleted: its open runs end FAIL, the next log is followed."""
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    lines = SUCCESS.read_bytes().split(b"\n")
+    cut = next(i for i, line in enumerate(lines) if b"SQLExecutionEnd" in line)
+    growing = events_dir / (SUCCESS_APP.decode() + ".inprogress")
+    growing.write_bytes(b"\n".join(lines[:cut]) + b"\n")
+    config = spark_agent_config(workdir, events_dir)
+    with agent(config) as process:
+        wait_until("two STARTs", lambda: delivered_count(process) >= 2)
+        growing.unlink()
+        process.wait_log("eventlog_gone", timeout=PATIENCE, log=str(growing))
+        settle(process, "file")
+        gone = read_jsonl(workdir / "lineage.jsonl")
+        other = SUCCESS.read_bytes().replace(SUCCESS_APP, b"local-1795324432999")
+        (events_dir / "local-1795324432999").write_bytes(other)
+        wait_until("the next log finished", lambda: finished(process) == 2)
+        events = finish(process, workdir)
+    runs = assert_runs_whole(events)
+    assert events[: len(gone)] == gone
+    terminals = [e for e in gone if e["eventType"] != "START"]
+    assert terminals and all(e["eventType"] == "FAIL" for e in terminals)
+    assert all(e["run"]["facets"]["errorMessage"]["message"] == ENDED for e in terminals)
+    assert len(runs) == len({e["run"]["runId"] for e in gone}) + 3
+
+
+def delivered_count(process: AgentProcess) -> float:
+    return metric(process.scrape(), "lineage_events_delivered_total", transport="file")
+
+
+@pytest.mark.spark
+def test_rolling_log_gains_files_mid_read(spark_logs: SparkLogs, workdir: Path) -> None:
+    """A rolling log gaining files mid-read gives exactly the finished log's events."""
+    [source] = spark_logs.multi.iterdir()
+    name = source.name.removeprefix("eventlog_v2_")
+    files = sorted(source.glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+    assert len(files) >= 3
+    events_dir = workdir / "events"
+    rolling = events_dir / source.name
+    rolling.mkdir(parents=True)
+    (rolling / f"appstatus_{name}.inprogress").touch()
+    config = spark_agent_config(workdir, events_dir)
+    with agent(config) as process:
+        for file in files:
+            shutil.copy(file, rolling / file.name)
+            time.sleep(0.3)
+        (rolling / f"appstatus_{name}.inprogress").rename(rolling / f"appstatus_{name}")
+        wait_until("the log finished", lambda: finished(process) == 1)
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(spark_logs.multi)
+
+
+# -- many logs at once -------------------------------------------------------------------------
+
+MANY = 3000
+
+
+def small_log(app_id: str, complete: bool) -> bytes:
+    """The application lines of a real log under another id: START (and its end when
+    complete), the smallest real application there is."""
+    wanted = (b'{"Event":"SparkListenerLogStart"', b'{"Event":"SparkListenerApplicationStart"')
+    if complete:
+        wanted += (b'{"Event":"SparkListenerApplicationEnd"',)
+    lines = [line for line in SUCCESS.read_bytes().split(b"\n") if line.startswith(wanted)]
+    return b"\n".join(lines).replace(SUCCESS_APP, app_id.encode()) + b"\n"
+
+
+def _service_fd_limit() -> None:
+    # systemd starts services with a soft limit of 1024 open files.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 8192))
+
+
+def test_missing_directory_then_thousands_of_logs_at_once(workdir: Path) -> None:
+    """Missing directory, then 3,000 logs at once past 1,024 open files: every event once."""
+    staging = workdir / "staging"
+    staging.mkdir()
+    first = 1795324500000
+    complete_ids = {f"local-{first + i}" for i in range(0, MANY, 2)}
+    for i in range(MANY):
+        app_id = f"local-{first + i}"
+        name = app_id if app_id in complete_ids else app_id + ".inprogress"
+        (staging / name).write_bytes(small_log(app_id, app_id in complete_ids))
+    events_dir = workdir / "events"
+    config = spark_agent_config(workdir, events_dir, poll_interval="1s")
+    with agent(config, preexec_fn=_service_fd_limit) as process:
+        process.wait_log("eventlog_dir_missing", directory=str(events_dir))
+        staging.rename(events_dir)
+        process.wait_log("eventlog_dir_found", directory=str(events_dir))
+        expected = MANY + len(complete_ids)
+        samples = settle(process, "file", expected)
+        assert metric(samples, "lineage_eventlog_lines_skipped_total", reason="read_error") == 0
+        assert metric(samples, "lineage_applications_tracked") == MANY - len(complete_ids)
+        assert_healthy(process)
+        accounting = stop_and_account(process)
+    assert accounting["file"] == {
+        "offered": expected,
+        "delivered": expected,
+        "dropped": 0,
+        "queued": 0,
+    }
+    events = read_jsonl(workdir / "lineage.jsonl")
+    runs: dict[str, list[str]] = {}
+    for event in events:
+        runs.setdefault(event["run"]["runId"], []).append(event["eventType"])
+    assert len(runs) == MANY
+    assert sorted(map(tuple, runs.values())) == sorted(
+        [("START", "COMPLETE")] * len(complete_ids) + [("START",)] * (MANY - len(complete_ids))
+    )
+    check_events(events[:: MANY // 20], workdir / "ed25519.key")  # a sample: schema checks cost
