@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from tests.agentproc import assert_identity, keygen, metric, run_agent, write_config
+from tests.agentproc import AgentProcess, assert_identity, keygen, metric, run_agent, write_config
 from tests.collector import Collector, closed_port, slow
 from tests.independent import public_key, verify
 
@@ -18,6 +18,15 @@ from tests.independent import public_key, verify
 def workdir(tmp_path: Path) -> Path:
     keygen(tmp_path)
     return tmp_path
+
+
+def wait_dropped(agent: AgentProcess, count: int, seconds: float = 20) -> dict[str, float]:
+    """Scrape until `count` events were dropped; the last scrape."""
+    deadline = time.monotonic() + seconds
+    while (samples := agent.scrape()) and metric(samples, "lineage_events_dropped_total") < count:
+        assert time.monotonic() < deadline, samples
+        time.sleep(0.1)
+    return samples
 
 
 def http_lineage(url: str, **extra: object) -> dict[str, object]:
@@ -85,11 +94,7 @@ def test_connection_refused_drops_as_connect(workdir: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/api/v1/lineage"
     config = write_config(workdir, http_lineage(url))
     with run_agent(config, events=10) as agent:
-        deadline = time.monotonic() + 20
-        while metric(agent.scrape(), "lineage_events_dropped_total") < 10:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        samples = agent.scrape()
+        samples = wait_dropped(agent, 10)
         assert (
             metric(
                 samples,
@@ -134,11 +139,7 @@ def test_untrusted_certificate_drops_as_tls(workdir: Path) -> None:
     with Collector(tls=server_context) as collector:
         config = write_config(workdir, http_lineage(collector.url))
         with run_agent(config, events=2) as agent:
-            deadline = time.monotonic() + 20
-            while metric(agent.scrape(), "lineage_events_dropped_total") < 2:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-            samples = agent.scrape()
+            samples = wait_dropped(agent, 2)
             assert (
                 metric(
                     samples,
