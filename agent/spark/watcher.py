@@ -130,6 +130,9 @@ class SparkSource:
         last_scan = 0.0
         try:
             while not stop.is_set():
+                # Cleared before reading, so a change notified during the read wakes the
+                # next pass at once instead of waiting for Spark's next write.
+                self._wake.clear()
                 now = time.monotonic()
                 if (
                     self._inotify is None
@@ -145,7 +148,6 @@ class SparkSource:
                 await self._pump_all(stop)
                 await self._check_stale()
                 self.metrics.applications.set(sum(1 for a in self.apps.values() if not a.closed))
-                self._wake.clear()
                 waiter = asyncio.create_task(self._wake.wait())
                 stopper = asyncio.create_task(stop.wait())
                 await asyncio.wait(
@@ -243,7 +245,11 @@ class SparkSource:
     # -- reading -----------------------------------------------------------------------------
 
     async def _pump_all(self, stop: asyncio.Event) -> None:
-        for app in list(self.apps.values()):
+        # Iterate over keys, not a list of apps: a finished app must be freed during the pass.
+        for key in list(self.apps):
+            app = self.apps.get(key)
+            if app is None:
+                continue
             if stop.is_set() or self._refused_this_pass:
                 return
             try:
