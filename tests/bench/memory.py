@@ -49,7 +49,7 @@ class Params:
     overflow_timeout: float = 600.0
     completed: int = 200
     running: int = 20
-    window: float = 45.0
+    window: float = 30.0
     settle_timeout: float = 300.0
 
 
