@@ -162,12 +162,19 @@ def settle(
     delivered + dropped = offered) and at least `produced` events were made. Returns that
     scrape, in which offered = delivered + dropped + queued holds exactly."""
     deadline = time.monotonic() + PATIENCE
+    settled: tuple[float, ...] | None = None
     while True:
         samples = process.scrape()
         made, delivered, dropped, queued = accounting(samples, transport)
         offered = offered_to(samples, transport)
         if queued == 0 and delivered + dropped == offered and made >= (produced or 0):
-            return samples
+            # A scrape is not atomic (an event is counted as produced a moment before it is
+            # offered): the same numbers twice in a row mean nothing is moving.
+            if settled == (made, offered, delivered, dropped):
+                return samples
+            settled = (made, offered, delivered, dropped)
+        else:
+            settled = None
         if time.monotonic() > deadline:
             raise AssertionError(
                 f"{transport}: produced {made}, offered {offered}, delivered {delivered}, "

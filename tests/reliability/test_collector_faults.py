@@ -143,7 +143,6 @@ def test_slow_collector_overflows_the_queue_never_the_source(workdir: Path) -> N
                     metric(process.scrape(), "lineage_queue_depth", transport="http") < capacity
                 ),
             )
-            recovered_at = int(produced(process.scrape()))
             samples = settle(process, "http", EVENTS)
             assert_healthy(process)
             delivered = metric(samples, "lineage_events_delivered_total", transport="http")
@@ -153,7 +152,6 @@ def test_slow_collector_overflows_the_queue_never_the_source(workdir: Path) -> N
             assert delivered + lost["queue_full"] == EVENTS
             accounting = stop_and_account(process)
     assert accounting["http"]["dropped"] == lost["queue_full"]
-    assert set(range(recovered_at, EVENTS)) <= {event_index(event) for event in collector.events}
     assert check_events(collector.events, workdir / "ed25519.key") == delivered
 
 

@@ -245,7 +245,9 @@ def test_in_progress_log_deleted_while_tailed(workdir: Path) -> None:
         settle(process, "file")
         gone = read_jsonl(workdir / "lineage.jsonl")
         other = SUCCESS.read_bytes().replace(SUCCESS_APP, b"local-1795324432999")
-        (events_dir / "local-1795324432999").write_bytes(other)
+        staged = workdir / "local-1795324432999"
+        staged.write_bytes(other)
+        staged.rename(events_dir / staged.name)  # a complete log appears whole, as Spark's does
         wait_until("the next log finished", lambda: finished(process) == 2)
         events = finish(process, workdir)
     runs = assert_runs_whole(events)

@@ -182,7 +182,11 @@ def test_soak_short(tmp_path: Path) -> None:
     soak(tmp_path, float(os.environ.get("LINEAGE_SOAK_SHORT_SECONDS", "20")))
 
 
+SOAK_SECONDS = float(os.environ.get("LINEAGE_SOAK_SECONDS", "600"))
+
+
 @pytest.mark.soak
+@pytest.mark.timeout(SOAK_SECONDS * 3 + 300)  # past the suite's 600 s per-test limit
 def test_soak(tmp_path: Path) -> None:
     """Soak (LINEAGE_SOAK_SECONDS, 600 s) at 1,000 events/s with faults: exact, flat, valid."""
-    soak(tmp_path, float(os.environ.get("LINEAGE_SOAK_SECONDS", "600")))
+    soak(tmp_path, SOAK_SECONDS)
