@@ -1,15 +1,17 @@
 """HTTP transport: POST signed events to an OpenLineage collector (Marquez or any other).
 
-One keep-alive connection pool per transport, sized to `HttpConfig.concurrency`; TLS
+Keep-alive connections per transport, at most `HttpConfig.concurrency` at once; TLS
 verification is always on. Every failure becomes a `DeliveryError` whose reason is one of
 `REASONS`; nothing is retried (a request that may have reached the collector is never sent
 twice), and no send lasts longer than `HttpConfig.timeout`, however the time is spent
-(waiting for a connection, connecting, sending, reading the answer).
+(connecting, the TLS handshake, sending, reading the answer).
 
-The hot path talks to httpx's transport layer directly instead of through `AsyncClient`:
-the client's per-request work (merging headers, cookies, auth and redirect machinery) is
-all unused here and cost about a quarter of the throughput. Proxy variables from the
-environment are not consulted; the collector is addressed directly.
+The wire is h11 (HTTP/1.1 framing: chunked and length-delimited answers, interim 1xx
+answers, `Connection: close`) over plain asyncio streams. One event per POST is this
+transport's hardest case, and there the per-request work of a general client (httpcore's
+pool and anyio's cancel scopes around every read) cost four times what the network and
+the framing cost together. Proxy variables from the environment are not consulted; the
+collector is addressed directly.
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ import asyncio
 import gzip
 import os
 import ssl
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Final
 
+import h11
 import httpx
 
 from agent import __version__
@@ -40,7 +46,7 @@ _GZIP_OFFLOAD_BYTES: Final = 256 * 1024
 #: fail as `network`, and is not retried).
 _KEEPALIVE_EXPIRY: Final = 4.0
 _MAX_DETAIL_URL: Final = 200
-_CONNECT_SHARE: Final = 0.9
+_READ_SIZE: Final = 64 * 1024
 
 
 def check_endpoint(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> str | None:
@@ -101,6 +107,75 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
     return context
 
 
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where one kind of POST goes: the connection's address and the request's first line."""
+
+    host: str  # to connect to (IDNA-encoded, IPv6 without brackets)
+    port: int
+    tls: bool
+    path: bytes  # path and query
+    authority: bytes  # the Host header
+    origin: str  # host:port, for error details
+
+    @classmethod
+    def of(cls, url: httpx.URL) -> _Target:
+        tls = url.scheme == "https"
+        port = url.port or (443 if tls else 80)
+        host = url.raw_host.decode("ascii")
+        return cls(host, port, tls, url.raw_path, url.netloc, f"{url.host}:{port}")
+
+
+class _Connection:
+    """One keep-alive connection: a stream pair and its HTTP/1.1 state machine."""
+
+    __slots__ = ("idle_since", "reader", "wire", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.wire = h11.Connection(h11.CLIENT)
+        self.idle_since = 0.0
+
+    def usable(self, now: float) -> bool:
+        # A server that closed an idle connection has left EOF in the reader by now.
+        return (
+            now - self.idle_since < _KEEPALIVE_EXPIRY
+            and not self.reader.at_eof()
+            and not self.writer.is_closing()
+        )
+
+    async def exchange(self, request: h11.Request, body: bytes) -> h11.Response:
+        """Send one request and read its whole answer; the answer's head is returned."""
+        wire = self.wire
+        self.writer.write(
+            wire.send(request) + wire.send(h11.Data(data=body)) + wire.send(h11.EndOfMessage())
+        )
+        await self.writer.drain()
+        response: h11.Response | None = None
+        while True:
+            event = wire.next_event()
+            if event is h11.NEED_DATA:
+                wire.receive_data(await self.reader.read(_READ_SIZE))
+            elif isinstance(event, h11.Response):
+                response = event
+            elif isinstance(event, h11.EndOfMessage):
+                assert response is not None  # h11 yields the head before the end
+                return response
+            elif isinstance(event, h11.ConnectionClosed):
+                raise h11.RemoteProtocolError("peer closed connection without an answer")
+            # Data is drained unread (only the status matters); 1xx answers are skipped.
+
+    def reusable(self) -> bool:
+        if self.wire.our_state is h11.DONE and self.wire.their_state is h11.DONE:
+            self.wire.start_next_cycle()
+            return True
+        return False
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 class HttpTransport:
     """POSTs each batch to the collector; see the module docstring for the contract."""
 
@@ -110,43 +185,31 @@ class HttpTransport:
         if (config.auth is None) != (token is None):
             raise ValueError("lineage.http.auth: a token is needed exactly when auth is configured")
         endpoint = _check_url("lineage.http.endpoint", config.endpoint, auth=token is not None)
-        self._url = endpoint
         if config.batch_endpoint is None:  # the OpenLineage API: POST /api/v1/lineage/batch
-            self._batch_url = endpoint.copy_with(path=endpoint.path.rstrip("/") + "/batch")
+            batch_url = endpoint.copy_with(path=endpoint.path.rstrip("/") + "/batch")
         else:
-            self._batch_url = _check_url(
+            batch_url = _check_url(
                 "lineage.http.batch_endpoint", config.batch_endpoint, auth=token is not None
             )
+        self._single = _Target.of(endpoint)
+        self._batch = _Target.of(batch_url)
         self._batched = config.batch_size > 1
         self._timeout = config.timeout
         self._gzip = config.compression == "gzip"
-        # Built once: every request shares these; httpx copies headers into each request.
-        headers = {
-            "Content-Type": "application/json",
-            "User-Agent": f"lineage-agent/{__version__}",
-        }
+        # Validated once here; every request reuses the list (h11 checks it again per
+        # request only for framing headers, which come last).
+        headers = [
+            (b"Content-Type", b"application/json"),
+            (b"User-Agent", f"lineage-agent/{__version__}".encode("ascii")),
+        ]
         if self._gzip:
-            headers["Content-Encoding"] = "gzip"
+            headers.append((b"Content-Encoding", b"gzip"))
         if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        self._headers = httpx.Headers(headers)
-        # The whole send is bounded by `timeout` (asyncio.timeout in send). Connecting (TCP
-        # and TLS handshake) gets a little less, so that a stalled handshake ends through
-        # httpx's own timeout, which closes the socket: a handshake cancelled from outside
-        # leaves its socket to the garbage collector (httpcore 1.0).
-        phases = httpx.Timeout(config.timeout, connect=config.timeout * _CONNECT_SHARE)
-        self._extensions = {"timeout": phases.as_dict()}
-        self._origin = _origin(endpoint)
-        self._batch_origin = _origin(self._batch_url)
-        self._pool = httpx.AsyncHTTPTransport(
-            verify=tls_context(config.ca_file),
-            limits=httpx.Limits(
-                max_connections=config.concurrency,
-                max_keepalive_connections=config.concurrency,
-                keepalive_expiry=_KEEPALIVE_EXPIRY,
-            ),
-            retries=0,
-        )
+            headers.append((b"Authorization", f"Bearer {token}".encode("ascii")))
+        self._headers = headers
+        self._tls = tls_context(config.ca_file)
+        self._capacity = config.concurrency
+        self._idle: dict[_Target, list[_Connection]] = {}
         self._closed = False
 
     async def send(self, batch: Sequence[Envelope]) -> None:
@@ -156,49 +219,106 @@ class HttpTransport:
         if self._closed:
             raise DeliveryError("connect", "transport closed")
         if self._batched:
-            url, origin = self._batch_url, self._batch_origin
+            target = self._batch
             body = b"[" + b",".join(envelope.payload for envelope in batch) + b"]"
         elif len(batch) == 1:
-            url, origin = self._url, self._origin
+            target = self._single
             body = batch[0].payload
         else:
             raise ValueError(f"batch_size is 1 but the batch holds {len(batch)} events")
         if self._gzip:
             body = await _compress(body)
-        request = httpx.Request(
-            "POST", url, headers=self._headers, content=body, extensions=self._extensions
+        request = h11.Request(
+            method=b"POST",
+            target=target.path,
+            headers=[
+                (b"Host", target.authority),
+                *self._headers,
+                (b"Content-Length", str(len(body)).encode("ascii")),
+            ],
         )
+        connection = self._checkout(target)
         try:
             async with asyncio.timeout(self._timeout):
-                response = await self._pool.handle_async_request(request)
-                try:
-                    # Drain without decoding or keeping the answer: only the status matters,
-                    # and a fully read response lets the connection go back to the pool.
-                    async for _ in response.aiter_raw():
-                        pass
-                finally:
-                    await response.aclose()
-        except (TimeoutError, httpx.TimeoutException):
-            raise DeliveryError(
-                "timeout", f"no complete response from {origin} within {self._timeout:g}s"
-            ) from None
-        except httpx.ConnectError as exc:
-            raise _connect_error(exc, origin) from None
-        except (httpx.HTTPError, OSError) as exc:
-            raise DeliveryError(
-                "network", f"connection to {origin} failed mid-request: {_cause(exc)}"
-            ) from None
-        status = response.status_code
-        if 200 <= status < 300:
+                if connection is None:
+                    connection = await self._connect(target)
+                response = await connection.exchange(request, body)
+        except BaseException as exc:
+            # The connection is in an unknown state (cancelled, timed out, broken): never
+            # reuse it. Cancellation passes through untouched.
+            if connection is not None:
+                connection.close()
+            if isinstance(exc, DeliveryError | asyncio.CancelledError):
+                raise
+            if isinstance(exc, TimeoutError):
+                raise DeliveryError(
+                    "timeout",
+                    f"no complete response from {target.origin} within {self._timeout:g}s",
+                ) from None
+            if isinstance(exc, OSError | h11.ProtocolError | ssl.SSLError):
+                raise DeliveryError(
+                    "network", f"connection to {target.origin} failed mid-request: {_cause(exc)}"
+                ) from None
+            raise
+        self._checkin(target, connection)
+        if not 200 <= response.status_code < 300:
+            raise _status_error(response)
+
+    def _checkout(self, target: _Target) -> _Connection | None:
+        idle = self._idle.get(target)
+        now = time.monotonic()
+        while idle:
+            connection = idle.pop()
+            if connection.usable(now):
+                return connection
+            connection.close()
+        return None
+
+    def _checkin(self, target: _Target, connection: _Connection) -> None:
+        idle = self._idle.setdefault(target, [])
+        if self._closed or not connection.reusable() or len(idle) >= self._capacity:
+            connection.close()
             return
-        raise _status_error(response)
+        connection.idle_since = time.monotonic()
+        idle.append(connection)
+
+    async def _connect(self, target: _Target) -> _Connection:
+        try:
+            if target.tls:
+                reader, writer = await asyncio.open_connection(
+                    target.host, target.port, ssl=self._tls, server_hostname=target.host
+                )
+            else:
+                reader, writer = await asyncio.open_connection(target.host, target.port)
+        except ssl.SSLCertVerificationError as exc:
+            message = exc.verify_message or str(exc)
+            raise DeliveryError(
+                "tls", f"certificate of {target.origin} did not verify: {message}"
+            ) from None
+        except ssl.SSLError as exc:
+            raise DeliveryError(
+                "tls", f"TLS handshake with {target.origin} failed: {exc.reason or exc}"
+            ) from None
+        except OSError as exc:
+            raise DeliveryError(
+                "connect", f"cannot connect to {target.origin}: {_cause(exc)}"
+            ) from None
+        return _Connection(reader, writer)
 
     async def aclose(self) -> None:
         """Close the pooled connections; idempotent. Sends started afterwards fail `connect`."""
         if self._closed:
             return
         self._closed = True
-        await self._pool.aclose()
+        idle = [connection for pool in self._idle.values() for connection in pool]
+        self._idle.clear()
+        for connection in idle:
+            connection.close()
+        if idle:
+            # Let TLS close_notify and FIN go out before the loop (or the process) ends.
+            await asyncio.wait(
+                [asyncio.ensure_future(c.writer.wait_closed()) for c in idle], timeout=1.0
+            )
 
 
 async def _compress(body: bytes) -> bytes:
@@ -207,37 +327,24 @@ async def _compress(body: bytes) -> bytes:
     return gzip.compress(body, GZIP_LEVEL, mtime=0)
 
 
-def _origin(url: httpx.URL) -> str:
-    port = url.port or (443 if url.scheme == "https" else 80)
-    return f"{url.host}:{port}"
-
-
-def _status_error(response: httpx.Response) -> DeliveryError:
+def _status_error(response: h11.Response) -> DeliveryError:
     status = response.status_code
-    phrase = httpx.codes.get_reason_phrase(status)
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
     text = f"{status} {phrase}" if phrase else str(status)
     if 300 <= status < 400:
         # Redirects are not followed: a redirected POST may change method or leave the
         # configured (and, with auth, trusted) origin.
-        location = response.headers.get("location", "")[:_MAX_DETAIL_URL]
+        location = next(
+            (value.decode("latin-1") for name, value in response.headers if name == b"location"),
+            "",
+        )[:_MAX_DETAIL_URL]
         where = f" to {location}" if location else ""
         return DeliveryError("http_4xx", f"unexpected redirect {text}{where}")
     reason = "http_5xx" if status >= 500 else "http_4xx"
     return DeliveryError(reason, f"HTTP {text}")
-
-
-def _connect_error(exc: httpx.ConnectError, origin: str) -> DeliveryError:
-    for cause in _chain(exc):
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            message = cause.verify_message or str(cause)
-            return DeliveryError("tls", f"certificate of {origin} did not verify: {message}")
-        if isinstance(cause, ssl.SSLError) and not isinstance(
-            cause, ssl.SSLWantReadError | ssl.SSLWantWriteError
-        ):
-            return DeliveryError(
-                "tls", f"TLS handshake with {origin} failed: {cause.reason or cause}"
-            )
-    return DeliveryError("connect", f"cannot connect to {origin}: {_cause(exc)}")
 
 
 def _cause(exc: BaseException) -> str:

@@ -1,0 +1,258 @@
+"""The HTTP transport's HTTP/1.1 framing against a loopback server that answers from a script.
+
+The collector in `tests.collector` answers one well-formed way; these cases need answers
+that collectors are allowed (or known) to give: chunked bodies, interim 1xx answers,
+`Connection: close`, HTTP/1.0, idle connections closed by the server, and garbage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from agent.config import HttpConfig
+from agent.envelope import Envelope
+from agent.transports.base import DeliveryError
+from agent.transports.http import HttpTransport
+
+Answer = Callable[[int], bytes]  # the answer to the n-th request (0-based) on the server
+
+
+@dataclass
+class Scripted:
+    """A loopback server that reads each request whole and writes `answer(n)` back."""
+
+    answer: Answer
+    close_after_answer: bool = False
+    requests: list[bytes] = field(default_factory=list)
+    connections: int = 0
+    port: int = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                self.requests.append(head + await reader.readexactly(length))
+                writer.write(self.answer(len(self.requests) - 1))
+                await writer.drain()
+                if self.close_after_answer:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v1/lineage"
+
+
+Serve = Callable[..., Awaitable[Scripted]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """Starts scripted servers on loopback and stops them after the test."""
+    servers: list[asyncio.Server] = []
+
+    async def start(answer: Answer, *, close_after_answer: bool = False) -> Scripted:
+        script = Scripted(answer, close_after_answer)
+        server = await asyncio.start_server(script.handle, "127.0.0.1", 0)
+        script.port = server.sockets[0].getsockname()[1]
+        servers.append(server)
+        return script
+
+    yield start
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.fixture
+async def transports() -> AsyncIterator[list[HttpTransport]]:
+    made: list[HttpTransport] = []
+    yield made
+    for transport in made:
+        await transport.aclose()
+
+
+def envelope(i: int) -> Envelope:
+    payload = b'{"eventType":"START","n":%d}' % i
+    return Envelope(
+        payload=payload,
+        run_id=f"run-{i}",
+        event_type="START",
+        execution="app-1",
+        digest=hashlib.sha256(payload).hexdigest(),
+        produced=time.monotonic(),
+    )
+
+
+def always(answer: bytes) -> Answer:
+    return lambda n: answer
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Trailer: 1\r\n\r\n"
+)
+INTERIM = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [CHUNKED, INTERIM, b"HTTP/1.1 204 No Content\r\n\r\n"],
+    ids=["chunked", "interim-100", "no-content"],
+)
+async def test_framed_answers_deliver_and_keep_the_connection(
+    serve: Serve,
+    transports: list[HttpTransport],
+    answer: bytes,
+) -> None:
+    """Chunked (with extensions and trailers), 1xx-then-final and 204 answers all deliver."""
+    server = await serve(always(answer))
+    transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
+    transports.append(transport)
+    for i in range(3):
+        await transport.send([envelope(i)])
+    assert len(server.requests) == 3
+    assert server.connections == 1
+
+
+async def test_connection_close_answer_opens_a_new_connection(
+    serve: Serve, transports: list[HttpTransport]
+) -> None:
+    """After `Connection: close` the next send connects again instead of failing."""
+    answer = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    server = await serve(always(answer), close_after_answer=True)
+    transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
+    transports.append(transport)
+    for i in range(3):
+        await transport.send([envelope(i)])
+    assert (len(server.requests), server.connections) == (3, 3)
+
+
+async def test_http10_answer_read_to_the_end(serve: Serve, transports: list[HttpTransport]) -> None:
+    """An HTTP/1.0 answer without a length is read until the server closes, then delivered."""
+    server = await serve(always(b"HTTP/1.0 200 OK\r\n\r\naccepted"), close_after_answer=True)
+    transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
+    transports.append(transport)
+    await transport.send([envelope(1)])
+    await transport.send([envelope(2)])
+    assert (len(server.requests), server.connections) == (2, 2)
+
+
+async def test_idle_connection_closed_by_server_is_not_reused(
+    serve: Serve, transports: list[HttpTransport]
+) -> None:
+    """A keep-alive connection the server closed while idle is replaced, not failed on."""
+    # The server closes after each answer although it announced keep-alive (as servers
+    # with a short idle timeout do between requests).
+    answer = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+    server = await serve(always(answer), close_after_answer=True)
+    transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
+    transports.append(transport)
+    await transport.send([envelope(1)])
+    await asyncio.sleep(0.05)  # the FIN arrives while the connection is idle
+    await transport.send([envelope(2)])
+    assert (len(server.requests), server.connections) == (2, 2)
+
+
+async def test_expired_idle_connection_is_not_reused(
+    serve: Serve,
+    transports: list[HttpTransport],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A connection idle past the keep-alive expiry is closed and a new one opened."""
+    monkeypatch.setattr("agent.transports.http._KEEPALIVE_EXPIRY", 0.05)
+    server = await serve(always(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"))
+    transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
+    transports.append(transport)
+    await transport.send([envelope(1)])
+    await transport.send([envelope(2)])
+    await asyncio.sleep(0.1)
+    await transport.send([envelope(3)])
+    assert (len(server.requests), server.connections) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("answer", "detail"),
+    [
+        (b"SPDY/3 200 OK\r\n\r\n", "illegal status line: bytearray(b'SPDY/3 200 OK')"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab",
+            "conflicting Content-Length headers",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "illegal chunk header: bytearray(b'zz\\r\\n')",
+        ),
+    ],
+    ids=["status-line", "two-lengths", "chunk-header"],
+)
+async def test_garbage_answer_is_network_and_connection_dropped(
+    serve: Serve,
+    transports: list[HttpTransport],
+    answer: bytes,
+    detail: str,
+) -> None:
+    """An answer that breaks HTTP/1.1 framing is `network`, and its connection is not reused."""
+    good = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+    server = await serve(lambda n: answer if n == 0 else good)
+    transport = HttpTransport(HttpConfig(endpoint=server.url, timeout=2.0), token=None)
+    transports.append(transport)
+    with pytest.raises(DeliveryError) as caught:
+        await transport.send([envelope(1)])
+    assert (caught.value.reason, caught.value.detail) == (
+        "network",
+        f"connection to 127.0.0.1:{server.port} failed mid-request: {detail}",
+    )
+    await transport.send([envelope(2)])
+    assert server.connections == 2
+
+
+async def test_cancelled_send_closes_its_connection(
+    serve: Serve, transports: list[HttpTransport]
+) -> None:
+    """A send cancelled while waiting for the answer leaves no connection behind for reuse."""
+    ok = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+    server = await serve(lambda n: b"" if n == 0 else ok)
+    transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
+    transports.append(transport)
+    task = asyncio.create_task(transport.send([envelope(1)]))
+    while not server.requests:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await transport.send([envelope(2)])
+    assert server.connections == 2
+
+
+async def test_request_head_is_exact(serve: Serve, transports: list[HttpTransport]) -> None:
+    """The request is one POST with Host, JSON content type, agent User-Agent and the length."""
+    server = await serve(always(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"))
+    transport = HttpTransport(HttpConfig(endpoint=server.url + "?tenant=a"), token=None)
+    transports.append(transport)
+    await transport.send([envelope(7)])
+    (request,) = server.requests
+    head, _, body = request.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /api/v1/lineage?tenant=a HTTP/1.1"
+    headers = dict(line.split(b": ", 1) for line in lines[1:])
+    assert headers[b"Host"] == f"127.0.0.1:{server.port}".encode()
+    assert headers[b"Content-Type"] == b"application/json"
+    assert headers[b"User-Agent"].startswith(b"lineage-agent/")
+    assert headers[b"Content-Length"] == str(len(body)).encode()
+    assert body == envelope(7).payload
