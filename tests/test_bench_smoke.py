@@ -24,7 +24,6 @@ FIGURES = {
     "shipping": [
         "one_event_per_post",
         "batch_per_post",
-        "prototype_lean_transport_one_event_per_post",
         "collector_headroom_one_event_per_post",
         "collector_headroom_batch",
         "signed_path_per_event_batch_end_to_end",

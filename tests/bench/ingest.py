@@ -2,8 +2,8 @@
 against only decompressing that log and `json.loads` of every line.
 
 The log is written by a real PySpark application (`jobs/spark_driver.py`, action
-`eventlog`): queries over thousands of partitions, multi-stage joins and parquet writes
-until it holds at least `min_bytes` decoded, in Spark 4's default layout and codec
+`eventlog`): filter chains over thousands of partitions, multi-stage joins and parquet
+writes until it holds at least `min_bytes` decoded, in Spark 4's default layout and codec
 (rolling, zstd). It is generated once and cached in the work folder (`eventlog-big/`, with
 a manifest naming the parameters it was made with); generation takes minutes.
 
@@ -38,6 +38,7 @@ class Params:
     min_bytes: int = 210_000_000
     max_queries: int = 400
     partitions: int = 2000
+    filters: int = 60
     shuffle: int = 50
     columns: int = 30
     rows: int = 100_000
@@ -51,6 +52,7 @@ SMOKE = Params(
     min_bytes=1_500_000,
     max_queries=10,
     partitions=100,
+    filters=8,
     shuffle=4,
     columns=8,
     rows=5_000,

@@ -51,7 +51,7 @@ class Params:
     ceiling_batches: int = 400
     connections: int = 4  # the agent's default http.concurrency
     sign_rounds: int = 3
-    time_cap: float = 60.0  # seconds per contender; the rate is taken over what was sent
+    time_cap: float = 30.0  # seconds per contender; the rate is taken over what was sent
 
 
 FULL = Params()

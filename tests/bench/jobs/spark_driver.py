@@ -62,10 +62,12 @@ def wide_frame(spark: SparkSession, rows: int, partitions: int, columns: int) ->
 
 def eventlog(params: dict[str, Any]) -> dict[str, Any]:
     """A large event log: queries of many stages and tasks until the log holds `min_bytes`
-    (decoded) or `max_queries` ran. Three kinds in turn: an aggregation of a wide frame over
-    `partitions` partitions (task events dominate real logs), a join of two aggregations
-    (several shuffle stages), and every `write_every` queries a parquet write read back, so
-    the log also holds SQL executions with datasets."""
+    (decoded) or `max_queries` ran. Most queries run a chain of `filters` filters over
+    `partitions` partitions in one stage: task events dominate real logs, and every filter
+    adds its metric to each task's accumulables, so a task line is as large as in a real
+    pipeline of that many operators. Every fifth query joins two aggregations (several
+    shuffle stages) and every `write_every` queries a parquet write is read back, so the log
+    also holds shuffles and SQL executions with datasets."""
     work = Path(params["work"])
     spark = session(params["app_name"], params["event_dir"], str(work), params["shuffle"])
     app_id = spark.sparkContext.applicationId
@@ -78,12 +80,17 @@ def eventlog(params: dict[str, Any]) -> dict[str, Any]:
             path = str(work / "tables" / f"t{queries}")
             frame.coalesce(4).write.mode("overwrite").parquet(path)
             spark.read.parquet(path).groupBy("k").agg(F.sum("c0")).collect()
-        elif queries % 2:
-            frame.groupBy("k").agg(*(F.sum(f"c{i}") for i in range(4))).collect()
-        else:
+        elif queries % 5 == 1:
             left = frame.groupBy("k").agg(F.sum("c0").alias("a"))
             right = frame.groupBy((F.col("k") % 13).alias("k")).agg(F.max("c1").alias("b"))
             left.join(right, "k").orderBy("k").collect()
+        else:
+            chain = spark.range(0, params["rows"], 1, params["partitions"])
+            for i in range(params["filters"]):
+                # A nondeterministic bound keeps the optimizer from merging the filters.
+                chain = chain.withColumn(f"x{i}", F.col("id") + i)
+                chain = chain.where(F.col(f"x{i}") > -1 - F.rand(i))
+            chain.write.format("noop").mode("overwrite").save()
         queries += 1
     spark.stop()
     return {
