@@ -31,8 +31,14 @@ def write_inputs(data: Path) -> tuple[Path, Path]:
         out = csv.writer(f)
         out.writerow(["order_id", "customer_id", "amount", "day"])
         for i in range(5000):
-            out.writerow([i, rng.randrange(200), round(rng.uniform(5, 500), 2),
-                          f"2026-11-{rng.randrange(1, 29):02d}"])
+            out.writerow(
+                [
+                    i,
+                    rng.randrange(200),
+                    round(rng.uniform(5, 500), 2),
+                    f"2026-11-{rng.randrange(1, 29):02d}",
+                ]
+            )
     return customers, orders
 
 
@@ -59,8 +65,8 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        customers = spark.read.option("header", True).option("inferSchema", True).csv(
-            str(customers_csv)
+        customers = (
+            spark.read.option("header", True).option("inferSchema", True).csv(str(customers_csv))
         )
         orders = spark.read.option("header", True).option("inferSchema", True).csv(str(orders_csv))
         revenue = (

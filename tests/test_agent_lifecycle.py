@@ -39,7 +39,7 @@ def wait_metric(
 ) -> dict[str, float]:
     deadline = time.monotonic() + timeout
     while True:
-        samples = agent.scrape()  # type: ignore[attr-defined]
+        samples: dict[str, float] = agent.scrape()  # type: ignore[attr-defined]
         if metric(samples, name, **labels) >= value or time.monotonic() > deadline:
             return samples
         time.sleep(0.05)
@@ -230,6 +230,7 @@ def test_write_error_counted_and_survived(workdir: Path) -> None:
             == dropped
         )
         assert_identity(samples, "file")
+        assert agent.metrics_url is not None
         assert httpx.get(agent.metrics_url.replace("/metrics", "/healthz")).json()["status"] == "ok"
         assert agent.stop() == 0
     assert len(lines_of(target)) == delivered

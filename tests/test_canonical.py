@@ -90,7 +90,7 @@ def test_float_lookalikes_in_strings_do_not_confuse_the_float_rewrite(
 ) -> None:
     """Strings holding float-like text next to real floats leave the output exact."""
     texts += [f"[{orjson_text},]" for orjson_text in ("1.0", "1e+16", "1e-6", "-0.0")]
-    value = {"numbers": numbers, "texts": texts, "mixed": [*numbers, *texts]}
+    value: dict[str, Any] = {"numbers": numbers, "texts": texts, "mixed": [*numbers, *texts]}
     assert canonicalize(value) == rfc8785.dumps(value)
 
 
@@ -335,9 +335,7 @@ def test_far_too_deep_nesting_is_refused() -> None:
 
 
 @pytest.mark.parametrize("with_floats", [False, True], ids=["ints-only", "with-floats"])
-def test_run_events_take_the_fast_path(
-    with_floats: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_run_events_take_the_fast_path(with_floats: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """A typical RunEvent is canonicalized without the pure-Python path (speed itself is
     measured by the benchmark, not here)."""
     event = example_run_event()

@@ -215,7 +215,7 @@ def test_peer_outside_group_is_refused(tmp_path: Path) -> None:
             probe = (
                 "import os, socket; os.setgid(65534); os.setuid(65534); "
                 f"s = socket.socket(socket.AF_UNIX); s.connect({str(sock)!r}); "
-                "s.sendall(b'{\"command\": \"status\"}\\n'); print(s.recv(4096).decode())"
+                's.sendall(b\'{"command": "status"}\\n\'); print(s.recv(4096).decode())'
             )
             result = subprocess.run(
                 [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30

@@ -113,15 +113,27 @@ def test_unit_hardening() -> None:
     """The sandbox directives are all set, with no capabilities at all."""
     d = unit_directives(UNIT.read_text())
     expected = {
-        "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
-        "PrivateTmp": "yes", "PrivateDevices": "yes", "PrivateMounts": "yes",
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "PrivateDevices": "yes",
+        "PrivateMounts": "yes",
         "ProtectKernelTunables": "yes",
-        "ProtectKernelModules": "yes", "ProtectKernelLogs": "yes", "ProtectControlGroups": "yes",
-        "ProtectClock": "yes", "ProtectHostname": "yes", "RestrictNamespaces": "yes",
-        "RestrictRealtime": "yes", "RestrictSUIDSGID": "yes", "LockPersonality": "yes",
-        "MemoryDenyWriteExecute": "yes", "SystemCallArchitectures": "native",
+        "ProtectKernelModules": "yes",
+        "ProtectKernelLogs": "yes",
+        "ProtectControlGroups": "yes",
+        "ProtectClock": "yes",
+        "ProtectHostname": "yes",
+        "RestrictNamespaces": "yes",
+        "RestrictRealtime": "yes",
+        "RestrictSUIDSGID": "yes",
+        "LockPersonality": "yes",
+        "MemoryDenyWriteExecute": "yes",
+        "SystemCallArchitectures": "native",
         "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
-        "CapabilityBoundingSet": "", "AmbientCapabilities": "",
+        "CapabilityBoundingSet": "",
+        "AmbientCapabilities": "",
     }
     for key, value in expected.items():
         assert d[f"Service.{key}"] == [value], key
@@ -170,7 +182,10 @@ def unit_root(tmp_path: Path) -> Path:
 def analyze(*args: str) -> subprocess.CompletedProcess[str]:
     assert SYSTEMD_ANALYZE is not None
     return subprocess.run(
-        [SYSTEMD_ANALYZE, *args], capture_output=True, text=True, timeout=60,
+        [SYSTEMD_ANALYZE, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "SYSTEMD_LOG_COLOR": "0", "SYSTEMD_PAGER": "cat"},
     )
 
@@ -201,8 +216,10 @@ def test_verify_reports_a_missing_executable(unit_root: Path) -> None:
     """Without the installed agent, verify names the missing ExecStart binary."""
     (unit_root / AGENT_IN_ROOT).unlink()
     result = analyze("verify", f"--root={unit_root}", "lineage-agent.service")
-    assert "lineage-agent.service: Command /opt/lineage-agent/venv/bin/lineage-agent is not " \
+    assert (
+        "lineage-agent.service: Command /opt/lineage-agent/venv/bin/lineage-agent is not "
         "executable: No such file or directory" in result.stderr
+    )
 
 
 def exposure(output: str) -> float:
@@ -215,14 +232,24 @@ def exposure(output: str) -> float:
 def test_unit_security_exposure_is_low(unit_root: Path) -> None:
     """`systemd-analyze security` rates the unit's exposure at most 2.0 (of 10; 'OK')."""
     result = analyze(
-        "security", "--offline=yes", f"--root={unit_root}", "--threshold=20", "--no-pager",
+        "security",
+        "--offline=yes",
+        f"--root={unit_root}",
+        "--threshold=20",
+        "--no-pager",
         "lineage-agent.service",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert exposure(result.stdout) <= 2.0
     passed = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("✓")}
-    for item in ("MemoryDenyWriteExecute=", "NoNewPrivileges=", "CapabilityBoundingSet=~CAP_KILL",
-                 "SystemCallFilter=~@privileged", "ProtectSystem=", "User=/DynamicUser="):
+    for item in (
+        "MemoryDenyWriteExecute=",
+        "NoNewPrivileges=",
+        "CapabilityBoundingSet=~CAP_KILL",
+        "SystemCallFilter=~@privileged",
+        "ProtectSystem=",
+        "User=/DynamicUser=",
+    ):
         assert item in passed, item
 
 
@@ -234,8 +261,12 @@ def test_unit_security_exposure_is_low(unit_root: Path) -> None:
 
 
 class SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                ("k", ctypes.c_uint32)]
+    _fields_ = [
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint32),
+    ]
 
 
 class SockFprog(ctypes.Structure):
@@ -252,8 +283,12 @@ def mdwe_filter() -> Callable[[], None]:
     program = [(ld_abs, 0, 0, 4), (jeq, 1, 0, 0xC000003E), (ret, 0, 0, allow)]
     for number, mask in rules:
         program += [
-            (ld_abs, 0, 0, 0), (jeq, 0, 4, number),  # another syscall: next rule
-            (ld_abs, 0, 0, 32), (and_k, 0, 0, mask), (jeq, 0, 1, mask), (ret, 0, 0, deny),
+            (ld_abs, 0, 0, 0),
+            (jeq, 0, 4, number),  # another syscall: next rule
+            (ld_abs, 0, 0, 32),
+            (and_k, 0, 0, mask),
+            (jeq, 0, 1, mask),
+            (ret, 0, 0, deny),
         ]
     program.append((ret, 0, 0, allow))
     instructions = (SockFilter * len(program))(*(SockFilter(*i) for i in program))
@@ -319,17 +354,28 @@ print(status, ctypes.get_errno())
 def test_mdwe_filter_refuses_writable_executable_memory() -> None:
     """Under the MemoryDenyWriteExecute rules W+X mappings and mprotect(PROT_EXEC) fail with
     EPERM, and without them both succeed: the filter is what makes the difference."""
-    wx_map = ("import mmap\nmmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE"
-              " | mmap.PROT_EXEC)\n")
-    result = subprocess.run([sys.executable, "-c", wx_map], capture_output=True, text=True,
-                            preexec_fn=mdwe_filter(), timeout=60)
+    wx_map = (
+        "import mmap\nmmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", wx_map],
+        capture_output=True,
+        text=True,
+        preexec_fn=mdwe_filter(),
+        timeout=60,
+    )
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1] == "PermissionError: [Errno 1] Operation not permitted"
     unfiltered = subprocess.run([sys.executable, "-c", wx_map], capture_output=True, timeout=60)
     assert unfiltered.returncode == 0
     for install, expected in ((mdwe_filter(), "-1 1\n"), (None, "0 0\n")):
-        result = subprocess.run([sys.executable, "-c", MPROTECT_EXEC], capture_output=True,
-                                text=True, preexec_fn=install, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-c", MPROTECT_EXEC],
+            capture_output=True,
+            text=True,
+            preexec_fn=install,
+            timeout=60,
+        )
         assert (result.stdout, result.stderr) == (expected, "")
 
 
@@ -337,8 +383,14 @@ def test_mdwe_filter_refuses_writable_executable_memory() -> None:
 def test_native_dependencies_work_under_mdwe() -> None:
     """Signing, every codec, YAML, SQLite and TLS work without writable executable memory."""
     golden = ROOT / "tests/golden/catalog.jsonl.zst"
-    result = subprocess.run([sys.executable, "-c", PROBE, str(golden)], capture_output=True,
-                            text=True, preexec_fn=mdwe_filter(), timeout=120, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, str(golden)],
+        capture_output=True,
+        text=True,
+        preexec_fn=mdwe_filter(),
+        timeout=120,
+        cwd=ROOT,
+    )
     assert (result.returncode, result.stdout, result.stderr) == (0, "ok\n", "")
 
 
@@ -348,26 +400,40 @@ def test_agent_runs_and_signs_under_mdwe(tmp_path: Path) -> None:
     keygen(tmp_path)
     events = tmp_path / "events.jsonl"
     config = write_config(
-        tmp_path, {"transport": "file", "file": {"path": str(events)}},
+        tmp_path,
+        {"transport": "file", "file": {"path": str(events)}},
     )
-    with run_agent(
-        config, events=20, args=["--exit-when-done"], preexec_fn=mdwe_filter()
-    ) as agent:
+    with run_agent(config, events=20, args=["--exit-when-done"], preexec_fn=mdwe_filter()) as agent:
         assert agent.proc.wait(60) == 0, agent.raw_output()
         assert "Operation not permitted" not in agent.raw_output()
     lines = events.read_text().splitlines()
     assert len(lines) == 20
     verify = subprocess.run(
-        [sys.executable, "-m", "agent", "verify", str(events), "--public-key",
-         pubkey_text(tmp_path / "ed25519.key")],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "verify",
+            str(events),
+            "--public-key",
+            pubkey_text(tmp_path / "ed25519.key"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
     assert verify.stdout.splitlines()[-1] == "20 events checked, 20 verified, 0 failed"
 
 
 def pubkey_text(key: Path) -> str:
-    result = subprocess.run([sys.executable, "-m", "agent", "pubkey", "--key", str(key)],
-                            capture_output=True, text=True, check=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "pubkey", "--key", str(key)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return result.stdout.splitlines()[0]
 
 
@@ -375,8 +441,9 @@ def pubkey_text(key: Path) -> str:
 
 
 def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    return subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
 
 
 def install(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -437,8 +504,10 @@ def test_install_stages_the_tree(root: Path) -> None:
         "z /etc/lineage-agent/ed25519.key 0600 lineage-agent lineage-agent -\n"
     )
     out = result.stdout.splitlines()
-    assert f"install: staging into {root}: no user created (systemd-sysusers creates it from " \
+    assert (
+        f"install: staging into {root}: no user created (systemd-sysusers creates it from "
         f"{root}/usr/lib/sysusers.d/lineage-agent.conf)" in out
+    )
     assert f"install: staging into {root}: not running systemctl" in out
     assert out[-1] == "install: done"
     assert f"install: wrote {key} (mode 0600)" in out
@@ -481,11 +550,12 @@ def test_install_warns_about_a_config_that_fails_the_check(root: Path) -> None:
     config.write_text("lineage:\n  queue_sise: 10\n")
     result = install(root)
     assert config.read_text() == "lineage:\n  queue_sise: 10\n"
-    assert f"install: warning: {config} does not pass 'lineage-agent config check'; the " \
+    assert (
+        f"install: warning: {config} does not pass 'lineage-agent config check'; the "
         "service will refuse to start (exit 78) until it is fixed" in result.stdout.splitlines()
+    )
     assert result.stderr == (
-        f"lineage-agent: {config}:2: lineage.queue_sise: unknown key (did you mean "
-        "'queue_size'?)\n"
+        f"lineage-agent: {config}:2: lineage.queue_sise: unknown key (did you mean 'queue_size'?)\n"
     )
 
 
@@ -493,16 +563,19 @@ def test_install_rejects_bad_arguments(root: Path) -> None:
     """Unknown options, a missing root and an env without the agent are refused by name."""
     result = run_script(INSTALL, "--rooot", str(root))
     assert (result.returncode, result.stderr.splitlines()[0]) == (
-        2, "install: error: unknown argument: --rooot"
+        2,
+        "install: error: unknown argument: --rooot",
     )
     result = run_script(INSTALL, "--root", str(root / "missing"))
     assert (result.returncode, result.stderr) == (
-        1, f"install: error: --root {root / 'missing'}: no such directory\n"
+        1,
+        f"install: error: --root {root / 'missing'}: no such directory\n",
     )
     result = run_script(INSTALL, "--root", str(root), "--python-env", str(root))
     assert (result.returncode, result.stderr) == (
-        1, f"install: error: --python-env {root}: no bin/lineage-agent in it "
-        "(pip install the project there first)\n"
+        1,
+        f"install: error: --python-env {root}: no bin/lineage-agent in it "
+        "(pip install the project there first)\n",
     )
 
 
@@ -522,8 +595,10 @@ def test_uninstall_keeps_config_key_and_state(root: Path) -> None:
     assert key.read_bytes() == key_bytes
     assert config.read_text() == (ROOT / "config/file.yaml").read_text()
     assert state.read_bytes() == b"ledger"
-    assert f"uninstall: keeping {root}/etc/lineage-agent (--purge removes it)" in \
-        result.stdout.splitlines()
+    assert (
+        f"uninstall: keeping {root}/etc/lineage-agent (--purge removes it)"
+        in result.stdout.splitlines()
+    )
     before = snapshot(root)
     again = run_script(UNINSTALL, "--root", str(root))
     assert again.returncode == 0, again.stderr
@@ -565,22 +640,32 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(ROOT / "agent", source / "agent",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    result = run_script(INSTALL, "--root", str(root), "--source", str(source),
-                        "--python", sys.executable)
+    shutil.copytree(ROOT / "agent", source / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+    result = run_script(
+        INSTALL, "--root", str(root), "--source", str(source), "--python", sys.executable
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     venv = root / "opt/lineage-agent/venv"
     assert not venv.is_symlink()
-    version = subprocess.run([str(venv / "bin/python"), "-I", "-m", "agent", "--version"],
-                             capture_output=True, text=True, check=True, timeout=60).stdout
+    version = subprocess.run(
+        [str(venv / "bin/python"), "-I", "-m", "agent", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     assert version.startswith("lineage-agent ")
-    assert f"install: installed {version.strip()} from {source} into {venv}" in \
-        result.stdout.splitlines()
+    assert (
+        f"install: installed {version.strip()} from {source} into {venv}"
+        in result.stdout.splitlines()
+    )
     # The environment is isolated: the agent runs from its own site-packages.
     where = subprocess.run(
         [str(venv / "bin/python"), "-I", "-c", "import agent; print(agent.__file__)"],
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout.strip()
     assert Path(where).is_relative_to(venv.resolve())
     # Staged below --root, it is made ready to run from /opt/lineage-agent/venv.
@@ -589,8 +674,9 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
     (cached,) = (Path(where).parent / "__pycache__").glob("cli.*.pyc")
     code = marshal.loads(cached.read_bytes()[16:])
     assert code.co_filename == "/" + str(Path(where).parent.relative_to(root) / "cli.py")
-    again = run_script(INSTALL, "--root", str(root), "--source", str(source),
-                       "--python", sys.executable)
+    again = run_script(
+        INSTALL, "--root", str(root), "--source", str(source), "--python", sys.executable
+    )
     assert f"install: {venv} is up to date with {source}" in again.stdout.splitlines()
     copy_systemd_units(root)
     verify = analyze("verify", f"--root={root}", "lineage-agent.service")
@@ -605,7 +691,10 @@ def test_example_config_passes_config_check(name: str) -> None:
     """Every example passes `lineage-agent config check` run as a command."""
     result = subprocess.run(
         [sys.executable, "-m", "agent", "config", "check", str(ROOT / "config" / name)],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
     assert (result.returncode, result.stdout, result.stderr) == (0, "ok\n", "")
 
@@ -631,7 +720,7 @@ def test_example_config_explains_every_key(name: str) -> None:
     for dotted, key, value in leaf_keys(document):
         line = key.start_mark.line
         above = line > 0 and lines[line - 1].lstrip().startswith("#")
-        tail = lines[value.end_mark.line][value.end_mark.column:]
+        tail = lines[value.end_mark.line][value.end_mark.column :]
         if not above and "#" not in tail:
             unexplained.append(dotted)
     assert unexplained == []
@@ -650,10 +739,16 @@ def test_https_example_sends_its_token_only_over_https(tmp_path: Path) -> None:
     text = source.read_text().replace("endpoint: https://", "endpoint: http://")
     plain.write_text(text)
     line = next(i for i, t in enumerate(text.splitlines(), 1) if "endpoint: http://" in t)
-    result = subprocess.run([sys.executable, "-m", "agent", "config", "check", str(plain)],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "config", "check", str(plain)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert (result.returncode, result.stderr) == (
-        78, f"lineage-agent: {plain}:{line}: lineage.http.endpoint: bearer auth needs an "
+        78,
+        f"lineage-agent: {plain}:{line}: lineage.http.endpoint: bearer auth needs an "
         "https:// endpoint; refusing to send a token over http\n",
     )
 
@@ -665,7 +760,9 @@ def test_example_transports() -> None:
         for name in EXAMPLES
     }
     assert transports == {
-        "file.yaml": ("file",), "marquez.yaml": ("http",), "https-bearer.yaml": ("http",),
+        "file.yaml": ("file",),
+        "marquez.yaml": ("http",),
+        "https-bearer.yaml": ("http",),
         "both.yaml": ("http", "file"),
     }
 
@@ -754,4 +851,3 @@ def test_marquez_endpoint_matches_the_compose_api_port(name: str) -> None:
     api_port = int(environment["MARQUEZ_PORT"])
     assert (url.hostname, url.port, url.path) == ("localhost", 5000, "/api/v1/lineage")
     assert ("127.0.0.1", url.port, api_port) in published_ports(api)
-

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -445,7 +445,7 @@ def reference_events(*directories: Path, **spark: Any) -> list[dict[str, Any]]:
 
 def source_events(
     *directories: Path, **spark: Any
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[dict[str, Any]], list[MutableMapping[str, Any]]]:
     """Run the Spark source in this process until every log in `directories` was read to its
     end; return (events in order, the log entries it wrote)."""
     from prometheus_client import CollectorRegistry

@@ -21,11 +21,10 @@ import pytest
 import trustme
 import yaml
 
-from tests.agentproc import keygen, metric
+from tests.agentproc import AgentProcess, keygen, metric
 from tests.collector import Behaviour, closed_port, slow
 from tests.reliability.harness import (
     PATIENCE,
-    AgentProcess,
     TallyCollector,
     agent,
     assert_healthy,

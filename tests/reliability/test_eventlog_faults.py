@@ -292,7 +292,10 @@ MANY = 3000
 def small_log(app_id: str, complete: bool) -> bytes:
     """The application lines of a real log under another id: START (and its end when
     complete), the smallest real application there is."""
-    wanted = (b'{"Event":"SparkListenerLogStart"', b'{"Event":"SparkListenerApplicationStart"')
+    wanted: tuple[bytes, ...] = (
+        b'{"Event":"SparkListenerLogStart"',
+        b'{"Event":"SparkListenerApplicationStart"',
+    )
     if complete:
         wanted += (b'{"Event":"SparkListenerApplicationEnd"',)
     lines = [line for line in SUCCESS.read_bytes().split(b"\n") if line.startswith(wanted)]
