@@ -130,43 +130,29 @@ async def test_framed_answers_deliver_and_keep_the_connection(
     assert server.connections == 1
 
 
-async def test_connection_close_answer_opens_a_new_connection(
-    serve: Serve, transports: list[HttpTransport]
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        b"HTTP/1.0 200 OK\r\n\r\naccepted",
+        # Keep-alive announced, yet closed right after (as servers with a short idle timeout
+        # do between requests): the FIN arrives while the connection is idle.
+        b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n",
+    ],
+    ids=["connection-close", "http10-read-to-end", "closed-while-idle"],
+)
+async def test_connection_the_server_closed_is_replaced(
+    serve: Serve, transports: list[HttpTransport], answer: bytes
 ) -> None:
-    """After `Connection: close` the next send connects again instead of failing."""
-    answer = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    """Whenever the server ends the connection after its answer, the next send connects
+    again instead of failing on the dead one."""
     server = await serve(always(answer), close_after_answer=True)
     transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
     transports.append(transport)
     for i in range(3):
         await transport.send([envelope(i)])
+        await asyncio.sleep(0.05)
     assert (len(server.requests), server.connections) == (3, 3)
-
-
-async def test_http10_answer_read_to_the_end(serve: Serve, transports: list[HttpTransport]) -> None:
-    """An HTTP/1.0 answer without a length is read until the server closes, then delivered."""
-    server = await serve(always(b"HTTP/1.0 200 OK\r\n\r\naccepted"), close_after_answer=True)
-    transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
-    transports.append(transport)
-    await transport.send([envelope(1)])
-    await transport.send([envelope(2)])
-    assert (len(server.requests), server.connections) == (2, 2)
-
-
-async def test_idle_connection_closed_by_server_is_not_reused(
-    serve: Serve, transports: list[HttpTransport]
-) -> None:
-    """A keep-alive connection the server closed while idle is replaced, not failed on."""
-    # The server closes after each answer although it announced keep-alive (as servers
-    # with a short idle timeout do between requests).
-    answer = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
-    server = await serve(always(answer), close_after_answer=True)
-    transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
-    transports.append(transport)
-    await transport.send([envelope(1)])
-    await asyncio.sleep(0.05)  # the FIN arrives while the connection is idle
-    await transport.send([envelope(2)])
-    assert (len(server.requests), server.connections) == (2, 2)
 
 
 async def test_expired_idle_connection_is_not_reused(
