@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     _control_args(stop)
     stop.set_defaults(func=_cmd_job_stop)
 
-    from agent.replay import register
+    from agent.replay_cli import register
 
     register(sub)
     return parser
