@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+import trustme
 
 from agent.config import HttpConfig
 from agent.envelope import Envelope
@@ -242,3 +245,41 @@ async def test_request_head_is_exact(serve: Serve, transports: list[HttpTranspor
     assert headers[b"User-Agent"].startswith(b"lineage-agent/")
     assert headers[b"Content-Length"] == str(len(body)).encode()
     assert body == envelope(7).payload
+
+
+async def test_aclose_is_bounded_when_a_tls_peer_ignores_the_goodbye(tmp_path: Path) -> None:
+    """aclose waits at most about a second for a TLS peer that never answers close_notify,
+    and leaves no task behind."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    stalled = asyncio.Event()
+    handlers: set[asyncio.Task[object] | None] = set()
+
+    async def answer_then_stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.add(asyncio.current_task())
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.transport.pause_reading()  # the client's close_notify is never read, never answered
+        await stalled.wait()
+        writer.transport.abort()
+
+    server = await asyncio.start_server(answer_then_stall, "127.0.0.1", 0, ssl=server_context)
+    port = server.sockets[0].getsockname()[1]
+    url = f"https://127.0.0.1:{port}/api/v1/lineage"
+    transport = HttpTransport(HttpConfig(endpoint=url, ca_file=str(ca_file)), token=None)
+    try:
+        await transport.send([envelope(1)])
+        began = time.monotonic()
+        await transport.aclose()
+        assert time.monotonic() - began < 1.5
+        assert asyncio.all_tasks() - handlers == {asyncio.current_task()}
+    finally:
+        stalled.set()
+        server.close()
+        await server.wait_closed()

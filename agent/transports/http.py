@@ -46,6 +46,7 @@ _GZIP_OFFLOAD_BYTES: Final = 256 * 1024
 #: fail as `network`, and is not retried).
 _KEEPALIVE_EXPIRY: Final = 4.0
 _MAX_DETAIL_URL: Final = 200
+_CLOSE_WAIT: Final = 1.0  # seconds aclose waits for idle connections to finish closing
 _READ_SIZE: Final = 64 * 1024
 
 
@@ -315,10 +316,17 @@ class HttpTransport:
         for connection in idle:
             connection.close()
         if idle:
-            # Let TLS close_notify and FIN go out before the loop (or the process) ends.
-            await asyncio.wait(
-                [asyncio.ensure_future(c.writer.wait_closed()) for c in idle], timeout=1.0
+            # Let TLS close_notify and FIN go out before the loop (or the process) ends; a
+            # peer that does not answer the goodbye costs a second at most, then the socket
+            # is dropped. Errors of a connection already gone are of no interest any more.
+            closing = asyncio.gather(
+                *(c.writer.wait_closed() for c in idle), return_exceptions=True
             )
+            try:
+                await asyncio.wait_for(closing, _CLOSE_WAIT)
+            except TimeoutError:
+                for connection in idle:
+                    connection.writer.transport.abort()
 
 
 async def _compress(body: bytes) -> bytes:
