@@ -265,7 +265,9 @@ async def test_aclose_is_bounded_when_a_tls_peer_ignores_the_goodbye(tmp_path: P
         await reader.readexactly(length)
         writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
         await writer.drain()
-        writer.transport.pause_reading()  # the client's close_notify is never read, never answered
+        socket_side = writer.transport
+        assert isinstance(socket_side, asyncio.Transport)
+        socket_side.pause_reading()  # the client's close_notify is never read, never answered
         await stalled.wait()
         writer.transport.abort()
 
