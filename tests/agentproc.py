@@ -105,6 +105,17 @@ class AgentProcess:
         return self.proc.wait(timeout)
 
 
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> int:
+    """SIGTERM, then SIGKILL after `timeout`; the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
 @contextmanager
 def run_agent(
     config: Path,

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.agentproc import stop_process
+
 JOBS = Path(__file__).resolve().parent / "sparkjobs"
 LAYOUTS = ("rolling", "single")
 CODECS = ("none", "zstd", "lz4", "snappy", "lzf")
@@ -166,13 +168,7 @@ def running_app(work: Path, layout: str, codec: str) -> Iterator[RunningApp]:
         app.app_id = (control / "started").read_text()
         yield app
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+        stop_process(process)
 
 
 LZF_MISSING = importlib.util.find_spec("lzf") is None

@@ -37,7 +37,7 @@ from agent.config import SparkConfig
 from agent.metrics import Metrics
 from agent.spark.watcher import SparkSource
 from agent.state import StateDB
-from tests.agentproc import AgentProcess, keygen
+from tests.agentproc import AgentProcess, keygen, stop_process
 from tests.pg import JDBC_JAR, postgres_skip_reason, start_postgres
 from tests.spark_logs import JOBS, spark_env
 
@@ -323,13 +323,7 @@ def spark_daemon(config: Path) -> Iterator[AgentProcess]:
         agent.wait_started(timeout=60)
         yield agent
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
+        stop_process(proc)
 
 
 class LiveApps:
@@ -404,10 +398,4 @@ def live_apps(work: Path, *names: str) -> Iterator[LiveApps]:
     try:
         yield apps
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+        stop_process(process)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.agentproc import AgentProcess, keygen
+from tests.agentproc import AgentProcess, keygen, stop_process
 from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
 from tests.spark_logs import JOBS, spark_env
@@ -77,9 +77,7 @@ def spark_agent(
         agent.wait_started()
         yield agent, config, out
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(30)
+        stop_process(proc)
 
 
 def events_in(path: Path) -> list[dict[str, Any]]:

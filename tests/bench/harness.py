@@ -17,7 +17,6 @@ import os
 import platform
 import selectors
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from tests.agentproc import AgentProcess
+from tests.agentproc import AgentProcess, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT / ".." / "shared"
@@ -225,17 +224,6 @@ def cpu_seconds(pid: int) -> float:
 
 
 # -- child processes ---------------------------------------------------------------------------
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> int:
-    """SIGTERM, then SIGKILL after `timeout`; the exit code."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    return proc.wait()
 
 
 def _read_line(proc: subprocess.Popen[bytes], timeout: float, what: str) -> str:

@@ -487,3 +487,15 @@ def source_events(
     ):
         events = asyncio.run(run(Path(state_dir)))
     return events, entries
+
+
+def wait_produced(process: AgentProcess, count: int) -> int:
+    """Block until the agent produced at least `count` events; return how many it has."""
+    seen = [0]
+
+    def reached() -> bool:
+        seen[0] = int(produced(process.scrape()))
+        return seen[0] >= count
+
+    wait_until(f"{count} events produced", reached)
+    return seen[0]

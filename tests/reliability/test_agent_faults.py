@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.agentproc import AgentProcess, keygen, metric
+from tests.agentproc import AgentProcess, metric
 from tests.collector import slow
 from tests.reliability.harness import (
     PATIENCE,
@@ -58,12 +58,6 @@ WORKLOAD = [
     "sigterm_spark_submit",
     "sigkill",
 ]
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    keygen(tmp_path)
-    return tmp_path
 
 
 def app_id_of(log: bytes) -> bytes:

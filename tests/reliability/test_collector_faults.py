@@ -39,30 +39,13 @@ from tests.reliability.harness import (
     restart_on_same_port,
     settle,
     stop_and_account,
+    wait_produced,
     wait_until,
 )
 from tests.spark_logs import spark_env
 
 EVENTS = 450
 RATE = 300.0
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    keygen(tmp_path)
-    return tmp_path
-
-
-def wait_produced(process: AgentProcess, count: int) -> int:
-    """Block until the agent produced at least `count` events; return how many it has."""
-    seen = [0]
-
-    def reached() -> bool:
-        seen[0] = int(produced(process.scrape()))
-        return seen[0] >= count
-
-    wait_until(f"{count} events produced", reached)
-    return seen[0]
 
 
 def run_phases(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.agentproc import AgentProcess, keygen, metric
+from tests.agentproc import AgentProcess, metric
 from tests.reliability.harness import (
     PATIENCE,
     SAMPLES,
@@ -38,12 +38,6 @@ from tests.spark_logs import SparkLogs
 SUCCESS = SAMPLES / "success.jsonl"
 SUCCESS_APP = b"local-1795324432471"
 ENDED = "the event log ended without ApplicationEnd for this run"
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    keygen(tmp_path)
-    return tmp_path
 
 
 def spark_agent_config(workdir: Path, *directories: Path, **spark: Any) -> Path:

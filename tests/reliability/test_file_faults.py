@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agentproc import AgentProcess, keygen, metric
+from tests.agentproc import metric
 from tests.reliability.harness import (
     assert_healthy,
     can_mount,
@@ -24,11 +24,11 @@ from tests.reliability.harness import (
     fill,
     jsonl_files,
     memory_agent,
-    produced,
     read_jsonl,
     settle,
     stop_and_account,
     tmpfs,
+    wait_produced,
     wait_until,
 )
 
@@ -36,23 +36,6 @@ EVENTS = 600
 RATE = 300.0
 NO_MOUNT = can_mount()
 needs_mount = pytest.mark.skipif(NO_MOUNT is not None, reason=str(NO_MOUNT))
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    keygen(tmp_path)
-    return tmp_path
-
-
-def wait_produced(process: AgentProcess, count: int) -> int:
-    seen = [0]
-
-    def reached() -> bool:
-        seen[0] = int(produced(process.scrape()))
-        return seen[0] >= count
-
-    wait_until(f"{count} events produced", reached)
-    return seen[0]
 
 
 def outputs(target: Path) -> list[Path]:
