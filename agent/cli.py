@@ -37,7 +37,8 @@ def default_source(config: Any, daemon: Any) -> Any:
 def run_daemon(config_path: str, source_factory: SourceFactory | None = None) -> int:
     """Load the config and run the agent until SIGTERM; the exit code for the process."""
     from agent import logs
-    from agent.config import ConfigError, load_config
+    from agent.config import ConfigError
+    from agent.configfile import load_config
     from agent.daemon import Daemon, StartError
 
     try:
@@ -62,7 +63,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
-    from agent.config import ConfigError, load_config
+    from agent.config import ConfigError
+    from agent.configfile import load_config
 
     try:
         load_config(args.file)
@@ -116,7 +118,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _socket_path(args: argparse.Namespace) -> str:
     if args.socket:
         return str(args.socket)
-    from agent.config import load_config
+    from agent.configfile import load_config
 
     return load_config(args.config).control_socket
 

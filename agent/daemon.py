@@ -26,7 +26,8 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from agent import __version__, logs
-from agent.config import AgentConfig, ConfigError, LineageConfig, load_config
+from agent.config import AgentConfig, ConfigError, LineageConfig
+from agent.configfile import load_config
 from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
 from agent.pipeline import Delivery, Pipeline

@@ -84,7 +84,8 @@ def main_replay(args: argparse.Namespace) -> int:
     """`lineage-agent replay`: print the report; the exit code as the epilog lists them."""
     import json
 
-    from agent.config import AgentConfig, ConfigError, load_config
+    from agent.config import AgentConfig, ConfigError
+    from agent.configfile import load_config
     from agent.daemon import StartError
     from agent.signing import KeyFileError, Signer, load_signing_key
 

@@ -22,10 +22,8 @@ from agent.config import (
     HttpAuth,
     HttpConfig,
     LineageConfig,
-    load_config,
-    parse_config,
-    redacted,
 )
+from agent.configfile import load_config, parse_config, redacted
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 

@@ -1,0 +1,473 @@
+"""Reading the YAML config file into the dataclasses of `agent.config`.
+
+Errors:
+    ConfigError: the file is missing, unreadable, not YAML, or a key is unknown, of the
+    wrong type or out of range. The message names the file, the line and the dotted key,
+    e.g. ``/etc/lineage-agent/config.yaml:7: lineage.queue_size: expected an integer >= 0,
+    got 'many'``. Config code never exits; `cli.py` maps ConfigError to exit 78.
+
+The walk is driven by the dataclasses: a field's type and its `Kind` and `Bounds` decide how
+its node is read. Rules that span several keys (http transport needs an endpoint, bearer auth
+needs https) run after the walk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import math
+import os
+import re
+import types
+import typing
+from typing import Annotated, Any, Literal, get_args, get_origin
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from agent.config import AgentConfig, Bounds, ConfigError, Kind, fields_of
+
+
+def load_config(path: str | os.PathLike[str]) -> AgentConfig:
+    """Read and validate the YAML file at `path`; relative paths in it are taken from its folder."""
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as stream:
+            data = stream.read()
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: cannot read: not UTF-8 text (byte {exc.start})") from None
+    return parse_config(text, source, base_dir=os.path.dirname(os.path.abspath(source)))
+
+
+def parse_config(
+    text: str, source: str, *, base_dir: str | os.PathLike[str] | None = None
+) -> AgentConfig:
+    """Validate YAML `text`; errors name `source`. Relative paths resolve against `base_dir`
+    (default: the folder of `source`, taken from the working directory if `source` is relative).
+    """
+    root = _compose(text, source)
+    if root is None or _is_null(root):
+        raise ConfigError(f"{source}: empty configuration; expected a 'lineage' section")
+    reader = _Reader(source, os.path.abspath(base_dir or os.path.dirname(os.path.abspath(source))))
+    if not isinstance(root, MappingNode):
+        raise reader.error(root, "", f"expected a mapping of sections, got {_describe(root)}")
+    config: AgentConfig = reader.value(root, AgentConfig, "")
+    if "lineage" not in reader.lines:
+        raise reader.error(root, "lineage", "required section is missing")
+    _check_rules(config, reader)
+    return dataclasses.replace(config, source=source)
+
+
+def redacted(config: AgentConfig) -> dict[str, Any]:
+    """The config as a JSON-able dict for logs and status: tuples become lists, and URLs lose
+    their user info and query values (a collector URL could carry a key there)."""
+    return _plain_section(config)
+
+
+# --- cross-key rules -------------------------------------------------------------------------
+
+
+def _check_rules(config: AgentConfig, reader: _Reader) -> None:
+    lineage = config.lineage
+    if "http" in lineage.transport and lineage.http is None:
+        raise reader.error_at(
+            reader.lines.get("lineage.transport", 1),
+            "lineage.http.endpoint",
+            "required because lineage.transport includes 'http'",
+        )
+    http = lineage.http
+    if http is not None and http.auth is not None:
+        for key in ("endpoint", "batch_endpoint"):
+            url = getattr(http, key)
+            if url is not None and urlsplit(url).scheme != "https":
+                raise reader.error_at(
+                    reader.lines[f"lineage.http.{key}"],
+                    f"lineage.http.{key}",
+                    "bearer auth needs an https:// endpoint; refusing to send a token over http",
+                )
+
+
+# --- YAML nodes ------------------------------------------------------------------------------
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
+_MERGE = _TAG + "merge"
+# Tags the resolver gives plain YAML; anything else was written explicitly (`!env X`,
+# `!!python/name:...`) and would otherwise be silently ignored by the walk.
+_PLAIN_TAGS = frozenset(
+    _TAG + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary")
+)
+# Builds plain scalars only: mappings and sequences are walked here, never constructed, so
+# line marks survive and no YAML feature beyond core scalars reaches the config.
+_SCALARS = SafeConstructor()
+_SCALAR_ERRORS = (ValueError, KeyError, TypeError, OverflowError, yaml.YAMLError)
+
+
+def _compose(text: str, source: str) -> Node | None:
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f":{mark.line + 1}" if mark is not None else ""
+        # The context reads as the start of the sentence: "while scanning a quoted scalar,
+        # found unexpected end of stream".
+        problem = ", ".join(filter(None, (exc.context, exc.problem))) or "syntax error"
+        raise ConfigError(f"{source}{where}: not valid YAML: {problem}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        problem = str(exc).splitlines()[0]
+        raise ConfigError(f"{source}:{line}: not valid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:
+        # The composer recurses per nesting level; thousands of '[' exhaust the stack.
+        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
+
+
+def _line(node: Node) -> int:
+    return node.start_mark.line + 1
+
+
+def _is_null(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.tag == _NULL
+
+
+def _describe(node: Node) -> str:
+    """The offending value as the user wrote it: strings quoted, numbers and booleans bare."""
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    if node.tag == _NULL:
+        return "null"
+    text = str(node.value)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    return text if node.tag in (_INT, _FLOAT, _BOOL) else repr(text)
+
+
+def _scalar(node: Node, tags: tuple[str, ...]) -> Any:
+    """The constructed value of a scalar with one of `tags`, or None when it is anything else."""
+    if not isinstance(node, ScalarNode) or node.tag not in tags:
+        return None
+    try:
+        if node.tag == _INT:
+            return _SCALARS.construct_yaml_int(node)
+        if node.tag == _FLOAT:
+            return _SCALARS.construct_yaml_float(node)
+        if node.tag == _BOOL:
+            return _SCALARS.construct_yaml_bool(node)
+    except _SCALAR_ERRORS:  # explicit tags on bad text, like `!!int abc`
+        return None
+    return node.value
+
+
+# --- the walk --------------------------------------------------------------------------------
+
+
+def _unknown_key(name: str, known: list[str]) -> str:
+    match = difflib.get_close_matches(name, known, n=1)
+    if match:
+        return f"unknown key (did you mean {match[0]!r}?)"
+    return f"unknown key (expected one of {', '.join(map(repr, known))})"
+
+
+def _bounds_text(bounds: Bounds) -> str:
+    def num(value: float) -> str:
+        return str(int(value)) if float(value).is_integer() else str(value)
+
+    if bounds.low is not None and bounds.high is not None:
+        return f" from {num(bounds.low)} to {num(bounds.high)}"
+    if bounds.low is not None:
+        return f" {'>' if bounds.low_open else '>='} {num(bounds.low)}"
+    if bounds.high is not None:
+        return f" <= {num(bounds.high)}"
+    return ""
+
+
+def _within(value: float, bounds: Bounds) -> bool:
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    if bounds.low is not None and (value < bounds.low or (bounds.low_open and value == bounds.low)):
+        return False
+    return bounds.high is None or value <= bounds.high
+
+
+class _Reader:
+    """Walks composed YAML nodes into the dataclasses, remembering the line of every key."""
+
+    def __init__(self, source: str, base_dir: str) -> None:
+        self.source = source
+        self.base_dir = base_dir
+        self.lines: dict[str, int] = {}  # dotted key -> line of the key
+
+    def error_at(self, line: int, path: str, what: str) -> ConfigError:
+        key = f" {path}:" if path else ""
+        return ConfigError(f"{self.source}:{line}:{key} {what}")
+
+    def error(self, node: Node, path: str, what: str) -> ConfigError:
+        return self.error_at(_line(node), path, what)
+
+    def value(self, node: Node, hint: Any, path: str) -> Any:
+        if node.tag not in _PLAIN_TAGS:
+            raise self.error(node, path, f"unsupported YAML tag {node.tag!r}")
+        origin = get_origin(hint)
+        if origin is Annotated:
+            base, *extras = get_args(hint)
+            bounds = next((e for e in extras if isinstance(e, Bounds)), Bounds())
+            kind = next((e for e in extras if isinstance(e, Kind)), None)
+            if kind is not None:
+                return _KIND_READERS[kind](self, node, path, bounds)
+            return self.number(node, base, path, bounds)
+        if origin in (typing.Union, types.UnionType):
+            (arm,) = (a for a in get_args(hint) if a is not type(None))
+            return None if _is_null(node) else self.value(node, arm, path)
+        if origin is Literal:
+            return self.choice(node, get_args(hint), path)
+        if origin is tuple:
+            return self.items(node, get_args(hint)[0], path)
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            return self.section(node, hint, path, _line(node))
+        if hint is bool:
+            value = _scalar(node, (_BOOL,))
+            if value is None:
+                raise self.error(node, path, f"expected true or false, got {_describe(node)}")
+            return value
+        if hint is int or hint is float:
+            return self.number(node, hint, path, Bounds())
+        if hint is str:
+            return self.string(node, path)
+        raise TypeError(f"{path}: the loader cannot read fields of type {hint!r}")
+
+    def section(self, node: Node, cls: type, path: str, line: int) -> Any:
+        if not isinstance(node, MappingNode) and not _is_null(node):
+            raise self.error(node, path, f"expected a mapping, got {_describe(node)}")
+        pairs = node.value if isinstance(node, MappingNode) else []  # empty section: defaults
+        hints = fields_of(cls)
+        first: dict[str, int] = {}
+        values: dict[str, Any] = {}
+        for key_node, value_node in pairs:
+            if not isinstance(key_node, ScalarNode):
+                raise self.error(key_node, path, f"expected a key name, got {_describe(key_node)}")
+            name = str(key_node.value)
+            key_path = f"{path}.{name}" if path else name
+            if key_node.tag == _MERGE:
+                raise self.error(key_node, path or "<<", "YAML merge keys (<<) are not supported")
+            if name in first:
+                raise self.error(
+                    key_node, key_path, f"duplicate key {name!r} (first at line {first[name]})"
+                )
+            first[name] = _line(key_node)
+            if name not in hints:
+                raise self.error(key_node, key_path, _unknown_key(name, list(hints)))
+            self.lines[key_path] = _line(key_node)
+            values[name] = self.value(value_node, hints[name], key_path)
+        for f in dataclasses.fields(cls):
+            missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if missing and f.name not in values:
+                where = f"{path}.{f.name}" if path else f.name
+                raise self.error_at(self.lines.get(path, line), where, "required key is missing")
+        return cls(**values)
+
+    def items(self, node: Node, item_hint: Any, path: str) -> tuple[Any, ...]:
+        """A list, or one value standing for a list of one; no duplicates."""
+        if isinstance(node, MappingNode):
+            raise self.error(node, path, "expected a list or a single value, got a mapping")
+        if isinstance(node, SequenceNode) and not node.value:
+            raise self.error(node, path, "expected at least one item, got an empty list")
+        nodes = node.value if isinstance(node, SequenceNode) else [node]
+        first: dict[Any, int] = {}
+        items: list[Any] = []
+        for index, item_node in enumerate(nodes):
+            item_path = f"{path}[{index}]" if isinstance(node, SequenceNode) else path
+            item = self.value(item_node, item_hint, item_path)
+            if item in first:
+                raise self.error(
+                    item_node, item_path, f"duplicate {item!r} (first at line {first[item]})"
+                )
+            first[item] = _line(item_node)
+            items.append(item)
+        return tuple(items)
+
+    def choice(self, node: Node, choices: tuple[str, ...], path: str) -> str:
+        value = _scalar(node, (_STR,))
+        if value not in choices:
+            expected = ", ".join(map(repr, choices))
+            raise self.error(node, path, f"expected one of {expected}, got {_describe(node)}")
+        return str(value)
+
+    def number(self, node: Node, base: Any, path: str, bounds: Bounds) -> Any:
+        value = _scalar(node, (_INT,) if base is int else (_INT, _FLOAT))
+        try:
+            value = None if value is None else base(value)
+        except OverflowError:  # an integer too large for a float
+            value = None
+        if value is None or not _within(value, bounds):
+            noun = "an integer" if base is int else "a number"
+            raise self.error(
+                node, path, f"expected {noun}{_bounds_text(bounds)}, got {_describe(node)}"
+            )
+        return value
+
+    def string(self, node: Node, path: str) -> str:
+        value = _scalar(node, (_STR,))
+        if not value:
+            raise self.error(node, path, f"expected a non-empty string, got {_describe(node)}")
+        return str(value)
+
+
+# --- explicit readers for the special kinds --------------------------------------------------
+
+_DURATION = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+))(ms|s|m|h|d)?")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LISTEN = re.compile(r"\[(?P<v6>[^\]]+)\]:(?P<port6>\d{1,5})|(?P<host>[^:\[\]]+):(?P<port>\d{1,5})")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+
+
+def _read_duration(reader: _Reader, node: Node, path: str, bounds: Bounds) -> float:
+    # Read from the text as written: YAML 1.1 would turn `1:30` into 90 (base 60).
+    text = node.value if isinstance(node, ScalarNode) and node.tag in (_STR, _INT, _FLOAT) else ""
+    match = _DURATION.fullmatch(str(text))
+    if match is None:
+        raise reader.error(
+            node, path, f"expected a duration like 5s or 500ms, got {_describe(node)}"
+        )
+    seconds = float(match[1]) * _DURATION_UNITS[match[2]]
+    if not _within(seconds, bounds):
+        raise reader.error(
+            node, path, f"expected a duration{_bounds_text(bounds)}, got {_describe(node)}"
+        )
+    return seconds
+
+
+def _read_path(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str:
+    text = reader.string(node, path)
+    if text.startswith("file:"):
+        parts = urlsplit(text)
+        if (
+            parts.netloc in ("", "localhost")
+            and parts.path.startswith("/")
+            and not (parts.query or parts.fragment)
+        ):
+            text = unquote(parts.path)
+        else:
+            text = ""
+    elif _URL_SCHEME.match(text):
+        text = ""
+    if not text or "\0" in text:
+        raise reader.error(
+            node, path, f"expected a local path or a file:// URL, got {_describe(node)}"
+        )
+    return os.path.normpath(os.path.join(reader.base_dir, text))
+
+
+def _read_http_url(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str:
+    text = reader.string(node, path)
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # raises ValueError when not a number from 0 to 65535
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and port != 0
+    except ValueError:
+        valid = False
+    if not valid or any(c.isspace() for c in text):
+        raise reader.error(
+            node, path, f"expected an absolute http:// or https:// URL, got {_describe(node)}"
+        )
+    return text
+
+
+def _read_env_name(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str:
+    text = reader.string(node, path)
+    if not _ENV_NAME.fullmatch(text):
+        raise reader.error(
+            node,
+            path,
+            f"expected an environment variable name like OPENLINEAGE_TOKEN, got {_describe(node)}",
+        )
+    return text
+
+
+def _read_listen(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str | None:
+    if _scalar(node, (_BOOL,)) is False or _scalar(node, (_STR,)) == "":
+        return None
+    # The text as written: a plain `10:20` is a YAML 1.1 base-60 integer, still host:port here.
+    text = str(node.value) if isinstance(node, ScalarNode) and node.tag in (_STR, _INT) else ""
+    match = _LISTEN.fullmatch(text)
+    valid = match is not None
+    if match is not None and match["v6"] is not None:
+        try:
+            ipaddress.IPv6Address(match["v6"])
+        except ValueError:
+            valid = False
+    elif match is not None:
+        host = match["host"]
+        valid = bool(_HOST_NAME.fullmatch(host))
+        if valid and host.replace(".", "").isdigit():  # all-numeric: must be a real IPv4
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:
+                valid = False
+    if not valid or match is None:
+        raise reader.error(
+            node,
+            path,
+            f"expected host:port or [ipv6]:port, or false to disable, got {_describe(node)}",
+        )
+    if int(match["port"] or match["port6"]) > 65535:
+        raise reader.error(node, path, f"expected a port from 0 to 65535, got {_describe(node)}")
+    return text
+
+
+_KIND_READERS: dict[Kind, typing.Callable[[_Reader, Node, str, Bounds], Any]] = {
+    Kind.DURATION: _read_duration,
+    Kind.PATH: _read_path,
+    Kind.HTTP_URL: _read_http_url,
+    Kind.ENV_NAME: _read_env_name,
+    Kind.LISTEN: _read_listen,
+}
+
+
+# --- redacted --------------------------------------------------------------------------------
+
+
+def _kind_of(hint: Any) -> Kind | None:
+    if get_origin(hint) in (typing.Union, types.UnionType):
+        (hint,) = (a for a in get_args(hint) if a is not type(None))
+    if get_origin(hint) is Annotated:
+        return next((e for e in get_args(hint)[1:] if isinstance(e, Kind)), None)
+    return None
+
+
+def _plain_section(section: object) -> dict[str, Any]:
+    cls: type = type(section)
+    hints = fields_of(cls, yaml_only=False)
+    return {name: _plain(getattr(section, name), hint) for name, hint in hints.items()}
+
+
+def _plain(value: Any, hint: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain_section(value)
+    if isinstance(value, tuple):
+        (item_hint, _) = get_args(hint)
+        return [_plain(item, item_hint) for item in value]
+    if isinstance(value, str) and _kind_of(hint) is Kind.HTTP_URL:
+        return _redact_url(value)
+    return value
+
+
+def _redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "&".join(f"{name}=***" for name, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
