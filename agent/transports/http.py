@@ -168,6 +168,8 @@ class _Connection:
             # Data is drained unread (only the status matters); 1xx answers are skipped.
 
     def reusable(self) -> bool:
+        """Ready the connection for its next request; False when it must be closed instead
+        (`Connection: close`, HTTP/1.0, an answer read to the end of the stream)."""
         if self.wire.our_state is h11.DONE and self.wire.their_state is h11.DONE:
             self.wire.start_next_cycle()
             return True
