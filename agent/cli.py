@@ -29,7 +29,7 @@ def _err(message: str) -> None:
 
 
 def default_source(config: Any, daemon: Any) -> Any:
-    from agent.spark.watcher import SparkSource
+    from agent.spark.source import SparkSource
 
     return SparkSource.from_config(config, daemon)
 

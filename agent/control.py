@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agent import __version__
-from agent.spark import driver
+from agent.spark import liveness as driver
 
 if TYPE_CHECKING:
     from agent.daemon import Daemon

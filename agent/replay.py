@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from agent.config import AgentConfig, SparkConfig
     from agent.signing import Signer
-    from agent.spark.logfiles import LogRef
+    from agent.spark.eventlog.layout import LogRef
 
 # The CLI imports this module (through `replay_cli`) to build its parser: the Spark, signing and
 # delivery modules are imported when a replay runs, so every other command starts as fast.
@@ -197,7 +197,7 @@ def resolve(paths: Iterable[StrPath]) -> list[LogRef]:
 
 
 def _refs(path: str) -> list[LogRef]:
-    from agent.spark.logfiles import ROLLING_PREFIX, LogRef, parse_single_name, restat, scan
+    from agent.spark.eventlog.layout import ROLLING_PREFIX, LogRef, parse_single_name, restat, scan
 
     try:
         mode = os.stat(path).st_mode
@@ -241,7 +241,7 @@ class _Replayer:
         spark: SparkConfig,
         progress: Progress | None,
     ) -> None:
-        from agent.spark.translate import TranslateOptions
+        from agent.spark.translate.translator import TranslateOptions
 
         self.refs = refs
         self.options = TranslateOptions(
@@ -296,8 +296,8 @@ class _Replayer:
         """Read the log as far as it is written, the way the Spark source reads it."""
         import orjson
 
-        from agent.spark.reader import LogReader
-        from agent.spark.translate import ApplicationTranslator, wanted
+        from agent.spark.eventlog.reader import LogReader
+        from agent.spark.translate.translator import ApplicationTranslator, wanted
 
         if ref.error is not None:
             return AppResult(ref.key, None, None, ref.path, ref.complete, (), (), (ref.error,)), []

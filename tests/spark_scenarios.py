@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.config import SparkConfig
 from agent.metrics import Metrics
-from agent.spark.watcher import SparkSource
+from agent.spark.source import SparkSource
 from agent.state import StateDB
 from tests.agentproc import AgentProcess, keygen, stop_process
 from tests.pg import JDBC_JAR, postgres_skip_reason, start_postgres

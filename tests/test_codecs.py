@@ -15,7 +15,7 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.spark.codecs import (
+from agent.spark.eventlog.codecs import (
     CodecUnavailable,
     CorruptStream,
     LzfDecoder,

@@ -18,11 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.canonical import canonicalize
-from agent.spark import plans
-from agent.spark.columnfacet import column_lineage_facets
-from agent.spark.columns import ColumnLineage, InputField, OutputColumn, PlanGraph
-from agent.spark.datasets import DatasetRef, PlanSummary, WrittenLineage
-from agent.spark.expressions import (
+from agent.spark.plan import read as plans
+from agent.spark.plan.columns import ColumnLineage, InputField, OutputColumn, PlanGraph
+from agent.spark.plan.datasets import DatasetRef, PlanSummary, WrittenLineage
+from agent.spark.plan.expressions import (
     AGGREGATION,
     IDENTITY,
     TRANSFORMATION,
@@ -31,10 +30,11 @@ from agent.spark.expressions import (
     indirect,
     references,
 )
-from agent.spark.naming import Catalog, collect
-from agent.spark.plantext import parse_plan
-from agent.spark.schema import Field
-from agent.spark.translate import ApplicationTranslator, TranslateOptions
+from agent.spark.plan.schema import Field
+from agent.spark.plan.text import parse_plan
+from agent.spark.translate.columnfacet import column_lineage_facets
+from agent.spark.translate.naming import Catalog, collect
+from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions
 from tests.olschema import SchemaViolation, example_run_event, validate_run_event
 from tests.spark_logs import spark_env
 

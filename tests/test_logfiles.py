@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.spark.logfiles import LogRef, parse_single_name, restat, scan
+from agent.spark.eventlog.layout import LogRef, parse_single_name, restat, scan
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, event_files, session_spark_logs
 
 APP = "application_1700000000000_0001"

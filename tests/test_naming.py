@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agent.facets import PRODUCER
-from agent.spark import naming
-from agent.spark.naming import Catalog, DatasetName, TableIdent
-from agent.spark.plans import DatasetRef, Field
+from agent.spark.plan.read import DatasetRef, Field
+from agent.spark.translate import naming
+from agent.spark.translate.naming import Catalog, DatasetName, TableIdent
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark import plans
-from agent.spark.naming import TableIdent
-from agent.spark.plans import Attribute, DatasetRef, Field, PlanSummary
-from agent.spark.plantext import PlanNode, parse_plan
+from agent.spark.plan import read as plans
+from agent.spark.plan.read import Attribute, DatasetRef, Field, PlanSummary
+from agent.spark.plan.text import PlanNode, parse_plan
+from agent.spark.translate.naming import TableIdent
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 SAMPLES = SHARED / "spark-eventlogs"

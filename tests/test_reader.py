@@ -18,9 +18,9 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.spark.codecs import decoder_for
-from agent.spark.logfiles import LogRef, scan
-from agent.spark.reader import LogReader, Position, ReadError, SkippedLine
+from agent.spark.eventlog.codecs import decoder_for
+from agent.spark.eventlog.layout import LogRef, scan
+from agent.spark.eventlog.reader import LogReader, Position, ReadError, SkippedLine
 from tests.spark_logs import (
     LAYOUTS,
     LZF_MISSING,
@@ -306,8 +306,8 @@ def test_max_line_bytes_must_be_positive(tmp_path: Path) -> None:
 # from the parent across exec, so a child of a big test process would inherit its peak.
 MEMORY_PROBE = """
 import json, sys
-from agent.spark.logfiles import scan
-from agent.spark.reader import LogReader
+from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.reader import LogReader
 
 def peak_kib():
     with open("/proc/self/status") as status:

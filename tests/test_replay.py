@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from agent.config import SparkConfig
 from agent.metrics import Metrics
 from agent.replay import LOG_ENDED, AppResult, ReplayError, replay
-from agent.spark.watcher import SparkSource
+from agent.spark.source import SparkSource
 from agent.state import StateDB
 from tests.agentproc import keygen
 from tests.collector import Collector

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from agent import __version__
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, RUN_SCHEMA_URL
-from agent.spark import runids
-from agent.spark.naming import DATASET_FACET_URLS
-from agent.spark.translate import (
+from agent.spark.translate import runids
+from agent.spark.translate.naming import DATASET_FACET_URLS
+from agent.spark.translate.translator import (
     RUN_FACET_URLS,
     ApplicationTranslator,
     Counters,

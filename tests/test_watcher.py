@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.config import SparkConfig
 from agent.metrics import Metrics
-from agent.spark.watcher import SparkSource
+from agent.spark.source import SparkSource
 from agent.state import StateDB
 from tests.olschema import validate_run_event
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app

@@ -186,7 +186,7 @@ async def _agent_pass(events_dir: Path, state_dir: Path, limit: float) -> AgentP
 
     from agent.config import SparkConfig
     from agent.metrics import Metrics
-    from agent.spark.watcher import SparkSource
+    from agent.spark.source import SparkSource
     from agent.state import StateDB
 
     metrics = Metrics(CollectorRegistry())

@@ -453,7 +453,7 @@ def source_events(
 
     from agent.config import SparkConfig
     from agent.metrics import Metrics
-    from agent.spark.watcher import SparkSource
+    from agent.spark.source import SparkSource
     from agent.state import StateDB
 
     async def run(state_dir: Path) -> list[dict[str, Any]]:

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from agent.spark.naming import DatasetName
-from agent.spark.plans import DatasetRef
-from agent.spark.values import as_int, as_number, as_str
+from agent.spark.plan.read import DatasetRef
+from agent.spark.translate.naming import DatasetName
+from agent.spark.translate.values import as_int, as_number, as_str
 
 Outcome = Literal["ok", "failed", "cancelled", "shutdown"]
 

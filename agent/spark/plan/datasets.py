@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from agent.spark.columns import ColumnLineage
-from agent.spark.schema import Field
+from agent.spark.plan.columns import ColumnLineage
+from agent.spark.plan.schema import Field
 
 if TYPE_CHECKING:  # naming renders these references
-    from agent.spark.naming import TableIdent
+    from agent.spark.translate.naming import TableIdent
 
 Role = Literal["input", "output"]
 

@@ -34,9 +34,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from agent.spark.expressions import IDENTITY, TRANSFORMATION, Transformation, indirect, references
-from agent.spark.plantext import Attribute, PlanNode, PlanText, bracketed, parse_attribute
-from agent.spark.schema import split_top
+from agent.spark.plan.expressions import (
+    IDENTITY,
+    TRANSFORMATION,
+    Transformation,
+    indirect,
+    references,
+)
+from agent.spark.plan.schema import split_top
+from agent.spark.plan.text import Attribute, PlanNode, PlanText, bracketed, parse_attribute
 
 _PASS_THROUGH: Final = frozenset(
     {

@@ -52,9 +52,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from agent.spark import naming, plans, runids
-from agent.spark.columnfacet import DEFAULT_MAX_FIELDS
-from agent.spark.events import (
+from agent.spark.plan import read as plans
+from agent.spark.translate import naming, runids
+from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
+from agent.spark.translate.events import (
     MAX_MS,
     RUN_FACET_URLS,
     RunRef,
@@ -62,9 +63,9 @@ from agent.spark.events import (
     run_datasets,
     run_event,
 )
-from agent.spark.listener import wanted
-from agent.spark.naming import Catalog, RunDatasets
-from agent.spark.runs import (
+from agent.spark.translate.listener import wanted
+from agent.spark.translate.naming import Catalog, RunDatasets
+from agent.spark.translate.runs import (
     AppSummary,
     Counters,
     Execution,
@@ -80,7 +81,7 @@ from agent.spark.runs import (
     summary,
     terminal_state,
 )
-from agent.spark.values import (
+from agent.spark.translate.values import (
     as_int,
     as_int_text,
     as_number,

@@ -15,11 +15,11 @@ from typing import Any, Final
 
 from agent import __version__
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, RUN_SCHEMA_URL
-from agent.spark import naming
-from agent.spark.columnfacet import DEFAULT_MAX_FIELDS
-from agent.spark.naming import Catalog, RunDatasets
-from agent.spark.plans import DatasetRef
-from agent.spark.runs import Failure, Run
+from agent.spark.plan.read import DatasetRef
+from agent.spark.translate import naming
+from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
+from agent.spark.translate.naming import Catalog, RunDatasets
+from agent.spark.translate.runs import Failure, Run
 
 Event = dict[str, Any]
 

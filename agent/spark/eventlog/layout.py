@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from agent.spark.codecs import CODECS
+from agent.spark.eventlog.codecs import CODECS
 
 Layout = Literal["single", "rolling"]
 

@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from agent.facets import PRODUCER, SCHEMA_BASE
-from agent.spark.columns import collapse
-from agent.spark.expressions import Transformation
+from agent.spark.plan.columns import collapse
+from agent.spark.plan.expressions import Transformation
 
 if TYPE_CHECKING:  # naming (which imports this module) holds the references
-    from agent.spark.datasets import DatasetRef, WrittenLineage
+    from agent.spark.plan.datasets import DatasetRef, WrittenLineage
 
 #: Input-field entries a columnLineage facet may carry (about 200 bytes each in JSON).
 DEFAULT_MAX_FIELDS: Final = 1000

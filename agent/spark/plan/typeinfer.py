@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from agent.spark.columns import PlanGraph
-from agent.spark.expressions import IDENTITY, attribute_id
-from agent.spark.schema import Field, field_of, split_top
+from agent.spark.plan.columns import PlanGraph
+from agent.spark.plan.expressions import IDENTITY, attribute_id
+from agent.spark.plan.schema import Field, field_of, split_top
 
 _STRING: Final = frozenset(
     {

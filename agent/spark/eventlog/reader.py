@@ -31,8 +31,8 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-from agent.spark.codecs import CodecError, CorruptStream, Decoder, decoder_for
-from agent.spark.logfiles import EventFile, LogRef, restat
+from agent.spark.eventlog.codecs import CodecError, CorruptStream, Decoder, decoder_for
+from agent.spark.eventlog.layout import EventFile, LogRef, restat
 
 READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; output scales with the ratio
 BATCH_BYTES: Final = 16 * 1024 * 1024  # decoded bytes per read_available call, about

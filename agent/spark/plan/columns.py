@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.spark.expressions import (
+from agent.spark.plan.expressions import (
     DIRECT_ORDER,
     IDENTITY,
     Transformation,
     compose,
     indirect,
 )
-from agent.spark.operators import AttributeGraph, Source, written_attributes
-from agent.spark.plantext import PlanNode, PlanText
+from agent.spark.plan.operators import AttributeGraph, Source, written_attributes
+from agent.spark.plan.text import PlanNode, PlanText
 
 __all__ = [
     "ColumnLineage",

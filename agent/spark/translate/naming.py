@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agent.facets import PRODUCER
-from agent.spark.columnfacet import DEFAULT_MAX_FIELDS, column_lineage_facets
+from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS, column_lineage_facets
 
 if TYPE_CHECKING:  # plans imports this module
-    from agent.spark.datasets import DatasetRef
-    from agent.spark.schema import Field
+    from agent.spark.plan.datasets import DatasetRef
+    from agent.spark.plan.schema import Field
 
 UNKNOWN_NAMESPACE: Final = "unknown"
 _OL: Final = "https://openlineage.io/spec/facets/"

@@ -23,10 +23,11 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from agent.spark import lineage
-from agent.spark.datasets import DatasetRef, PlanSummary, Role, WrittenLineage
-from agent.spark.naming import TableIdent, normalize, parse_table_ident
-from agent.spark.plantext import (
+from agent.spark.plan import lineage
+from agent.spark.plan.datasets import DatasetRef, PlanSummary, Role, WrittenLineage
+from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
+from agent.spark.plan.schema import Field, field_of, parse_struct, split_top
+from agent.spark.plan.text import (
     Attribute,
     Block,
     PlanNode,
@@ -34,9 +35,8 @@ from agent.spark.plantext import (
     parse_attribute,
     parse_description,
 )
-from agent.spark.rdds import rdd_inputs, rdd_job_suffix
-from agent.spark.schema import Field, field_of, parse_struct, split_top
-from agent.spark.writes import format_name, metrics_of, typed, write_datasets
+from agent.spark.plan.writes import format_name, metrics_of, typed, write_datasets
+from agent.spark.translate.naming import TableIdent, normalize, parse_table_ident
 
 __all__ = [
     "Attribute",

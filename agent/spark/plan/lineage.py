@@ -17,11 +17,11 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from agent.spark.columns import PlanGraph, written_attributes
-from agent.spark.datasets import DatasetRef, WrittenLineage
-from agent.spark.plantext import Attribute, PlanNode, PlanText, parse_plan
-from agent.spark.schema import Field
-from agent.spark.typeinfer import TypeOracle
+from agent.spark.plan.columns import PlanGraph, written_attributes
+from agent.spark.plan.datasets import DatasetRef, WrittenLineage
+from agent.spark.plan.schema import Field
+from agent.spark.plan.text import Attribute, PlanNode, PlanText, parse_plan
+from agent.spark.plan.typeinfer import TypeOracle
 
 ScanDatasets = Callable[[PlanNode, Mapping[int, Field]], list[DatasetRef]]
 

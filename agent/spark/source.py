@@ -31,10 +31,10 @@ from agent.config import AgentConfig, SparkConfig
 from agent.health import HealthTracker, LineageError
 from agent.metrics import Metrics
 from agent.source import Sink
-from agent.spark import driver
-from agent.spark.logfiles import LogRef, scan
-from agent.spark.reader import LogReader
-from agent.spark.translate import ApplicationTranslator, TranslateOptions, wanted
+from agent.spark import liveness as driver
+from agent.spark.eventlog.layout import LogRef, scan
+from agent.spark.eventlog.reader import LogReader
+from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions, wanted
 from agent.state import LogPosition, StateDB
 
 if TYPE_CHECKING:

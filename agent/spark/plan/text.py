@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from agent.spark.schema import split_top
+from agent.spark.plan.schema import split_top
 
 _ATTRIBUTE = re.compile(r"^(?P<name>.+)#(?P<id>\d+)(?P<long>L)?$", re.DOTALL)
 _HEADER = re.compile(r"^\((?P<id>\d+)\) (?P<name>.*?)(?: \[codegen id : \d+\])?$")
