@@ -297,7 +297,8 @@ class _Replayer:
         import orjson
 
         from agent.spark.eventlog.reader import LogReader
-        from agent.spark.translate.translator import ApplicationTranslator, wanted
+        from agent.spark.translate.listener import wanted
+        from agent.spark.translate.translator import ApplicationTranslator
 
         if ref.error is not None:
             return AppResult(ref.key, None, None, ref.path, ref.complete, (), (), (ref.error,)), []

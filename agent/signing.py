@@ -41,7 +41,7 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
 from agent.canonical import CanonicalizationError, canonicalize
-from agent.facets import PRODUCER, SIGNATURE_SCHEMA_URL
+from agent.facets import FACET_URLS, PRODUCER
 
 SIGNATURE_FACET: Final = "lineageAgent_signature"
 ALGORITHM: Final = "Ed25519"
@@ -91,7 +91,7 @@ class Signer:
         self._key_id = key_id(self._verify_key)
         self._facet_base: dict[str, str] = {
             "_producer": PRODUCER,
-            "_schemaURL": SIGNATURE_SCHEMA_URL,
+            "_schemaURL": FACET_URLS[SIGNATURE_FACET],
             "algorithm": ALGORITHM,
             "keyId": self._key_id,
             "canonicalization": CANONICALIZATION,

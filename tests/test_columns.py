@@ -33,7 +33,8 @@ from agent.spark.plan.expressions import (
 from agent.spark.plan.schema import Field
 from agent.spark.plan.text import parse_plan
 from agent.spark.translate.columnfacet import column_lineage_facets
-from agent.spark.translate.naming import Catalog, collect
+from agent.spark.translate.datasets import collect
+from agent.spark.translate.naming import Catalog
 from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions
 from tests.olschema import SchemaViolation, example_run_event, validate_run_event
 from tests.spark_logs import spark_env

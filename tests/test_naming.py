@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agent.facets import PRODUCER
+from agent.facets import FACET_URLS, PRODUCER
+from agent.spark.plan import tables
 from agent.spark.plan.read import DatasetRef, Field
-from agent.spark.translate import naming
-from agent.spark.translate.naming import Catalog, DatasetName, TableIdent
+from agent.spark.plan.tables import TableIdent
+from agent.spark.translate import datasets, naming
+from agent.spark.translate.naming import Catalog, DatasetName
 
 
 @pytest.mark.parametrize(
@@ -40,7 +42,7 @@ from agent.spark.translate.naming import Catalog, DatasetName, TableIdent
 )
 def test_normalize_matches_the_openlineage_spark_integration(text: str, expected: str) -> None:
     """Application and node names are snake-cased exactly as the integration's NameNormalizer."""
-    assert naming.normalize(text) == expected
+    assert tables.normalize(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -179,14 +181,14 @@ def test_from_jdbc_names_tables_without_credentials(
 )
 def test_parse_table_ident_reads_spark_identifiers(text: str, expected: TableIdent | None) -> None:
     """Backtick-quoted identifiers of one to three parts parse; anything else is None."""
-    assert naming.parse_table_ident(text) == expected
+    assert tables.parse_table_ident(text) == expected
 
 
 def test_default_table_location_follows_the_session_catalog_layout() -> None:
     """Managed tables live at <warehouse>/<table> (default db) or <warehouse>/<db>.db/<table>."""
-    assert naming.default_table_location("file:/wh/", TableIdent("t", "default")) == "file:/wh/t"
-    assert naming.default_table_location("file:/wh", TableIdent("t")) == "file:/wh/t"
-    assert naming.default_table_location("s3a://b/wh", TableIdent("t", "sales")) == (
+    assert tables.default_table_location("file:/wh/", TableIdent("t", "default")) == "file:/wh/t"
+    assert tables.default_table_location("file:/wh", TableIdent("t")) == "file:/wh/t"
+    assert tables.default_table_location("s3a://b/wh", TableIdent("t", "sales")) == (
         "s3a://b/wh/sales.db/t"
     )
 
@@ -238,7 +240,7 @@ def test_describe_a_catalog_table_scan_carries_schema_source_and_symlink() -> No
         table=TableIdent("people", "default", "spark_catalog"),
         fields=(Field("name", "string"), Field("tags", "array", (Field("_element", "string"),))),
     )
-    name, dataset = naming.describe(ref, Catalog(warehouse="/wh"))
+    name, dataset = datasets.describe(ref, Catalog(warehouse="/wh"))
     assert name == DatasetName("file", "/wh/people")
     assert dataset == {
         "namespace": "file",
@@ -246,7 +248,7 @@ def test_describe_a_catalog_table_scan_carries_schema_source_and_symlink() -> No
         "facets": {
             "schema": {
                 "_producer": PRODUCER,
-                "_schemaURL": naming.DATASET_FACET_URLS["schema"],
+                "_schemaURL": FACET_URLS["schema"],
                 "fields": [
                     {"name": "name", "type": "string"},
                     {
@@ -258,13 +260,13 @@ def test_describe_a_catalog_table_scan_carries_schema_source_and_symlink() -> No
             },
             "dataSource": {
                 "_producer": PRODUCER,
-                "_schemaURL": naming.DATASET_FACET_URLS["dataSource"],
+                "_schemaURL": FACET_URLS["dataSource"],
                 "name": "file",
                 "uri": "file:///",
             },
             "symlinks": {
                 "_producer": PRODUCER,
-                "_schemaURL": naming.DATASET_FACET_URLS["symlinks"],
+                "_schemaURL": FACET_URLS["symlinks"],
                 "identifiers": [
                     {"namespace": "file:/wh", "name": "default.people", "type": "TABLE"}
                 ],
@@ -278,7 +280,7 @@ def test_describe_infers_the_warehouse_from_a_managed_table_location() -> None:
     ref = DatasetRef(
         "output", "x", location="hdfs://nn:8020/wh/sales.db/t", table=TableIdent("t", "sales")
     )
-    _, dataset = naming.describe(ref, Catalog())
+    _, dataset = datasets.describe(ref, Catalog())
     link = dataset["facets"]["symlinks"]["identifiers"][0]
     assert link == {"namespace": "hdfs://nn:8020/wh", "name": "sales.t", "type": "TABLE"}
 
@@ -288,7 +290,7 @@ def test_describe_an_unknown_reference_lands_in_the_unknown_namespace() -> None:
     ref = DatasetRef(
         "input", "Scan JDBCRelation(people) [numPartitions=1]", unknown_reason="scan node"
     )
-    name, dataset = naming.describe(ref, Catalog())
+    name, dataset = datasets.describe(ref, Catalog())
     assert name == DatasetName("unknown", "Scan JDBCRelation(people) [numPartitions=1]")
     assert dataset == {"namespace": "unknown", "name": name.name}
 
@@ -296,9 +298,9 @@ def test_describe_an_unknown_reference_lands_in_the_unknown_namespace() -> None:
 def test_describe_a_table_without_any_location_is_named_in_the_catalog() -> None:
     """A table-only reference with no warehouse known is named `db.table` in the catalog."""
     ref = DatasetRef("output", "InsertIntoHiveTable", table=TableIdent("t", "db", "spark_catalog"))
-    name, _ = naming.describe(ref, Catalog())
+    name, _ = datasets.describe(ref, Catalog())
     assert name == DatasetName("spark_catalog", "db.t")
-    name, _ = naming.describe(ref, Catalog(warehouse="hdfs://nn:8020/wh"))
+    name, _ = datasets.describe(ref, Catalog(warehouse="hdfs://nn:8020/wh"))
     assert name == DatasetName("hdfs://nn:8020", "/wh/db.db/t")
 
 
@@ -320,7 +322,7 @@ def test_collect_folds_a_ctas_table_into_the_path_its_insert_writes() -> None:
         metrics={"rows": 7},
         lifecycle="OVERWRITE",
     )
-    run = naming.collect([(ctas, {}), (insert, {7: 12})], Catalog(warehouse="/wh"))
+    run = datasets.collect([(ctas, {}), (insert, {7: 12})], Catalog(warehouse="/wh"))
     assert list(run.outputs) == [DatasetName("file", "/custom/adults")]
     facets = run.outputs[DatasetName("file", "/custom/adults")]["facets"]
     assert facets["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"
@@ -339,7 +341,7 @@ def test_collect_keeps_a_ctas_table_whose_insert_never_came() -> None:
         table=TableIdent("t", "default"),
         lifecycle="CREATE",
     )
-    run = naming.collect([(ctas, {})], Catalog(warehouse="file:/wh"))
+    run = datasets.collect([(ctas, {})], Catalog(warehouse="file:/wh"))
     assert list(run.outputs) == [DatasetName("file", "/wh/t")]
 
 
@@ -347,7 +349,7 @@ def test_collect_sums_statistics_of_one_dataset_read_twice() -> None:
     """A self-join reads the same files twice: statistics add up on one input dataset."""
     scan = DatasetRef("input", "Scan parquet ", location="/d", metrics={"rows": 1, "bytes": 2})
     again = DatasetRef("input", "Scan parquet ", location="/d", metrics={"rows": 3})
-    run = naming.collect([(scan, {1: 10, 2: 100}), (again, {3: 5})], Catalog())
+    run = datasets.collect([(scan, {1: 10, 2: 100}), (again, {3: 5})], Catalog())
     inputs, _ = run.as_lists(statistics=True)
     assert len(inputs) == 1
     stats = inputs[0]["inputFacets"]["inputStatistics"]

@@ -13,8 +13,8 @@ import zstandard
 
 from agent.spark.plan import read as plans
 from agent.spark.plan.read import Attribute, DatasetRef, Field, PlanSummary
+from agent.spark.plan.tables import TableIdent
 from agent.spark.plan.text import PlanNode, parse_plan
-from agent.spark.translate.naming import TableIdent
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 SAMPLES = SHARED / "spark-eventlogs"

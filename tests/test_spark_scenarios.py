@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark.translate.naming import TableIdent, default_table_location
+from agent.spark.plan.tables import TableIdent, default_table_location
 from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
 from tests.pg import Postgres, postgres_skip_reason, running_postgres

@@ -16,16 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent import __version__
-from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, RUN_SCHEMA_URL
+from agent.facets import FACET_URLS, OPENLINEAGE_SCHEMA_URL, PRODUCER
 from agent.spark.translate import runids
-from agent.spark.translate.naming import DATASET_FACET_URLS
-from agent.spark.translate.translator import (
-    RUN_FACET_URLS,
-    ApplicationTranslator,
-    Counters,
-    TranslateOptions,
-    wanted,
-)
+from agent.spark.translate.listener import wanted
+from agent.spark.translate.runs import Counters
+from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions
 from tests.olschema import SPEC, validate_run_event
 from tests.test_plans import load_events, load_lines
 
@@ -164,7 +159,7 @@ def test_application_and_child_facets() -> None:
         "facets": {
             "jobType": {
                 "_producer": PRODUCER,
-                "_schemaURL": RUN_FACET_URLS["jobType"],
+                "_schemaURL": FACET_URLS["jobType"],
                 "processingType": "BATCH",
                 "integration": "SPARK",
                 "jobType": "APPLICATION",
@@ -174,14 +169,14 @@ def test_application_and_child_facets() -> None:
     assert app_start["run"]["facets"] == {
         "processing_engine": {
             "_producer": PRODUCER,
-            "_schemaURL": RUN_FACET_URLS["processing_engine"],
+            "_schemaURL": FACET_URLS["processing_engine"],
             "version": "4.3.0",
             "name": "spark",
             "openlineageAdapterVersion": __version__,
         },
         "lineageAgent_run": {
             "_producer": PRODUCER,
-            "_schemaURL": RUN_SCHEMA_URL,
+            "_schemaURL": FACET_URLS["lineageAgent_run"],
             "recordsIn": 0,
             "recordsOut": 0,
             "bytesIn": 0,
@@ -194,7 +189,7 @@ def test_application_and_child_facets() -> None:
     parent = child["run"]["facets"]["parent"]
     assert (parent["run"], parent["job"]) == link
     assert (parent["root"]["run"], parent["root"]["job"]) == link
-    assert parent["_schemaURL"] == RUN_FACET_URLS["parent"]
+    assert parent["_schemaURL"] == FACET_URLS["parent"]
 
 
 def test_sql_failure_log() -> None:
@@ -229,7 +224,7 @@ def test_sql_failure_log() -> None:
     clash = events[6]["run"]["facets"]["errorMessage"]
     assert clash == {
         "_producer": PRODUCER,
-        "_schemaURL": RUN_FACET_URLS["errorMessage"],
+        "_schemaURL": FACET_URLS["errorMessage"],
         "message": "[PATH_ALREADY_EXISTS] Path file:/data/spark-exp/data/exists already exists. "
         'Set mode as "overwrite" to overwrite the existing path. SQLSTATE: 42K04',
         "programmingLanguage": "JAVA",
@@ -668,7 +663,7 @@ def test_facet_schema_urls_name_the_spec_files() -> None:
     """Every standard facet URL we emit is the `$id` of a spec file plus its `$defs` entry."""
     specs = [json.loads(path.read_text()) for path in (SPEC / "facets").glob("*.json")]
     ids = {spec["$id"]: spec["$defs"] for spec in specs}
-    for url in (*RUN_FACET_URLS.values(), *DATASET_FACET_URLS.values()):
+    for url in (u for k, u in FACET_URLS.items() if not k.startswith("lineageAgent_")):
         base, _, fragment = url.partition("#/$defs/")
         assert fragment in ids[base]
 

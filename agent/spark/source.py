@@ -34,7 +34,8 @@ from agent.source import Sink
 from agent.spark import liveness as driver
 from agent.spark.eventlog.layout import LogRef, scan
 from agent.spark.eventlog.reader import LogReader
-from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions, wanted
+from agent.spark.translate.listener import wanted
+from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions
 from agent.state import LogPosition, StateDB
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from agent.spark.plan.columns import ColumnLineage
 from agent.spark.plan.schema import Field
 
 if TYPE_CHECKING:  # naming renders these references
-    from agent.spark.translate.naming import TableIdent
+    from agent.spark.plan.tables import TableIdent
 
 Role = Literal["input", "output"]
 

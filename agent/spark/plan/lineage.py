@@ -7,8 +7,8 @@ writes whose query is their child in the same plan (`AppendData`, `OverwriteByEx
 ...). A write that runs its query as a nested execution (a JDBC save, a V2 write through
 the V1 fallback) is handled from the other side: that query's plan has no write, its root
 hands rows to the caller (`DeserializeToObject`), and its lineage becomes a `feeds_write`
-reference that `naming.collect` lends to the run's output. CTAS commands name their table
-only; the insert they run carries the lineage.
+reference that the translator lends to the run's output. CTAS commands name their table only;
+the insert they run carries the lineage.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from agent.spark.translate.naming import normalize
+from agent.spark.plan.tables import normalize
 
 _FILE_RDD_SCOPES: Final = frozenset(
     {

@@ -27,6 +27,7 @@ from agent.spark.plan import lineage
 from agent.spark.plan.datasets import DatasetRef, PlanSummary, Role, WrittenLineage
 from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
 from agent.spark.plan.schema import Field, field_of, parse_struct, split_top
+from agent.spark.plan.tables import TableIdent, normalize, parse_table_ident
 from agent.spark.plan.text import (
     Attribute,
     Block,
@@ -36,7 +37,6 @@ from agent.spark.plan.text import (
     parse_description,
 )
 from agent.spark.plan.writes import format_name, metrics_of, typed, write_datasets
-from agent.spark.translate.naming import TableIdent, normalize, parse_table_ident
 
 __all__ = [
     "Attribute",

@@ -17,8 +17,8 @@ from typing import Any, Final
 
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.schema import Field, split_top
+from agent.spark.plan.tables import TableIdent, parse_table_ident
 from agent.spark.plan.text import Attribute, Block, block_detail, block_list, parse_attribute
-from agent.spark.translate.naming import TableIdent, parse_table_ident
 
 #: V2 writes (the first word of the node); named when they write a JDBC table.
 V2_WRITES: Final = frozenset(

@@ -15,27 +15,20 @@ itself shows only in part (long expressions cut by Spark, unrecognized operators
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from agent.facets import PRODUCER, SCHEMA_BASE
+from agent.facets import facet
 from agent.spark.plan.columns import collapse
+from agent.spark.plan.datasets import DatasetRef, WrittenLineage
 from agent.spark.plan.expressions import Transformation
-
-if TYPE_CHECKING:  # naming (which imports this module) holds the references
-    from agent.spark.plan.datasets import DatasetRef, WrittenLineage
 
 #: Input-field entries a columnLineage facet may carry (about 200 bytes each in JSON).
 DEFAULT_MAX_FIELDS: Final = 1000
-COLUMN_LINEAGE_URL: Final = (
-    "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json"
-    "#/$defs/ColumnLineageDatasetFacet"
-)
-TRUNCATION_URL: Final = SCHEMA_BASE + "lineageAgent_truncation.json#/$defs/TruncationDatasetFacet"
 #: Names of incomplete output fields listed in the truncation facet at most.
 _LISTED: Final = 100
 
 Key = tuple[str, str, str]  # namespace, name, field
-NameOf = Callable[["DatasetRef"], tuple[str, str]]
+NameOf = Callable[[DatasetRef], tuple[str, str]]
 
 
 def column_lineage_facets(
@@ -70,14 +63,13 @@ def column_lineage_facets(
         if len(inputs) <= budget:
             kept[name] = inputs
             budget -= len(inputs)
-    facet: dict[str, Any] = {
-        "_producer": PRODUCER,
-        "_schemaURL": COLUMN_LINEAGE_URL,
-        "fields": {name: {"inputFields": _entries(inputs)} for name, inputs in kept.items()},
-    }
+    lineage_facet = facet(
+        "columnLineage",
+        fields={name: {"inputFields": _entries(inputs)} for name, inputs in kept.items()},
+    )
     if kept_dataset:
-        facet["dataset"] = _entries(kept_dataset)
-    facets = {"columnLineage": facet}
+        lineage_facet["dataset"] = _entries(kept_dataset)
+    facets = {"columnLineage": lineage_facet}
     total = len(dataset) + sum(len(inputs) for inputs in columns.values())
     used = max_fields - budget
     if used < total or lineage.incomplete:
@@ -106,17 +98,16 @@ def _transformation(found: Transformation) -> dict[str, Any]:
 def _truncation(
     limit: int, total: int, kept: int, fields: int, kept_fields: int, incomplete: tuple[str, ...]
 ) -> dict[str, Any]:
-    facet: dict[str, Any] = {
-        "_producer": PRODUCER,
-        "_schemaURL": TRUNCATION_URL,
-        "facet": "columnLineage",
-        "maxInputFields": limit,
-        "inputFields": total,
-        "keptInputFields": kept,
-        "fields": fields,
-        "keptFields": kept_fields,
-    }
+    truncation = facet(
+        "lineageAgent_truncation",
+        facet="columnLineage",
+        maxInputFields=limit,
+        inputFields=total,
+        keptInputFields=kept,
+        fields=fields,
+        keptFields=kept_fields,
+    )
     if incomplete:
-        facet["incompleteFields"] = list(incomplete[:_LISTED])
-        facet["incompleteFieldCount"] = len(incomplete)
-    return facet
+        truncation["incompleteFields"] = list(incomplete[:_LISTED])
+        truncation["incompleteFieldCount"] = len(incomplete)
+    return truncation

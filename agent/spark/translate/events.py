@@ -14,23 +14,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from agent import __version__
-from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, RUN_SCHEMA_URL
+from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, facet
 from agent.spark.plan.read import DatasetRef
-from agent.spark.translate import naming
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
-from agent.spark.translate.naming import Catalog, RunDatasets
+from agent.spark.translate.datasets import RunDatasets, collect
+from agent.spark.translate.naming import Catalog
 from agent.spark.translate.runs import Failure, Run
 
 Event = dict[str, Any]
 
-_OL: Final = "https://openlineage.io/spec/facets/"
-RUN_FACET_URLS: Final = {
-    "processing_engine": _OL
-    + "1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
-    "parent": _OL + "1-2-0/ParentRunFacet.json#/$defs/ParentRunFacet",
-    "errorMessage": _OL + "1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet",
-    "jobType": _OL + "2-0-4/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-}
 MAX_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -67,15 +59,14 @@ def run_event(
     )
     counted = event_type != "START"  # START always reports zeros
     tally = run.tally
-    run_facets["lineageAgent_run"] = {
-        "_producer": PRODUCER,
-        "_schemaURL": RUN_SCHEMA_URL,
-        "recordsIn": tally.records_in if counted else 0,
-        "recordsOut": tally.records_out if counted else 0,
-        "bytesIn": tally.bytes_in if counted else 0,
-        "bytesOut": tally.bytes_out if counted else 0,
-        "failedTasks": tally.failed_tasks if counted else 0,
-    }
+    run_facets["lineageAgent_run"] = facet(
+        "lineageAgent_run",
+        recordsIn=tally.records_in if counted else 0,
+        recordsOut=tally.records_out if counted else 0,
+        bytesIn=tally.bytes_in if counted else 0,
+        bytesOut=tally.bytes_out if counted else 0,
+        failedTasks=tally.failed_tasks if counted else 0,
+    )
     if failure is not None and failure.message:
         error = facet("errorMessage", message=failure.message, programmingLanguage="JAVA")
         if failure.stack:
@@ -103,8 +94,8 @@ def run_datasets(
     counters when it has one input)."""
     if run.kind == "sql":
         refs = [(r, e.values) for e in run.executions for r in e.refs.values()]
-        return naming.collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
-    datasets = naming.collect(
+        return collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
+    datasets = collect(
         [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths], catalog
     )
     if len(datasets.inputs) == 1:  # the job's read counters are this dataset's
@@ -128,11 +119,6 @@ def parent_facet(parent: RunRef, root: RunRef | None = None) -> dict[str, Any]:
             "job": {"namespace": root.namespace, "name": root.job_name},
         },
     )
-
-
-def facet(key: str, **fields: Any) -> dict[str, Any]:
-    """A standard run or job facet with our producer and the spec's schema URL."""
-    return {"_producer": PRODUCER, "_schemaURL": RUN_FACET_URLS[key], **fields}
 
 
 def iso(ms: int) -> str:

@@ -1,5 +1,4 @@
-"""Dataset and job naming, following the OpenLineage naming conventions, and the
-OpenLineage dataset objects (with their standard facets) built from what a plan names.
+"""Dataset and job naming, following the OpenLineage naming conventions.
 
 Datasets (https://openlineage.io/docs/spec/naming), location -> namespace, name:
 
@@ -24,45 +23,17 @@ Jobs are ``{app}.{command}.{output}`` where ``app`` and ``command`` are normaliz
 integration's ``NameNormalizer`` does (``MyXMLApp`` -> ``my_xml_app``) and ``output`` is the
 table (``db_table``) or the last two directories of the output path (``data_out``).
 
-Written datasets carry a ``columnLineage`` facet when their plan's column lineage was
-followed (`lineage`), its input fields named like the input datasets and bounded by
-`columnfacet`.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import unicodedata
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass
+from typing import Final
 
-from agent.facets import PRODUCER
-from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS, column_lineage_facets
-
-if TYPE_CHECKING:  # plans imports this module
-    from agent.spark.plan.datasets import DatasetRef
-    from agent.spark.plan.schema import Field
+from agent.spark.plan.tables import TableIdent, default_table_location
 
 UNKNOWN_NAMESPACE: Final = "unknown"
-_OL: Final = "https://openlineage.io/spec/facets/"
-DATASET_FACET_URLS: Final = {
-    "schema": _OL + "1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
-    "dataSource": _OL + "1-0-1/DatasourceDatasetFacet.json#/$defs/DatasourceDatasetFacet",
-    "symlinks": _OL + "1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
-    "lifecycleStateChange": _OL
-    + "1-0-1/LifecycleStateChangeDatasetFacet.json#/$defs/LifecycleStateChangeDatasetFacet",
-    "inputStatistics": _OL
-    + "1-0-0/InputStatisticsInputDatasetFacet.json#/$defs/InputStatisticsInputDatasetFacet",
-    "outputStatistics": _OL
-    + "1-0-2/OutputStatisticsOutputDatasetFacet.json#/$defs/OutputStatisticsOutputDatasetFacet",
-}
-_STAT_FIELDS: Final = {"rows": "rowCount", "bytes": "size", "files": "fileCount"}
-#: Writes whose query runs as a nested execution (a `feeds_write` reference).
-_FED_WRITES: Final = frozenset(
-    {"SaveIntoDataSourceCommand", "AppendDataExecV1", "OverwriteByExpressionExecV1"}
-)
 
 _URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?://(?P<authority>[^/]*))?(?P<path>.*)$")
 _OBJECT_STORES: Final = {
@@ -82,36 +53,6 @@ _JDBC_DEFAULTS: Final = {"postgres": "5432", "mysql": "3306"}
 class DatasetName:
     namespace: str
     name: str
-
-
-@dataclass(frozen=True, slots=True)
-class TableIdent:
-    """A catalog table as Spark prints it: `catalog`.`database`.`table` (catalog optional)."""
-
-    table: str
-    database: str | None = None
-    catalog: str | None = None
-
-    @property
-    def qualified(self) -> str:
-        """`database.table` (or `table`): the symlink name the integration uses."""
-        return f"{self.database}.{self.table}" if self.database else self.table
-
-
-@functools.lru_cache(maxsize=4096)  # the same few command and application names, per event
-def normalize(text: str) -> str:
-    """Snake-case a Spark application or plan-node name, as the OpenLineage integration does.
-
-    Non-word characters at both ends go, accents are stripped, camelCase and acronym
-    boundaries become word breaks, and every run of other characters becomes one `_`.
-    """
-    trimmed = re.sub(r"[^\w]+$", "", re.sub(r"^[^\w]+", "", text, flags=re.ASCII), flags=re.ASCII)
-    decomposed = unicodedata.normalize("NFKD", trimmed)
-    plain = "".join(ch for ch in decomposed if not unicodedata.category(ch).startswith("M"))
-    words = re.sub(r"([a-z])([A-Z])", r"\1 \2", plain)
-    words = re.sub(r"(?<!^)([A-Z])([a-z])", r" \1\2", words)
-    words = re.sub(r"(\d)([A-Z])", r"\1 \2", words)
-    return re.sub(r"[^a-zA-Z0-9]+", "_", words.lower())
 
 
 def from_location(location: str) -> DatasetName:
@@ -189,47 +130,6 @@ def datasource_uri(namespace: str) -> str | None:
     return namespace if _URI.match(namespace) and "://" in namespace else None
 
 
-def parse_table_ident(text: str) -> TableIdent | None:
-    """Parse `` `spark_catalog`.`db`.`t` ``, ``db.t`` or ``t``; None if it is not one."""
-    parts: list[str] = []
-    current: list[str] = []
-    quoted = False
-    i = 0
-    text = text.strip()
-    while i < len(text):
-        ch = text[i]
-        if ch == "`":
-            if quoted and text[i + 1 : i + 2] == "`":  # escaped backtick inside a quoted part
-                current.append("`")
-                i += 1
-            else:
-                quoted = not quoted
-        elif ch == "." and not quoted:
-            parts.append("".join(current))
-            current = []
-        elif not quoted and not (ch.isalnum() or ch in "_$-"):
-            return None
-        else:
-            current.append(ch)
-        i += 1
-    parts.append("".join(current))
-    if quoted or not 1 <= len(parts) <= 3 or not all(parts):
-        return None
-    if len(parts) == 3:
-        return TableIdent(parts[2], parts[1], parts[0])
-    if len(parts) == 2:
-        return TableIdent(parts[1], parts[0])
-    return TableIdent(parts[0])
-
-
-def default_table_location(warehouse: str, table: TableIdent) -> str:
-    """Where the session catalog puts a managed table: `wh/t` or `wh/db.db/t`."""
-    root = warehouse.rstrip("/")
-    if table.database in (None, "default"):
-        return f"{root}/{table.table}"
-    return f"{root}/{table.database}.db/{table.table}"
-
-
 def table_symlink_namespace(
     warehouse: str | None, metastore_uri: str | None, catalog: str | None
 ) -> str:
@@ -263,11 +163,6 @@ def job_name(app: str, command: str | None = None, suffix: str | None = None) ->
     return ".".join(part for part in (app, command, suffix) if part)
 
 
-# -- OpenLineage datasets -------------------------------------------------------------------
-
-Dataset = dict[str, Any]
-
-
 @dataclass(frozen=True, slots=True)
 class Catalog:
     """Where the session catalog keeps tables (`spark.sql.warehouse.dir`, Hive metastore)."""
@@ -293,197 +188,3 @@ class Catalog:
             elif located.namespace != "file":
                 warehouse = f"{located.namespace}/{root.lstrip('/')}".rstrip("/")
         return table_symlink_namespace(warehouse, self.metastore_uris, table.catalog)
-
-
-def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
-    """The OpenLineage dataset for a plan reference, with schema / dataSource / symlinks /
-    lifecycleStateChange facets; one that cannot be named lands in namespace `unknown`."""
-    name: DatasetName | None = None
-    if ref.unknown_reason is None:
-        try:
-            if ref.jdbc is not None:
-                name = from_jdbc(*ref.jdbc)
-            elif ref.location is not None:
-                name = from_location(ref.location)
-            elif ref.table is not None:
-                name = catalog.table_location(ref.table)
-        except ValueError:
-            name = None
-    if name is None:  # a JDBC table without its url is still named by the table
-        label = ref.jdbc[1] if ref.jdbc else ref.node.strip()
-        name = DatasetName(UNKNOWN_NAMESPACE, label or "unknown")
-    facets: dict[str, Any] = {}
-    if ref.fields:
-        facets["schema"] = _facet("schema", fields=[_schema_field(f) for f in ref.fields])
-    if name.namespace != UNKNOWN_NAMESPACE:
-        source = _facet("dataSource", name=name.namespace)
-        uri = datasource_uri(name.namespace)
-        if uri:
-            source["uri"] = uri
-        facets["dataSource"] = source
-    if ref.table is not None:
-        link = {
-            "namespace": catalog.symlink_namespace(ref.table, name),
-            "name": ref.table.qualified,
-            "type": "TABLE",
-        }
-        facets["symlinks"] = _facet("symlinks", identifiers=[link])
-    if ref.lifecycle:
-        facets["lifecycleStateChange"] = _facet(
-            "lifecycleStateChange", lifecycleStateChange=ref.lifecycle
-        )
-    dataset: Dataset = {"namespace": name.namespace, "name": name.name}
-    if facets:
-        dataset["facets"] = facets
-    return name, dataset
-
-
-@dataclass(slots=True)
-class RunDatasets:
-    """The datasets of one run, merged over the plan nodes and executions that name them."""
-
-    inputs: dict[DatasetName, Dataset] = field(default_factory=dict)
-    outputs: dict[DatasetName, Dataset] = field(default_factory=dict)
-    tables: dict[DatasetName, TableIdent] = field(default_factory=dict)  # output -> table
-    stats: dict[tuple[str, DatasetName], dict[str, int]] = field(default_factory=dict)
-
-    @property
-    def first_output_suffix(self) -> str | None:
-        """The job-name suffix of the run's first output, if it has one."""
-        first = next(iter(self.outputs), None)
-        return None if first is None else output_suffix(first, self.tables.get(first))
-
-    def as_lists(self, *, statistics: bool) -> tuple[list[Dataset], list[Dataset]]:
-        """`inputs` and `outputs` of a RunEvent; statistics facets on terminal events only."""
-        if statistics:
-            for role, datasets in (("input", self.inputs), ("output", self.outputs)):
-                key = f"{role}Statistics"
-                for name, dataset in datasets.items():
-                    found = self.stats.get((role, name))
-                    if found:
-                        values = {_STAT_FIELDS[s]: found[s] for s in _STAT_FIELDS if s in found}
-                        dataset[f"{role}Facets"] = {key: _facet(key, **values)}
-        return list(self.inputs.values()), list(self.outputs.values())
-
-
-def collect(
-    refs: Iterable[tuple[DatasetRef, Mapping[int, int]]],
-    catalog: Catalog,
-    *,
-    column_lineage_max_fields: int = DEFAULT_MAX_FIELDS,
-) -> RunDatasets:
-    """Merge plan references (with their execution's accumulator values) into a run's datasets.
-
-    A CTAS names only its table; the insert it runs names the table's path. The table goes
-    onto that path's dataset (symlink, lifecycle CREATE): the output at the table's default
-    location, else the only output without a table of its own (a custom LOCATION).
-
-    Outputs get their `columnLineage` facet (at most `column_lineage_max_fields` input
-    fields; 0 leaves it out) from the first reference that carries lineage. A query feeding
-    a write of another execution (`feeds_write`) lends its lineage, and its schema if the
-    output has none, to the run's only output that writes through such a query.
-    """
-    run = RunDatasets()
-    created: list[DatasetRef] = []
-    feeding: list[DatasetRef] = []
-    lineages: dict[DatasetName, DatasetRef] = {}
-    fed: list[DatasetName] = []  # outputs whose query ran in a nested execution
-    for ref, values in refs:
-        if ref.feeds_write:
-            feeding.append(ref)
-            continue
-        if not names_dataset(ref):
-            created.append(ref)
-            continue
-        name, dataset = describe(ref, catalog)
-        _merge(run.inputs if ref.role == "input" else run.outputs, name, dataset)
-        if ref.role == "output":
-            if ref.table is not None:
-                run.tables.setdefault(name, ref.table)
-            if ref.columns is not None:
-                lineages.setdefault(name, ref)
-            if ref.node.removeprefix("Execute ").split(" ", 1)[0] in _FED_WRITES:
-                fed.append(name)
-        total = run.stats.setdefault((ref.role, name), {})
-        for stat, acc in ref.metrics.items():
-            if acc in values:
-                total[stat] = total.get(stat, 0) + values[acc]
-    for ref in created:
-        name, dataset = describe(ref, catalog)
-        untabled = [n for n in run.outputs if n not in run.tables]
-        target = name if name in run.outputs else untabled[0] if len(untabled) == 1 else None
-        if target is None:
-            _merge(run.outputs, name, dataset)
-            target = name
-        else:
-            facets = run.outputs[target].setdefault("facets", {})
-            for key in ("symlinks", "lifecycleStateChange"):
-                facets[key] = dataset["facets"][key]
-        if ref.table is not None:
-            run.tables[target] = ref.table
-    fed = [name for name in dict.fromkeys(fed) if name not in lineages]
-    if feeding and len(fed) == 1:
-        lineages[fed[0]] = feeding[-1]
-        facets = run.outputs[fed[0]].setdefault("facets", {})
-        if "schema" not in facets and feeding[-1].fields:
-            facets["schema"] = _facet(
-                "schema", fields=[_schema_field(f) for f in feeding[-1].fields]
-            )
-    _column_lineage(run, lineages, catalog, column_lineage_max_fields)
-    return run
-
-
-def _column_lineage(
-    run: RunDatasets,
-    lineages: Mapping[DatasetName, DatasetRef],
-    catalog: Catalog,
-    max_fields: int,
-) -> None:
-    names: dict[int, tuple[str, str]] = {}
-
-    def name_of(ref: DatasetRef) -> tuple[str, str]:
-        if id(ref) not in names:
-            name = describe(ref, catalog)[0]
-            names[id(ref)] = (name.namespace, name.name)
-        return names[id(ref)]
-
-    for output, ref in lineages.items():
-        if ref.columns is None or output not in run.outputs:
-            continue
-        found = column_lineage_facets(ref.columns, name_of, max_fields)
-        if found:
-            run.outputs[output].setdefault("facets", {}).update(found)
-
-
-def names_dataset(ref: DatasetRef) -> bool:
-    """Whether a reference names a dataset by itself: not a CTAS table awaiting its insert,
-    not a query feeding another execution's write."""
-    return not ref.feeds_write and not (
-        ref.role == "output"
-        and ref.location is None
-        and ref.jdbc is None
-        and ref.unknown_reason is None
-        and ref.lifecycle == "CREATE"
-    )
-
-
-def _merge(target: dict[DatasetName, Dataset], name: DatasetName, dataset: Dataset) -> None:
-    """Union the facets of one dataset seen in several plan nodes; the first of each wins."""
-    existing = target.setdefault(name, dataset)
-    if existing is not dataset:
-        facets = existing.setdefault("facets", {})
-        for key, facet in dataset.get("facets", {}).items():
-            facets.setdefault(key, facet)
-
-
-def _schema_field(f: Field) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": f.name}
-    if f.type is not None:
-        out["type"] = f.type
-    if f.fields:
-        out["fields"] = [_schema_field(child) for child in f.fields]
-    return out
-
-
-def _facet(key: str, **fields: Any) -> dict[str, Any]:
-    return {"_producer": PRODUCER, "_schemaURL": DATASET_FACET_URLS[key], **fields}

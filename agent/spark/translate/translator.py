@@ -53,21 +53,20 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from agent.spark.plan import read as plans
-from agent.spark.translate import naming, runids
+from agent.spark.plan.tables import normalize
+from agent.spark.translate import runids
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
+from agent.spark.translate.datasets import RunDatasets, names_dataset
 from agent.spark.translate.events import (
     MAX_MS,
-    RUN_FACET_URLS,
     RunRef,
     parent_facet,
     run_datasets,
     run_event,
 )
-from agent.spark.translate.listener import wanted
-from agent.spark.translate.naming import Catalog, RunDatasets
+from agent.spark.translate.naming import Catalog, job_name
 from agent.spark.translate.runs import (
     AppSummary,
-    Counters,
     Execution,
     Failure,
     Job,
@@ -91,16 +90,6 @@ from agent.spark.translate.values import (
     mappings,
     properties,
 )
-
-__all__ = [
-    "RUN_FACET_URLS",
-    "AppSummary",
-    "ApplicationTranslator",
-    "Counters",
-    "RunSummary",
-    "TranslateOptions",
-    "wanted",
-]
 
 Event = dict[str, Any]
 
@@ -251,7 +240,7 @@ class ApplicationTranslator:
         name = as_str(event.get("App Name")) or self._props.get("spark.app.name") or app_id
         attempt = as_str(event.get("App Attempt ID"))
         self._app_ids = (app_id, attempt, name)
-        job = naming.normalize(self._props.get("spark.openlineage.appName") or name) or "spark"
+        job = normalize(self._props.get("spark.openlineage.appName") or name) or "spark"
         run_id = runids.run_id(start, app_id, attempt, "application")
         self._app = Run("application", run_id, "APPLICATION", start, job)
         self._start(self._app, out)
@@ -329,7 +318,7 @@ class ApplicationTranslator:
         execution.writes = execution.writes or plan.writes
         for ref in plan.datasets:
             execution.refs[(ref.role, ref.node, ref.location, ref.table, ref.jdbc)] = ref
-        if not run.started and any(map(naming.names_dataset, execution.refs.values())):
+        if not run.started and any(map(names_dataset, execution.refs.values())):
             self._start_sql(run, out)
 
     def _on_accum_updates(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -365,7 +354,7 @@ class ApplicationTranslator:
         writer = next((e for e in run.executions if e.writes), run.executions[0])
         command = plans.command_name(writer.command) or "sql_execution"
         suffix = self._datasets(run).first_output_suffix
-        run.job_name = naming.job_name(self._app.job_name, command, suffix)
+        run.job_name = job_name(self._app.job_name, command, suffix)
         self._start(run, out)
 
     # -- jobs, stages, tasks ---------------------------------------------------------------
@@ -401,7 +390,7 @@ class ApplicationTranslator:
                 runids.run_id(submitted, app_id, attempt, "rdd", job_id),
                 "RDD_JOB",
                 submitted,
-                naming.job_name(self._app.job_name, suffix),
+                job_name(self._app.job_name, suffix),
                 key=job_id,
                 paths=paths,
             )
