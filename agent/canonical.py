@@ -28,6 +28,8 @@ from typing import Any, Final
 
 import orjson
 
+from agent.errors import CanonicalizationError
+
 #: The largest integer magnitude an IEEE-754 double holds exactly (2**53 - 1).
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
@@ -53,10 +55,6 @@ _FLOAT_SHAPES: Final = (
 _SEPARATORS: Final = (b":", b",", b"[")
 # Longer than any float orjson writes ("-1.2345678901234567e-308" is 24 bytes).
 _MAX_FLOAT_TOKEN: Final = 32
-
-
-class CanonicalizationError(ValueError):
-    """The value has no RFC 8785 form; the message names the problem and its JSON Pointer."""
 
 
 class _SlowPath(Exception):

@@ -37,9 +37,9 @@ def default_source(config: Any, daemon: Any) -> Any:
 def run_daemon(config_path: str, source_factory: SourceFactory | None = None) -> int:
     """Load the config and run the agent until SIGTERM; the exit code for the process."""
     from agent import logs
-    from agent.config import ConfigError
     from agent.configfile import load_config
-    from agent.daemon import Daemon, StartError
+    from agent.daemon import Daemon
+    from agent.errors import ConfigError, StartError
 
     try:
         config = load_config(config_path)
@@ -63,8 +63,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
-    from agent.config import ConfigError
     from agent.configfile import load_config
+    from agent.errors import ConfigError
 
     try:
         load_config(args.file)
@@ -76,7 +76,8 @@ def _cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_keygen(args: argparse.Namespace) -> int:
-    from agent.signing import KeyFileError, generate_key_file, key_id, public_key_text
+    from agent.errors import KeyFileError
+    from agent.signing import generate_key_file, key_id, public_key_text
 
     try:
         verify_key = generate_key_file(args.out)
@@ -90,7 +91,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def _cmd_pubkey(args: argparse.Namespace) -> int:
-    from agent.signing import KeyFileError, key_id, load_signing_key, public_key_text
+    from agent.errors import KeyFileError
+    from agent.signing import key_id, load_signing_key, public_key_text
 
     try:
         verify_key = load_signing_key(args.key).verify_key
@@ -103,7 +105,8 @@ def _cmd_pubkey(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from agent.signing import KeyFileError, load_verify_key, verify_files
+    from agent.errors import KeyFileError
+    from agent.signing import load_verify_key, verify_files
 
     try:
         trusted = [load_verify_key(key) for key in args.public_key]
@@ -128,8 +131,8 @@ def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.
     import json
 
     from agent import views
-    from agent.config import ConfigError
-    from agent.control import ControlError, request
+    from agent.control import request
+    from agent.errors import ConfigError, ControlError
 
     try:
         answer = request(_socket_path(args), payload, timeout)

@@ -21,10 +21,6 @@ from typing import Annotated, Any, Literal
 TransportName = Literal["http", "file"]
 
 
-class ConfigError(Exception):
-    """A configuration file that cannot be used, with file, line and key in the message."""
-
-
 class Kind(enum.Enum):
     """How a field's YAML value is read when its plain type is not enough."""
 

@@ -28,7 +28,8 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from agent.config import AgentConfig, Bounds, ConfigError, Kind, fields_of
+from agent.config import AgentConfig, Bounds, Kind, fields_of
+from agent.errors import ConfigError
 
 
 def load_config(path: str | os.PathLike[str]) -> AgentConfig:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agent import __version__
+from agent.errors import ControlError
 from agent.spark import liveness as driver
 
 if TYPE_CHECKING:
@@ -37,10 +38,6 @@ log = structlog.get_logger("agent.control")
 SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
 MAX_REQUEST = 64 * 1024
-
-
-class ControlError(Exception):
-    """A request the agent answers with ok: false; the message is shown to the operator."""
 
 
 def _json(value: Any) -> Any:

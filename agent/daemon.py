@@ -1,8 +1,8 @@
 """Startup -> run -> drain -> shutdown; signals, reloads and sd_notify.
 
-Errors:
-    StartError: the agent cannot start as configured (key file, token, transport lock);
-    `cli.py` maps it, like ConfigError, to exit 78 so that systemd does not restart in a loop.
+Raises StartError (`agent.errors`) when the agent cannot start as configured (key file,
+token, transport lock); `cli.py` maps it, like ConfigError, to exit 78 so that systemd does
+not restart in a loop.
 
 `Daemon.run` returns 0 after a stop request (or when a finite source ran out), and
 `SOURCE_FAILED` (1) when the source died of an error: the queue is still drained and the
@@ -26,59 +26,24 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from agent import __version__, logs
-from agent.config import AgentConfig, ConfigError, LineageConfig
+from agent.config import AgentConfig, LineageConfig
 from agent.configfile import load_config
+from agent.errors import ConfigError, KeyFileError, StartError, StateError
 from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
 from agent.pipeline import Delivery, Pipeline
 from agent.queue import BoundedQueue
 from agent.sdnotify import Notifier, watchdog_interval
-from agent.signing import KeyFileError, Signer, load_signing_key
+from agent.signing import Signer, load_signing_key
 from agent.source import Source
-from agent.state import StateDB, StateError
+from agent.state import StateDB
 from agent.transports.base import Transport
+from agent.transports.factory import build_transports, lanes_for
 
 log = structlog.get_logger("agent.daemon")
 
 SourceFactory = Callable[[AgentConfig, "Daemon"], Source]
 SOURCE_FAILED = 1
-
-
-class StartError(Exception):
-    """The agent refuses to start as configured; the message says what to fix."""
-
-
-async def build_transports(
-    lineage: LineageConfig,
-    names: tuple[str, ...] | None = None,
-    *,
-    file_lock_of: Transport | None = None,
-) -> dict[str, Transport]:
-    """A transport per configured name (or per name in `names`); the bearer token is read
-    from the environment now, so a reload picks up a rotated token. `file_lock_of` is this
-    agent's running file transport of the same path, whose lock the new one shares."""
-    from agent.transports.file import FileTransport, TransportStartError
-    from agent.transports.http import HttpTransport, check_endpoint
-
-    built: dict[str, Transport] = {}
-    try:
-        for name in lineage.transport if names is None else names:
-            if name == "http":
-                if lineage.http is None:
-                    raise StartError("lineage.http: the http transport needs an endpoint")
-                token = check_endpoint(lineage.http)
-                logs.register_secret(token)
-                built[name] = HttpTransport(lineage.http, token=token)
-            else:
-                holder = file_lock_of if isinstance(file_lock_of, FileTransport) else None
-                built[name] = FileTransport(lineage.file, lock_of=holder)
-    except BaseException as error:
-        for transport in built.values():
-            await transport.aclose()
-        if isinstance(error, TransportStartError | ValueError):
-            raise StartError(str(error)) from error
-        raise
-    return built
 
 
 def raise_open_files_limit() -> int:
@@ -96,13 +61,6 @@ def raise_open_files_limit() -> int:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
             soft = hard
     return soft
-
-
-def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
-    """(lanes, batch size) for a transport: HTTP requests in flight, file writes in batches."""
-    if name == "http" and lineage.http is not None:
-        return lineage.http.concurrency, lineage.http.batch_size
-    return 1, 256
 
 
 @dataclass

@@ -19,10 +19,11 @@ from typing import Any, Protocol
 import structlog
 
 from agent.envelope import Envelope
+from agent.errors import DeliveryError
 from agent.health import HealthTracker, LineageError
 from agent.metrics import Metrics
 from agent.queue import BoundedQueue
-from agent.transports.base import DeliveryError, Transport
+from agent.transports.base import Transport
 
 log = structlog.get_logger("agent.pipeline")
 

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
+from agent.errors import ReplayError
 from agent.queue import BoundedQueue
 
 if TYPE_CHECKING:
@@ -63,10 +64,6 @@ StrPath = str | os.PathLike[str]
 Event = dict[str, Any]
 #: (logs done, logs in all, bytes read, bytes in all); bytes as stored, before decompression.
 Progress = Callable[[int, int, int, int], None]
-
-
-class ReplayError(Exception):
-    """A log argument or an output file that cannot be used; the message names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,10 +438,10 @@ async def replay_send(
     """
     from prometheus_client import CollectorRegistry
 
-    from agent.daemon import build_transports, lanes_for
     from agent.health import HealthTracker
     from agent.metrics import Metrics
     from agent.pipeline import Delivery, Pipeline
+    from agent.transports.factory import build_transports, lanes_for
 
     lineage = config.lineage
     replayer = _Replayer(
@@ -495,14 +492,14 @@ async def replay_send(
 
 
 def _drops(registry: CollectorRegistry, transport: str) -> dict[str, int]:
-    from agent.transports.base import REASONS
+    from agent.errors import DROP_REASONS
 
     labels = {"transport": transport}
     counts = {
         reason: registry.get_sample_value(
             "lineage_events_dropped_by_reason_total", labels | {"reason": reason}
         )
-        for reason in REASONS
+        for reason in DROP_REASONS
     }
     return {reason: int(count) for reason, count in counts.items() if count}
 

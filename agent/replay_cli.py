@@ -13,14 +13,8 @@ import sys
 import time
 from typing import Final, TextIO
 
-from agent.replay import (
-    EX_CONFIG,
-    EX_USAGE,
-    ReplayError,
-    ReplayReport,
-    replay,
-    replay_send,
-)
+from agent.errors import ReplayError
+from agent.replay import EX_CONFIG, EX_USAGE, ReplayReport, replay, replay_send
 
 _EPILOG = """\
 Each LOG is a single-file event log, a rolling eventlog_v2_* directory, or an event-log
@@ -84,10 +78,10 @@ def main_replay(args: argparse.Namespace) -> int:
     """`lineage-agent replay`: print the report; the exit code as the epilog lists them."""
     import json
 
-    from agent.config import AgentConfig, ConfigError
+    from agent.config import AgentConfig
     from agent.configfile import load_config
-    from agent.daemon import StartError
-    from agent.signing import KeyFileError, Signer, load_signing_key
+    from agent.errors import ConfigError, KeyFileError, StartError
+    from agent.signing import Signer, load_signing_key
 
     try:
         config = load_config(args.config) if args.config else AgentConfig()

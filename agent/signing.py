@@ -40,7 +40,8 @@ import orjson
 from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
-from agent.canonical import CanonicalizationError, canonicalize
+from agent.canonical import canonicalize
+from agent.errors import CanonicalizationError, KeyFileError, SignatureError
 from agent.facets import FACET_URLS, PRODUCER
 
 SIGNATURE_FACET: Final = "lineageAgent_signature"
@@ -55,18 +56,6 @@ _KEY_ID: Final = re.compile(r"sha256:[A-Za-z0-9_-]{43}")
 _LINES_SUFFIXES: Final = frozenset({".jsonl", ".ndjson"})
 
 StrPath = str | os.PathLike[str]
-
-
-class KeyFileError(Exception):
-    """A key file or key text cannot be used; the message says which and why."""
-
-
-class SignatureError(Exception):
-    """An event failed verification."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def key_id(verify_key: VerifyKey) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.envelope import Envelope
+from agent.errors import StateError
 
 SCHEMA_VERSION = 1
 #: Ledger rows kept in memory while the database refuses them (about 200 bytes each).
@@ -71,10 +72,6 @@ CREATE TABLE IF NOT EXISTS ledger (
 );
 CREATE INDEX IF NOT EXISTS ledger_execution ON ledger (execution);
 """
-
-
-class StateError(Exception):
-    """The state database cannot be used; the message says which file and what to do."""
 
 
 @dataclass(frozen=True, slots=True)

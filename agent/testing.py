@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent.envelope import Envelope
+from agent.errors import DropReason
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER
 from agent.source import Sink
 
@@ -117,12 +118,12 @@ class RecordingTransport:
 
     name: str = "memory"
     sent: list[Envelope] = field(default_factory=list)
-    fail: str | None = None
+    fail: DropReason | None = None
     delay: float = 0.0
     closed: bool = False
 
     async def send(self, batch: Sequence[Envelope]) -> None:
-        from agent.transports.base import DeliveryError
+        from agent.errors import DeliveryError
 
         if self.delay:
             await asyncio.sleep(self.delay)

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agent import canonical as canonical_module
-from agent.canonical import CanonicalizationError, canonicalize
+from agent.canonical import canonicalize
+from agent.errors import CanonicalizationError
 from tests.olschema import example_run_event
 
 SAFE = 2**53 - 1

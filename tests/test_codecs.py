@@ -15,14 +15,8 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.spark.eventlog.codecs import (
-    CodecUnavailable,
-    CorruptStream,
-    LzfDecoder,
-    UnknownCodec,
-    ZstdDecoder,
-    decoder_for,
-)
+from agent.errors import CodecUnavailable, CorruptStream, UnknownCodec
+from agent.spark.eventlog.codecs import LzfDecoder, ZstdDecoder, decoder_for
 from tests.spark_logs import (
     LAYOUTS,
     LZF_MISSING,

@@ -15,15 +15,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config import (
-    AgentConfig,
-    ConfigError,
-    FileConfig,
-    HttpAuth,
-    HttpConfig,
-    LineageConfig,
-)
+from agent.config import AgentConfig, FileConfig, HttpAuth, HttpConfig, LineageConfig
 from agent.configfile import load_config, parse_config, redacted
+from agent.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 

@@ -21,8 +21,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from prometheus_client import CollectorRegistry
 
 from agent.config import SparkConfig
+from agent.errors import ReplayError
 from agent.metrics import Metrics
-from agent.replay import LOG_ENDED, AppResult, ReplayError, replay
+from agent.replay import LOG_ENDED, AppResult, replay
 from agent.spark.source import SparkSource
 from agent.state import StateDB
 from tests.agentproc import keygen

@@ -21,11 +21,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jsonschema import Draft202012Validator
 from nacl.signing import SigningKey, VerifyKey
 
-from agent.facets import PRODUCER, SIGNATURE_SCHEMA_URL
+from agent.errors import KeyFileError, SignatureError
+from agent.facets import FACET_URLS, PRODUCER
 from agent.signing import (
-    KeyFileError,
     Problem,
-    SignatureError,
     Signer,
     Verified,
     generate_key_file,
@@ -46,6 +45,7 @@ from tests.olschema import (
 )
 
 FACET = "lineageAgent_signature"
+SIGNATURE_SCHEMA_URL = FACET_URLS[FACET]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent.envelope import Envelope
-from agent.state import LogPosition, StateDB, StateError
+from agent.errors import StateError
+from agent.state import LogPosition, StateDB
 from agent.testing import sample_run_events
 
 

@@ -19,8 +19,8 @@ import pytest
 
 from agent.config import FileConfig
 from agent.envelope import Envelope
-from agent.transports.base import DeliveryError
-from agent.transports.file import FileTransport, TransportStartError
+from agent.errors import DeliveryError, StartError
+from agent.transports.file import FileTransport
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -173,7 +173,7 @@ def test_rotation_names_never_collide(
 def test_second_writer_on_same_path_refused(path: Path, make: Factory) -> None:
     """A second transport on the same path is refused while the first holds the lock."""
     first = make(path)
-    with pytest.raises(TransportStartError) as caught:
+    with pytest.raises(StartError) as caught:
         make(path)
     assert str(caught.value) == (
         f"another lineage-agent is writing {path} (lock {path}.lock is held)"
@@ -202,7 +202,7 @@ def test_lock_held_by_another_process_refused(path: Path) -> None:
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline() == b"locked\n"
-        with pytest.raises(TransportStartError) as caught:
+        with pytest.raises(StartError) as caught:
             FileTransport(FileConfig(path=str(path)))
         assert str(caught.value) == (
             f"another lineage-agent is writing {path} (lock {path}.lock is held)"
@@ -217,7 +217,7 @@ def test_symlink_at_path_refused(path: Path, tmp_path: Path) -> None:
     target.write_bytes(b"")
     path.parent.mkdir()
     path.symlink_to(target)
-    with pytest.raises(TransportStartError) as caught:
+    with pytest.raises(StartError) as caught:
         FileTransport(FileConfig(path=str(path)))
     assert str(caught.value) == f"refusing to write {path}: it is a symbolic link"
     assert target.read_bytes() == b""
@@ -230,7 +230,7 @@ def test_fifo_at_path_refused(path: Path) -> None:
     """A FIFO at the path is refused at once instead of blocking the agent."""
     path.parent.mkdir()
     os.mkfifo(path)
-    with pytest.raises(TransportStartError) as caught:
+    with pytest.raises(StartError) as caught:
         FileTransport(FileConfig(path=str(path)))
     assert str(caught.value) == f"refusing to write {path}: not a regular file"
 
@@ -329,7 +329,7 @@ def test_empty_batch_writes_nothing(path: Path, make: Factory) -> None:
 _SIZE_LIMIT_CHILD = """
 import json, resource, signal, sys
 from agent.config import FileConfig
-from agent.transports.base import DeliveryError
+from agent.errors import DeliveryError
 from agent.transports.file import FileTransport
 from tests.test_transport_file import close, envelope, send
 

@@ -20,7 +20,7 @@ import trustme
 from agent import __version__
 from agent.config import HttpAuth, HttpConfig
 from agent.envelope import Envelope
-from agent.transports.base import DeliveryError
+from agent.errors import DeliveryError, StartError
 from agent.transports.http import HttpTransport, check_endpoint
 from tests.collector import Collector, closed_port, slow
 from tests.olschema import example_run_event
@@ -368,7 +368,7 @@ async def test_empty_batch_sends_nothing(collector: Collector, make: Factory) ->
 def test_missing_token_variable_is_named() -> None:
     """A token variable that is not set is an error naming the variable."""
     config = HttpConfig("https://lineage.example/api/v1/lineage", auth=HttpAuth("bearer", "OL_T"))
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(StartError) as caught:
         check_endpoint(config, {})
     assert str(caught.value) == (
         "lineage.http.auth.token_env: environment variable OL_T is not set"
@@ -389,7 +389,7 @@ def test_missing_token_variable_is_named() -> None:
 def test_unusable_token_is_refused_without_value(value: str, message: str) -> None:
     """An empty or malformed token is refused; the message never shows the value."""
     config = HttpConfig("https://lineage.example/api/v1/lineage", auth=HttpAuth("bearer", "OL_T"))
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(StartError) as caught:
         check_endpoint(config, {"OL_T": value})
     assert str(caught.value) == message
 
@@ -431,7 +431,7 @@ def test_token_is_read_and_trimmed() -> None:
 )
 def test_bad_endpoints_are_refused(fields: dict[str, Any], message: str) -> None:
     """Endpoints that would leak a token or cannot be used are refused with the key named."""
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(StartError) as caught:
         check_endpoint(HttpConfig(**fields), {"OL_T": TOKEN})
     assert str(caught.value) == message
 
@@ -439,7 +439,7 @@ def test_bad_endpoints_are_refused(fields: dict[str, Any], message: str) -> None
 def test_constructor_refuses_token_over_http() -> None:
     """The transport itself refuses a token for an http endpoint (defence in depth)."""
     config = HttpConfig("http://lineage.example/api", auth=HttpAuth("bearer", "OL_T"))
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(StartError) as caught:
         HttpTransport(config, token=TOKEN)
     assert str(caught.value) == (
         "lineage.http.endpoint: bearer auth needs an https:// endpoint; refusing to send a "
@@ -463,7 +463,7 @@ def test_constructor_needs_token_exactly_with_auth(
 def test_unreadable_ca_file_is_refused(tmp_path: Path) -> None:
     """A ca_file that cannot be loaded is an error naming the key and the file."""
     missing = tmp_path / "nope.pem"
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(StartError) as caught:
         HttpTransport(HttpConfig("https://lineage.example/api", ca_file=str(missing)), token=None)
     assert str(caught.value) == (
         f"lineage.http.ca_file: cannot load CA bundle {missing}: "

@@ -20,7 +20,7 @@ import trustme
 
 from agent.config import HttpConfig
 from agent.envelope import Envelope
-from agent.transports.base import DeliveryError
+from agent.errors import DeliveryError
 from agent.transports.http import HttpTransport
 
 Answer = Callable[[int], bytes]  # the answer to the n-th request (0-based) on the server

@@ -1,7 +1,7 @@
 """File transport: signed events as JSON lines, one complete event per line, with rotation.
 
 Errors:
-    TransportStartError: the file cannot be taken at start (another agent holds its lock,
+    StartError: the file cannot be taken at start (another agent holds its lock,
     a symbolic link sits at the path, the file cannot be created).
     DeliveryError("write_error", ...): a batch could not be written; the transport keeps
     working and the next batch is tried on a freshly checked file. A file that hit the
@@ -35,7 +35,7 @@ import structlog
 
 from agent.config import FileConfig
 from agent.envelope import Envelope
-from agent.transports.base import DeliveryError
+from agent.errors import DeliveryError, StartError
 
 _MIB: Final = 1024 * 1024
 _FILE_MODE: Final = 0o640
@@ -47,10 +47,6 @@ _OPEN_FLAGS: Final = (
 )
 
 log = structlog.get_logger(__name__)
-
-
-class TransportStartError(Exception):
-    """The transport cannot start writing its file; the message says why."""
 
 
 class _NotRegularFileError(OSError):
@@ -82,9 +78,9 @@ class FileTransport:
             _check_links(self._path)
             os.makedirs(parent, mode=_DIR_MODE, exist_ok=True)
         except _UntrustedLinkError as exc:
-            raise TransportStartError(_open_problem(self._path, exc)) from None
+            raise StartError(_open_problem(self._path, exc)) from None
         except OSError as exc:
-            raise TransportStartError(f"cannot create directory {parent}: {exc.strerror}") from None
+            raise StartError(f"cannot create directory {parent}: {exc.strerror}") from None
         self._lock_fd: int
         if lock_of is not None and lock_of.path == self._path and lock_of.lock_fd >= 0:
             # The same open file description, hence the same flock: held until both close.
@@ -95,7 +91,7 @@ class FileTransport:
             self._open()
         except OSError as exc:
             os.close(self._lock_fd)
-            raise TransportStartError(_open_problem(self._path, exc)) from None
+            raise StartError(_open_problem(self._path, exc)) from None
 
     @property
     def path(self) -> str:
@@ -211,17 +207,17 @@ def _take_lock(path: str) -> int:
     try:
         fd = os.open(lock_path, flags, _FILE_MODE)
     except OSError as exc:
-        raise TransportStartError(_open_problem(lock_path, exc)) from None
+        raise StartError(_open_problem(lock_path, exc)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise TransportStartError(
+        raise StartError(
             f"another lineage-agent is writing {path} (lock {lock_path} is held)"
         ) from None
     except OSError as exc:
         os.close(fd)
-        raise TransportStartError(f"cannot lock {lock_path}: {exc.strerror}") from None
+        raise StartError(f"cannot lock {lock_path}: {exc.strerror}") from None
     return fd
 
 

@@ -2,7 +2,7 @@
 
 Keep-alive connections per transport, at most `HttpConfig.concurrency` at once; TLS
 verification is always on. Every failure becomes a `DeliveryError` whose reason is one of
-`REASONS`; nothing is retried (a request that may have reached the collector is never sent
+`DropReason`; nothing is retried (a request that may have reached the collector is never sent
 twice), and no send lasts longer than `HttpConfig.timeout`, however the time is spent
 (connecting, the TLS handshake, sending, reading the answer).
 
@@ -32,7 +32,7 @@ import httpx
 from agent import __version__
 from agent.config import HttpConfig
 from agent.envelope import Envelope
-from agent.transports.base import DeliveryError
+from agent.errors import DeliveryError, StartError
 
 #: Level 1 keeps 98% of level 6's size reduction on event JSON (a 6 KB event: 20.2% vs
 #: 18.5% of the original size) at half its CPU time for one event and a third for a batch
@@ -53,7 +53,7 @@ _READ_SIZE: Final = 64 * 1024
 def check_endpoint(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> str | None:
     """Validate the endpoints and read the bearer token; return the token, or None without auth.
 
-    Raises ValueError naming the config key (and for the token the environment variable,
+    Raises StartError naming the config key (and for the token the environment variable,
     never its value).
     """
     token: str | None = None
@@ -62,12 +62,12 @@ def check_endpoint(config: HttpConfig, environ: Mapping[str, str] = os.environ) 
         key = "lineage.http.auth.token_env"
         raw = environ.get(variable)
         if raw is None:
-            raise ValueError(f"{key}: environment variable {variable} is not set")
+            raise StartError(f"{key}: environment variable {variable} is not set")
         token = raw.strip()
         if not token:
-            raise ValueError(f"{key}: environment variable {variable} is empty")
+            raise StartError(f"{key}: environment variable {variable} is empty")
         if not all("!" <= char <= "~" for char in token):
-            raise ValueError(
+            raise StartError(
                 f"{key}: environment variable {variable} holds characters that are not "
                 "allowed in a bearer token (only visible ASCII)"
             )
@@ -83,13 +83,13 @@ def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise ValueError(f"{key}: not a valid URL: {exc}") from None
+        raise StartError(f"{key}: not a valid URL: {exc}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ValueError(f"{key}: expected an http:// or https:// URL with a host")
+        raise StartError(f"{key}: expected an http:// or https:// URL with a host")
     if parsed.userinfo:
-        raise ValueError(f"{key}: credentials in the URL are not supported; use lineage.http.auth")
+        raise StartError(f"{key}: credentials in the URL are not supported; use lineage.http.auth")
     if auth and parsed.scheme != "https":
-        raise ValueError(
+        raise StartError(
             f"{key}: bearer auth needs an https:// endpoint; refusing to send a token over http"
         )
     return parsed
@@ -102,7 +102,7 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
         try:
             context.load_verify_locations(cafile=ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise ValueError(
+            raise StartError(
                 f"lineage.http.ca_file: cannot load CA bundle {ca_file}: {exc}"
             ) from None
     return context
@@ -353,8 +353,7 @@ def _status_error(response: h11.Response) -> DeliveryError:
         )[:_MAX_DETAIL_URL]
         where = f" to {location}" if location else ""
         return DeliveryError("http_4xx", f"unexpected redirect {text}{where}")
-    reason = "http_5xx" if status >= 500 else "http_4xx"
-    return DeliveryError(reason, f"HTTP {text}")
+    return DeliveryError("http_5xx" if status >= 500 else "http_4xx", f"HTTP {text}")
 
 
 def _cause(exc: BaseException) -> str:

@@ -98,7 +98,6 @@ async def _agent(
     from prometheus_client import CollectorRegistry
 
     from agent.config import HttpConfig, LineageConfig
-    from agent.daemon import lanes_for
     from agent.health import HealthTracker
     from agent.metrics import Metrics
     from agent.pipeline import Delivery, Pipeline
@@ -106,6 +105,7 @@ async def _agent(
     from agent.signing import Signer
     from agent.state import StateDB
     from agent.transports.base import Transport
+    from agent.transports.factory import lanes_for
     from agent.transports.http import HttpTransport
 
     lineage = LineageConfig(

@@ -32,7 +32,7 @@ import httpx
 import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from agent.transports.base import REASONS
+from agent.errors import DROP_REASONS
 from tests.agentproc import AgentProcess, accounting
 from tests.collector import Behaviour, Collector, Request, Slow
 from tests.independent import public_key, verify
@@ -199,7 +199,7 @@ def drops(samples: Mapping[str, float], transport: str) -> dict[str, float]:
             labels = dict(part.split("=", 1) for part in match[1].split(","))
             if labels["transport"] == transport:
                 found[labels["reason"]] = value
-    assert set(found) <= set(REASONS), found
+    assert set(found) <= set(DROP_REASONS), found
     return found
 
 

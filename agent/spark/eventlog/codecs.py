@@ -31,6 +31,8 @@ import cramjam
 import lz4.block  # type: ignore[import-untyped]
 import zstandard
 
+from agent.errors import CodecUnavailable, CorruptStream, UnknownCodec
+
 #: Spark's codec short names, plus "none" for an uncompressed log.
 CODECS: Final = ("none", "zstd", "lz4", "snappy", "lzf")
 
@@ -38,28 +40,6 @@ CODECS: Final = ("none", "zstd", "lz4", "snappy", "lzf")
 # gigabytes. Real blocks are far smaller: Spark's default block sizes are 32 KiB.
 _MAX_SNAPPY_CHUNK: Final = 64 * 1024 * 1024
 _ZSTD_MAX_BLOCK: Final = 128 * 1024  # RFC 8878 Block_Maximum_Size
-
-
-class CodecError(Exception):
-    """Base of every error raised by this module."""
-
-
-class UnknownCodec(CodecError):
-    """A codec name Spark does not write."""
-
-
-class CodecUnavailable(CodecError):
-    """A codec Spark writes, whose decoding library is not installed."""
-
-
-class CorruptStream(CodecError):
-    """Input that is not a valid stream of the codec; `offset` is where that showed."""
-
-    def __init__(self, detail: str, *, offset: int, partial: bytes = b"") -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.offset = offset
-        self.partial = partial
 
 
 class Decoder(Protocol):

@@ -31,7 +31,8 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-from agent.spark.eventlog.codecs import CodecError, CorruptStream, Decoder, decoder_for
+from agent.errors import CodecError, CorruptStream
+from agent.spark.eventlog.codecs import Decoder, decoder_for
 from agent.spark.eventlog.layout import EventFile, LogRef, restat
 
 READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; output scales with the ratio
