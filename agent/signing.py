@@ -43,6 +43,7 @@ from nacl.signing import SigningKey, VerifyKey
 from agent.canonical import canonicalize
 from agent.errors import CanonicalizationError, KeyFileError, SignatureError
 from agent.facets import FACET_URLS, PRODUCER
+from agent.fsutil import fsync_directory
 
 SIGNATURE_FACET: Final = "lineageAgent_signature"
 ALGORITHM: Final = "Ed25519"
@@ -163,18 +164,8 @@ def generate_key_file(path: StrPath) -> VerifyKey:
         ) from None
     finally:
         os.close(fd)
-    _sync_directory(os.path.dirname(os.path.abspath(path)))
+    fsync_directory(os.path.dirname(os.path.abspath(path)))
     return key.verify_key
-
-
-def _sync_directory(directory: str) -> None:
-    """Make the new directory entry durable; best effort (not every filesystem allows it)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def load_signing_key(path: StrPath) -> SigningKey:

@@ -17,7 +17,6 @@ outcome never raises: delivery must not depend on the audit trail.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 from agent.envelope import Envelope
 from agent.errors import StateError
+from agent.fsutil import take_lock
 
 SCHEMA_VERSION = 1
 #: Ledger rows kept in memory while the database refuses them (about 200 bytes each).
@@ -135,18 +135,14 @@ class StateDB:
     def _lock(self) -> int:
         lock_path = self.directory / "state.lock"
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
-        except OSError as error:
-            raise StateError(f"{lock_path}: cannot open: {error.strerror}") from error
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return take_lock(lock_path, 0o640)
         except BlockingIOError:
-            os.close(fd)
             raise StateError(
                 f"{self.directory}: another lineage-agent is using this state directory "
                 f"(lock {lock_path} is held)"
             ) from None
-        return fd
+        except OSError as error:
+            raise StateError(f"{lock_path}: cannot open: {error.strerror}") from error
 
     def close(self) -> None:
         """Write what the ledger still holds if the database lets us, then close; the

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 import time
@@ -36,6 +35,7 @@ import structlog
 from agent.config import FileConfig
 from agent.envelope import Envelope
 from agent.errors import DeliveryError, StartError
+from agent.fsutil import fsync_directory, take_lock
 
 _MIB: Final = 1024 * 1024
 _FILE_MODE: Final = 0o640
@@ -187,7 +187,7 @@ class FileTransport:
             os.fsync(self._fd)
             target = _free_name(self._path)
             os.rename(self._path, target)
-            _fsync_directory(os.path.dirname(self._path) or ".")
+            fsync_directory(os.path.dirname(self._path) or ".")
         except OSError as exc:
             if not self._rotation_failed:
                 log.warning("file_rotation_failed", path=self._path, error=exc.strerror)
@@ -203,22 +203,16 @@ class FileTransport:
 
 def _take_lock(path: str) -> int:
     lock_path = f"{path}.lock"
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(lock_path, flags, _FILE_MODE)
-    except OSError as exc:
-        raise StartError(_open_problem(lock_path, exc)) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return take_lock(lock_path, _FILE_MODE, follow_links=False)
     except BlockingIOError:
-        os.close(fd)
         raise StartError(
             f"another lineage-agent is writing {path} (lock {lock_path} is held)"
         ) from None
     except OSError as exc:
-        os.close(fd)
+        if exc.filename is not None:  # the open failed
+            raise StartError(_open_problem(lock_path, exc)) from None
         raise StartError(f"cannot lock {lock_path}: {exc.strerror}") from None
-    return fd
 
 
 def _write_whole(fd: int, data: bytes) -> int:
@@ -274,16 +268,6 @@ def _free_name(path: str) -> str:
     while os.path.lexists(f"{path}.{stamp}"):
         stamp += 1
     return f"{path}.{stamp}"
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable; best effort where directories cannot be fsynced."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _check_links(path: str) -> None:

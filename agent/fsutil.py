@@ -1,0 +1,34 @@
+"""File-system helpers shared by the state database, the file transport and key files."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+
+
+def take_lock(lock_path: str | os.PathLike[str], mode: int, *, follow_links: bool = True) -> int:
+    """Open (creating) `lock_path` and hold an exclusive flock(2) on it; the descriptor.
+
+    Raises BlockingIOError when another open file description holds the lock, and OSError
+    otherwise: from the open (its `filename` set) or from flock (no `filename`).
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(lock_path, flags, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
+    """Make a new or renamed directory entry durable; best effort, as not every file system
+    lets a directory be opened or fsynced."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
