@@ -1,7 +1,8 @@
 """The `lineage-agent` command; the only place that picks exit codes.
 
-Exit codes: 0 ok, 1 a check failed (verify), 2 usage, 78 (EX_CONFIG) configuration or
-start-up refusal, so that systemd's RestartPreventExitStatus=78 stops a restart loop.
+Exit codes: 0 ok, 1 a check failed (verify, replay) or the agent's source died (run: systemd
+restarts it), 2 usage, 78 (EX_CONFIG) configuration or start-up refusal, so that systemd's
+RestartPreventExitStatus=78 stops a restart loop, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from typing import TYPE_CHECKING, Any
 from agent import __version__
 
 if TYPE_CHECKING:
+    from agent.config import AgentConfig
     from agent.daemon import SourceFactory
+    from agent.source import Source, SourceContext
 
 EX_OK = 0
 EX_FAILED = 1
 EX_USAGE = 2
 EX_CONFIG = 78
+EX_INTERRUPTED = 130
 DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
 
 
@@ -28,10 +32,10 @@ def _err(message: str) -> None:
     print(f"lineage-agent: {message}", file=sys.stderr)
 
 
-def default_source(config: Any, daemon: Any) -> Any:
+def default_source(config: AgentConfig, context: SourceContext) -> Source:
     from agent.spark.source import SparkSource
 
-    return SparkSource.from_config(config, daemon)
+    return SparkSource.from_config(config, context)
 
 
 def run_daemon(config_path: str, source_factory: SourceFactory | None = None) -> int:
@@ -49,13 +53,14 @@ def run_daemon(config_path: str, source_factory: SourceFactory | None = None) ->
     logs.configure(config.logging.level, config.logging.format)
     daemon = Daemon(config, source_factory or default_source)
     try:
-        return asyncio.run(daemon.run())
+        outcome = asyncio.run(daemon.run())
     except StartError as error:
         import structlog
 
         structlog.get_logger("agent.daemon").error("start_refused", error=str(error))
         _err(str(error))
         return EX_CONFIG
+    return EX_OK if outcome == "stopped" else EX_FAILED
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -178,6 +183,31 @@ def _cmd_job_stop(args: argparse.Namespace) -> int:
     return _ask(args, payload, timeout=args.grace + 30)
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    """`replay`: 2 when a log or file could not be handled, 1 when a run failed or an event
+    was dropped, else 0 (see `replay --help`)."""
+    from agent.errors import ConfigError, KeyFileError, ReplayError, StartError
+    from agent.replay_cli import execute, render
+
+    try:
+        report = execute(args)
+    except (ConfigError, StartError) as error:
+        _err(str(error))
+        return EX_CONFIG
+    except (ReplayError, KeyFileError) as error:
+        _err(str(error))
+        return EX_USAGE
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EX_INTERRUPTED
+    if report.errors:
+        code = EX_USAGE
+    else:
+        code = EX_OK if report.passed and not report.dropped else EX_FAILED
+    print(render(report, code, as_json=args.json))
+    return code
+
+
 def _control_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", "-c", default=DEFAULT_CONFIG, help="config file naming the control socket"
@@ -253,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from agent.replay_cli import register
 
-    register(sub)
+    register(sub, _cmd_replay)
     return parser
 
 

@@ -1,5 +1,8 @@
 """The control socket behind `lineage-agent status`, `describe APP_ID` and `job stop APP_ID`.
 
+The server reads the running agent through `AgentView` (the daemon implements it) and acts on
+applications through the source's `ApplicationControl`; it knows neither class.
+
 Protocol: a unix stream socket (mode 0660, in the runtime directory); the client sends one
 JSON object per line ({"command": "status"} ...) and reads one JSON object back per line.
 Answers have `ok: true` or `ok: false` with an `error` text. The peer's uid comes from
@@ -16,28 +19,60 @@ import grp
 import json
 import os
 import pwd
-import signal
 import socket
 import stat
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
 from agent import __version__
+from agent.config import AgentConfig
 from agent.errors import ControlError
-from agent.spark import liveness as driver
-
-if TYPE_CHECKING:
-    from agent.daemon import Daemon
+from agent.health import HealthTracker
+from agent.metrics import Metrics
+from agent.pipeline import Pipeline
+from agent.source import ApplicationControl
+from agent.state import StateDB
 
 log = structlog.get_logger("agent.control")
 
 SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
 MAX_REQUEST = 64 * 1024
+
+
+class AgentView(Protocol):
+    """What the control socket reads of the running agent."""
+
+    @property
+    def phase(self) -> str:
+        """starting | running | stopping | stopped | disabled"""
+
+    @property
+    def started(self) -> float:
+        """Unix time the agent started."""
+
+    @property
+    def config(self) -> AgentConfig: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def health(self) -> HealthTracker: ...
+
+    @property
+    def pipeline(self) -> Pipeline | None: ...
+
+    @property
+    def state_db(self) -> StateDB | None: ...
+
+    @property
+    def applications(self) -> ApplicationControl | None:
+        """The source's answers about applications, when it follows any."""
 
 
 def _json(value: Any) -> Any:
@@ -66,8 +101,8 @@ def user_name(uid: int) -> str:
 class ControlServer:
     """Serves the daemon's state over the control socket."""
 
-    def __init__(self, daemon: Daemon, path: str) -> None:
-        self.daemon = daemon
+    def __init__(self, agent: AgentView, path: str) -> None:
+        self.agent = agent
         self.path = path
         self._server: asyncio.AbstractServer | None = None
         self._handlers: dict[str, Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]] = {
@@ -142,8 +177,8 @@ class ControlServer:
     # -- commands ----------------------------------------------------------------------------
 
     async def _status(self, _request: dict[str, Any], _uid: int) -> dict[str, Any]:
-        daemon = self.daemon
-        registry = daemon.metrics.registry
+        agent = self.agent
+        registry = agent.metrics.registry
         drops: dict[str, dict[str, float]] = {}
         for family in registry.collect():
             if family.name == "lineage_events_dropped_by_reason":
@@ -151,14 +186,14 @@ class ControlServer:
                     if sample.name.endswith("_total") and sample.value:
                         transport = sample.labels["transport"]
                         drops.setdefault(transport, {})[sample.labels["reason"]] = sample.value
-        pipeline = daemon.pipeline
-        source = daemon.spark_source
+        pipeline = agent.pipeline
+        apps = agent.applications
         return {
-            "state": daemon.state,
+            "state": agent.phase,
             "version": __version__,
             "pid": os.getpid(),
-            "uptime_seconds": round(time.time() - daemon.started, 1),
-            "config": daemon.config.source,
+            "uptime_seconds": round(time.time() - agent.started, 1),
+            "config": agent.config.source,
             "produced": pipeline.produced if pipeline else 0,
             "transports": [
                 {
@@ -171,25 +206,25 @@ class ControlServer:
                     "last_error": d.last_error,
                     "last_error_time": d.last_error_time,
                 }
-                for name, d in (pipeline.deliveries.items() if pipeline else [])
+                for name, d in (pipeline.snapshot() if pipeline else ())
             ],
             "applications": [
                 {
-                    "app_id": app.execution,
-                    "log": app.ref.path,
-                    "complete": app.reader.complete,
-                    "summary": app.translator.snapshot(),
+                    "app_id": app.app_id,
+                    "log": app.log,
+                    "complete": app.complete,
+                    "summary": app.summary,
                 }
-                for app in (source.apps.values() if source else [])
+                for app in (apps.applications() if apps else ())
             ],
         }
 
     async def _describe(self, request: dict[str, Any], _uid: int) -> dict[str, Any]:
         app_id = _app_id(request)
-        daemon = self.daemon
-        source = daemon.spark_source
-        app = source.find(app_id) if source else None
-        state = daemon.state_db
+        agent = self.agent
+        apps = agent.applications
+        app = apps.application(app_id) if apps else None
+        state = agent.state_db
         ledger = state.ledger_for(app_id) if state else []
         emitted = []
         if state is not None:
@@ -204,49 +239,26 @@ class ControlServer:
         return {
             "app_id": app_id,
             "tracked": app is not None,
-            "summary": app.translator.snapshot() if app else None,
+            "summary": app.summary if app else None,
             "emitted": emitted,
             "deliveries": ledger,
-            "health": daemon.health.get(app_id).as_dict(),
+            "health": agent.health.get(app_id).as_dict(),
             "stop": state.stop_request(app_id) if state else None,
         }
 
     async def _job_stop(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         app_id = _app_id(request)
         reason = str(request.get("reason") or "stopped with lineage-agent job stop")
-        source = self.daemon.spark_source
-        app = source.find(app_id) if source else None
-        if app is None or app.reader.complete or app.closed:
+        apps = self.agent.applications
+        if apps is None:
             raise ControlError(f"application {app_id} is not running on this node")
-        pids = await asyncio.to_thread(driver.pids_holding, _live_paths(app))
-        if not pids:
-            raise ControlError(
-                f"application {app_id}: no driver process on this node holds its event log "
-                "(it runs elsewhere, or the agent may not inspect it)"
-            )
-        requested_by = user_name(uid)
-        began = time.monotonic()
-        used = "SIGTERM"
-        _signal_all(pids, signal.SIGTERM)
-        # No await since the signal: the log cannot have been read past ApplicationEnd yet.
-        source.request_stop(app_id, reason, requested_by)
-        log.info("job_stop", app_id=app_id, pids=pids, reason=reason, requested_by=requested_by)
-        grace = float(request.get("grace", STOP_GRACE))
-        if not await _wait_gone(pids, grace):
-            used = "SIGKILL"
-            _signal_all(pids, signal.SIGKILL)
-            await _wait_gone(pids, 5.0)
-        source.wake()
-        # Without ApplicationEnd (SIGKILL), the source ends the runs ABORT once the log stops.
-        source.stopped_by_agent(app_id)
-        return {
-            "app_id": app_id,
-            "pids": pids,
-            "signal": used,
-            "seconds": round(time.monotonic() - began, 3),
-            "requested_by": requested_by,
-            "reason": reason,
-        }
+        outcome = await apps.stop_application(
+            app_id,
+            reason=reason,
+            requested_by=user_name(uid),
+            grace=float(request.get("grace", STOP_GRACE)),
+        )
+        return {**dataclasses.asdict(outcome), "pids": list(outcome.pids)}
 
 
 def _prepare(path: str) -> None:
@@ -257,61 +269,11 @@ def _prepare(path: str) -> None:
             os.unlink(path)
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-async def _wait_gone(pids: list[int], seconds: float) -> bool:
-    """Wait until every process has exited (pidfd readability), at most `seconds`."""
-    loop = asyncio.get_running_loop()
-    waits: list[asyncio.Future[None]] = []
-    fds: list[int] = []
-    for pid in pids:
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            continue
-        fds.append(fd)
-        done: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(fd, _resolve, done)
-        waits.append(done)
-    try:
-        if waits:
-            await asyncio.wait(waits, timeout=seconds)
-        return all(w.done() for w in waits)
-    finally:
-        for fd in fds:
-            loop.remove_reader(fd)
-            os.close(fd)
-
-
 def _app_id(request: dict[str, Any]) -> str:
     app_id = request.get("app_id")
     if not isinstance(app_id, str) or not app_id:
         raise ControlError("an application id is required")
     return app_id
-
-
-def _live_paths(app: Any) -> list[str]:
-    position = app.reader.position
-    paths = list(app.reader.ref.paths)
-    if position is not None:
-        paths.append(position.path)
-    return paths
-
-
-def _signal_all(pids: list[int], signum: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            continue
-        except PermissionError:
-            raise ControlError(
-                f"cannot signal driver pid {pid}: it belongs to another user and the agent "
-                "lacks CAP_KILL (see README, 'Stopping a job')"
-            ) from None
 
 
 # -- client ---------------------------------------------------------------------------------

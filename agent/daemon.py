@@ -4,10 +4,10 @@ Raises StartError (`agent.errors`) when the agent cannot start as configured (ke
 token, transport lock); `cli.py` maps it, like ConfigError, to exit 78 so that systemd does
 not restart in a loop.
 
-`Daemon.run` returns 0 after a stop request (or when a finite source ran out), and
-`SOURCE_FAILED` (1) when the source died of an error: the queue is still drained and the
-accounting logged, and the non-zero exit lets systemd's `Restart=on-failure` start the agent
-again, which picks the event logs up where the claims say it left them.
+`Daemon.run` returns "stopped" after a stop request (or when a finite source ran out), and
+"source_failed" when the source died of an error: the queue is still drained and the
+accounting logged, and `cli.py` exits non-zero so that systemd's `Restart=on-failure` starts
+the agent again, which picks the event logs up where the claims say it left them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 from agent import __version__, logs
 from agent.config import AgentConfig, LineageConfig
 from agent.configfile import load_config
+from agent.control import ControlServer
 from agent.errors import ConfigError, KeyFileError, StartError, StateError
 from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
@@ -35,15 +36,18 @@ from agent.pipeline import Delivery, Pipeline
 from agent.queue import BoundedQueue
 from agent.sdnotify import Notifier, watchdog_interval
 from agent.signing import Signer, load_signing_key
-from agent.source import Source
+from agent.source import ApplicationControl, Source, SourceContext
 from agent.state import StateDB
 from agent.transports.base import Transport
 from agent.transports.factory import build_transports, lanes_for
 
 log = structlog.get_logger("agent.daemon")
 
-SourceFactory = Callable[[AgentConfig, "Daemon"], Source]
-SOURCE_FAILED = 1
+SourceFactory = Callable[[AgentConfig, SourceContext], Source]
+#: How a run of the agent ended.
+Outcome = Literal["stopped", "source_failed"]
+#: Where the agent is in its life, as `status` and /healthz show it.
+Phase = Literal["starting", "running", "stopping", "stopped", "disabled"]
 
 
 def raise_open_files_limit() -> int:
@@ -76,20 +80,20 @@ class Daemon:
         self.metrics = Metrics(self.registry)
         self.health = HealthTracker()
         self.started = time.time()
-        self.state = "starting"
+        self.phase: Phase = "starting"
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._intake_stop = asyncio.Event()
         self.pipeline: Pipeline | None = None
         self.metrics_server: MetricsServer | None = None
         self.state_db: StateDB | None = None
-        self.spark_source: Any = None  # set by the Spark source, for the control socket
+        self.applications: ApplicationControl | None = None  # the source's, if it follows any
         self._retiring: set[asyncio.Task[None]] = set()
-        self.control: Any = None
+        self.control: ControlServer | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def run(self) -> int:
+    async def run(self) -> Outcome:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stop.set)
@@ -112,21 +116,21 @@ class Daemon:
     def request_reload(self) -> None:
         self._reload.set()
 
-    async def _run_disabled(self) -> int:
+    async def _run_disabled(self) -> Outcome:
         log.info(
             "lineage_disabled",
             config=self.config.source,
             detail="lineage.enabled is false; nothing is watched or shipped",
         )
-        self.state = "disabled"
+        self.phase = "disabled"
         self.notifier.ready("lineage disabled")
         watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
         await self._stop.wait()
         watchdog.cancel()
         self.notifier.stopping()
-        return 0
+        return "stopped"
 
-    async def _run_enabled(self) -> int:
+    async def _run_enabled(self) -> Outcome:
         config = self.config
         try:
             signer = Signer(load_signing_key(config.signing.key_path))
@@ -155,7 +159,11 @@ class Daemon:
                     f"metrics.listen: cannot listen on {config.metrics.listen}: {error.strerror}"
                 ) from error
             self.metrics_server.start()
-        source = self.source_factory(config, self)
+        source = self.source_factory(
+            config, SourceContext(self.state_db, self.metrics, self.health)
+        )
+        if isinstance(source, ApplicationControl):
+            self.applications = source
         await self._start_control()
         for delivery in pipeline.deliveries.values():
             delivery.start()
@@ -164,7 +172,7 @@ class Daemon:
         )
         watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
         flusher = asyncio.create_task(self._flush_state(), name="state-flush")
-        self.state = "running"
+        self.phase = "running"
         log.info(
             "agent_started",
             version=__version__,
@@ -181,7 +189,7 @@ class Daemon:
             watchdog.cancel()
             flusher.cancel()
             await self._shutdown(source_task)
-        return SOURCE_FAILED if failed else 0
+        return "source_failed" if failed else "stopped"
 
     async def _serve(self, source_task: asyncio.Task[None]) -> bool:
         """Handle reloads until a stop request or the source's end; True if the source failed."""
@@ -210,7 +218,7 @@ class Daemon:
         return False
 
     async def _shutdown(self, source_task: asyncio.Task[None]) -> None:
-        self.state = "stopping"
+        self.phase = "stopping"
         self.notifier.stopping()
         assert self.pipeline is not None
         deadline = time.monotonic() + self.config.lineage.drain_timeout
@@ -236,7 +244,7 @@ class Daemon:
             undelivered=dict(zip(self.pipeline.deliveries, left, strict=True)),
             accounting=self.pipeline.accounting(),
         )
-        self.state = "stopped"
+        self.phase = "stopped"
 
     async def _close_deliveries(self) -> None:
         if self.pipeline is None:
@@ -246,8 +254,6 @@ class Daemon:
                 await delivery.aclose()
 
     async def _start_control(self) -> None:
-        from agent.control import ControlServer
-
         control = ControlServer(self, self.config.control_socket)
         try:
             await control.start()
@@ -393,7 +399,7 @@ class Daemon:
     def healthz(self) -> bytes:
         pipeline = self.pipeline
         body = {
-            "status": "ok" if self.state == "running" else self.state,
+            "status": "ok" if self.phase == "running" else self.phase,
             "version": __version__,
             "uptime_seconds": round(time.time() - self.started, 3),
             "transports": {
@@ -402,7 +408,7 @@ class Daemon:
                     "capacity": d.queue.capacity,
                     "last_error": d.last_error,
                 }
-                for name, d in (pipeline.deliveries.items() if pipeline else [])
+                for name, d in (pipeline.snapshot() if pipeline else ())
             },
             "unhealthy_executions": len(self.health.unhealthy()),
         }

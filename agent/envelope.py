@@ -9,8 +9,8 @@ from dataclasses import dataclass
 class Envelope:
     """One signed RunEvent, serialized once; transports ship `payload` as is.
 
-    `execution` is the key of the health tracker (the Spark application id, or the
-    in-memory source's name); `digest` is the SHA-256 hex of `payload`, which the
+    `app_id` is the Spark application id (the in-memory source's name in tests), the key
+    of the health tracker and the ledger; `digest` is the SHA-256 hex of `payload`, which the
     delivery ledger and `describe` report; `produced` is a `time.monotonic()` stamp
     taken when the event entered the pipeline, for the delivery latency histogram.
     """
@@ -18,6 +18,6 @@ class Envelope:
     payload: bytes
     run_id: str
     event_type: str
-    execution: str
+    app_id: str
     digest: str
     produced: float

@@ -1,4 +1,4 @@
-"""Per-execution lineage health: which events of which Spark application were lost, and why."""
+"""Per-application lineage health: which events of which Spark application were lost, and why."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ COMPONENT = "lineage"
 
 
 @dataclass(frozen=True, slots=True)
-class LineageError:
-    """One event that did not reach one transport."""
+class Incident:
+    """One event that did not reach one transport, or one problem reading an application's log."""
 
     time: float  # unix seconds
     reason: str
@@ -34,11 +34,11 @@ class LineageError:
 
 
 @dataclass(slots=True)
-class ExecutionHealth:
-    """What went wrong for one execution: totals by reason and the most recent errors."""
+class AppHealth:
+    """What went wrong for one application: totals by reason and the most recent incidents."""
 
     dropped: Counter[str] = field(default_factory=Counter)
-    recent: deque[LineageError] = field(default_factory=lambda: deque(maxlen=50))
+    recent: deque[Incident] = field(default_factory=lambda: deque(maxlen=50))
 
     @property
     def healthy(self) -> bool:
@@ -53,25 +53,25 @@ class ExecutionHealth:
 
 
 class HealthTracker:
-    """Bounded map from execution key to its lineage errors; the oldest executions age out."""
+    """Bounded map from Spark application id to its incidents; the oldest applications age out."""
 
-    def __init__(self, max_executions: int = 10_000) -> None:
-        self._max = max_executions
-        self._executions: OrderedDict[str, ExecutionHealth] = OrderedDict()
+    def __init__(self, max_apps: int = 10_000) -> None:
+        self._max = max_apps
+        self._apps: OrderedDict[str, AppHealth] = OrderedDict()
 
-    def record(self, execution: str, error: LineageError) -> None:
-        health = self._executions.get(execution)
+    def record(self, app_id: str, incident: Incident) -> None:
+        health = self._apps.get(app_id)
         if health is None:
-            health = self._executions[execution] = ExecutionHealth()
-            if len(self._executions) > self._max:
-                self._executions.popitem(last=False)
+            health = self._apps[app_id] = AppHealth()
+            if len(self._apps) > self._max:
+                self._apps.popitem(last=False)
         else:
-            self._executions.move_to_end(execution)
-        health.dropped[error.reason] += 1
-        health.recent.append(error)
+            self._apps.move_to_end(app_id)
+        health.dropped[incident.reason] += 1
+        health.recent.append(incident)
 
-    def get(self, execution: str) -> ExecutionHealth:
-        return self._executions.get(execution) or ExecutionHealth()
+    def get(self, app_id: str) -> AppHealth:
+        return self._apps.get(app_id) or AppHealth()
 
     def unhealthy(self) -> list[str]:
-        return [key for key, health in self._executions.items() if not health.healthy]
+        return [key for key, health in self._apps.items() if not health.healthy]

@@ -14,13 +14,14 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import structlog
 
 from agent.envelope import Envelope
 from agent.errors import DeliveryError
-from agent.health import HealthTracker, LineageError
+from agent.health import HealthTracker, Incident
 from agent.metrics import Metrics
 from agent.queue import BoundedQueue
 from agent.transports.base import Transport
@@ -199,8 +200,8 @@ class Delivery:
         now = time.time()
         for envelope in batch:
             self._health.record(
-                envelope.execution,
-                LineageError(now, reason, self.name, envelope.event_type, envelope.run_id, detail),
+                envelope.app_id,
+                Incident(now, reason, self.name, envelope.event_type, envelope.run_id, detail),
             )
             if self._ledger is not None:
                 self._ledger.record(envelope, self.name, "dropped", reason)
@@ -218,19 +219,35 @@ class Pipeline:
         self._sign = sign
         self._metrics = metrics
         self._health = health
-        self.deliveries: dict[str, Delivery] = {}
+        # Replaced, never changed in place: the metrics thread (gauges, /healthz) iterates
+        # whatever mapping or tuple it was handed while a reload swaps in new ones.
+        self._deliveries: Mapping[str, Delivery] = MappingProxyType({})
         # Removed by a reload: still draining, then folded into `_retired` by name, so that
         # `accounting` covers every event any incarnation of a transport was offered.
-        self.retiring: list[Delivery] = []
+        self._retiring: tuple[Delivery, ...] = ()
         self._retired: dict[str, dict[str, int]] = {}
         self._emitted: dict[str, Any] = {}
         self.accepting = True
         self.produced = 0
 
+    @property
+    def deliveries(self) -> Mapping[str, Delivery]:
+        """The transports events fan out to, by name (a read-only snapshot)."""
+        return self._deliveries
+
+    @property
+    def retiring(self) -> tuple[Delivery, ...]:
+        """Transports a reload removed that are still draining."""
+        return self._retiring
+
+    def snapshot(self) -> tuple[tuple[str, Delivery], ...]:
+        """(name, delivery) pairs; safe to iterate from any thread."""
+        return tuple(self._deliveries.items())
+
     def set_signer(self, sign: Callable[[Mapping[str, Any]], bytes]) -> None:
         self._sign = sign
 
-    def submit(self, execution: str, event: Mapping[str, Any]) -> None:
+    def submit(self, app_id: str, event: Mapping[str, Any]) -> None:
         """Sign and queue one RunEvent for every transport. Never blocks, never raises."""
         event_type = str(event.get("eventType", "OTHER"))
         counter = self._emitted.get(event_type)
@@ -246,20 +263,20 @@ class Pipeline:
         try:
             payload = self._sign(event)
         except Exception as error:
-            log.error("event_unsignable", execution=execution, error=str(error))
-            envelope = Envelope(b"", run_id, event_type, execution, "", produced)
+            log.error("event_unsignable", app_id=app_id, error=str(error))
+            envelope = Envelope(b"", run_id, event_type, app_id, "", produced)
             for delivery in self.deliveries.values():
                 delivery.offer(envelope, ("invalid", str(error)))
             return
         envelope = Envelope(
-            payload, run_id, event_type, execution, hashlib.sha256(payload).hexdigest(), produced
+            payload, run_id, event_type, app_id, hashlib.sha256(payload).hexdigest(), produced
         )
         refusal = None if self.accepting else ("shutdown", "submitted after intake stopped")
         for delivery in self.deliveries.values():
             delivery.offer(envelope, refusal)
 
     def add(self, delivery: Delivery) -> None:
-        self.deliveries[delivery.name] = delivery
+        self._deliveries = MappingProxyType({**self._deliveries, delivery.name: delivery})
         # The gauge covers a retiring incarnation of the same transport too.
         gauge = self._metrics.queue_depth.labels(transport=delivery.name)
         gauge.set_function(lambda: self.depth(delivery.name))
@@ -267,18 +284,20 @@ class Pipeline:
     def depth(self, name: str) -> int:
         """Events of transport `name` accepted and not yet resolved, all incarnations."""
         return sum(
-            d.queue.depth for d in [*self.retiring, *self.deliveries.values()] if d.name == name
+            d.queue.depth for d in (*self._retiring, *self._deliveries.values()) if d.name == name
         )
 
     def retire(self, name: str) -> Delivery:
         """Take a transport out of the fan-out; it stays in the accounting while it drains."""
-        delivery = self.deliveries.pop(name)
-        self.retiring.append(delivery)
+        remaining = dict(self._deliveries)
+        delivery = remaining.pop(name)
+        self._deliveries = MappingProxyType(remaining)
+        self._retiring = (*self._retiring, delivery)
         return delivery
 
     def retired(self, delivery: Delivery) -> None:
         """A retiring delivery drained and closed: keep only its totals."""
-        self.retiring.remove(delivery)
+        self._retiring = tuple(d for d in self._retiring if d is not delivery)
         totals = self._retired.setdefault(
             delivery.name, {"offered": 0, "delivered": 0, "dropped": 0}
         )
@@ -295,7 +314,7 @@ class Pipeline:
         result: dict[str, dict[str, int]] = {}
         for name, totals in self._retired.items():
             result[name] = {**totals, "queued": 0}
-        for delivery in [*self.retiring, *self.deliveries.values()]:
+        for delivery in (*self._retiring, *self._deliveries.values()):
             numbers = result.setdefault(
                 delivery.name, {"offered": 0, "delivered": 0, "dropped": 0, "queued": 0}
             )

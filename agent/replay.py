@@ -1,13 +1,12 @@
 """`lineage-agent replay`: Spark event logs to signed RunEvents without the daemon.
 
-A replay reads each application's log with the Spark source's own parts (`logfiles.scan`,
-`LogReader`, `wanted`, `ApplicationTranslator`, configured from `spark:` as the source
-configures them), so it yields the events the daemon yields for the same log: same run ids,
-same bytes. The translator is pure and Ed25519 is deterministic, so replaying a log twice
-gives byte-identical output. Logs are taken as they are now: a finished log whose application
-never logged ApplicationEnd has its open runs ended FAIL at the log's mtime, as the daemon
-ends them; an in-progress log is read as far as it is written and its open runs are reported
-RUNNING, not ended.
+A replay reads each application's log through the Spark source's own `ApplicationLog`
+(configured from `spark:` by the same `translate_options`), so it yields the events the
+daemon yields for the same log: same run ids, same bytes. The translator is pure and Ed25519
+is deterministic, so replaying a log twice gives byte-identical output. Logs are taken as
+they are now: a finished log whose application never logged ApplicationEnd has its open runs
+ended FAIL at the log's mtime, as the daemon ends them; an in-progress log is read as far as
+it is written and its open runs are reported RUNNING, not ended.
 
 What a replay does not do: it has no state database, so nothing is claimed (events the agent
 already shipped are produced again, with the same run ids) and stop requests recorded by
@@ -18,10 +17,10 @@ drops are decided and counted the same way. One difference: replay waits for roo
 instead of dropping what it produces faster than a transport takes it; the daemon must never
 hold a Spark application back, a replay has none to hold back.
 
-Errors:
-    ReplayError: a LOG argument that is not an event log (missing, unlistable, empty
-        directory) or an output file that cannot be written (it exists, no permission). Logs
-        found but unreadable, and files refused, are reported per application, not raised.
+Raises ReplayError (`agent.errors`) for a LOG argument that is not an event log (missing,
+unlistable, empty directory) or an output file that cannot be written (it exists, no
+permission). Logs found but unreadable, and files refused, are reported per application,
+not raised.
 """
 
 from __future__ import annotations
@@ -50,12 +49,6 @@ if TYPE_CHECKING:
 # The CLI imports this module (through `replay_cli`) to build its parser: the Spark, signing and
 # delivery modules are imported when a replay runs, so every other command starts as fast.
 
-EX_OK: Final = 0
-EX_FAILED: Final = 1
-EX_USAGE: Final = 2
-EX_CONFIG: Final = 78
-READ_BATCH: Final = 4 * 1024 * 1024  # decoded bytes per read, as the Spark source reads
-LOG_ENDED: Final = "the event log ended without ApplicationEnd for this run"  # the source's text
 _TERMINAL: Final = frozenset({"COMPLETE", "FAIL", "ABORT"})
 _FAILED: Final = frozenset({"FAIL", "ABORT"})
 _UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9._-]")
@@ -145,15 +138,9 @@ class ReplayReport:
     def dropped(self) -> int:
         return sum(d.dropped for d in self.deliveries)
 
-    def exit_code(self) -> int:
-        """2 when a log or file could not be handled, 1 when a run failed or an event was
-        dropped, else 0."""
-        if self.errors:
-            return EX_USAGE
-        return EX_OK if self.passed and not self.dropped else EX_FAILED
-
-    def to_json(self) -> dict[str, Any]:
-        """The report as JSON values (`--json`): every field and the derived counts."""
+    def to_json(self, exit_code: int) -> dict[str, Any]:
+        """The report as JSON values (`--json`): every field, the derived counts and the exit
+        status the command gives it."""
         apps = [
             asdict(a)
             | {
@@ -165,7 +152,7 @@ class ReplayReport:
         ]
         return {
             "passed": self.passed,
-            "exit_code": self.exit_code(),
+            "exit_code": exit_code,
             "applications": apps,
             "deliveries": [asdict(d) for d in self.deliveries],
             "errors": list(self.errors),
@@ -238,15 +225,10 @@ class _Replayer:
         spark: SparkConfig,
         progress: Progress | None,
     ) -> None:
-        from agent.spark.translate.translator import TranslateOptions
+        from agent.spark.application import translate_options
 
         self.refs = refs
-        self.options = TranslateOptions(
-            namespace=namespace,
-            emit_empty_executions=spark.emit_empty_executions,
-            running_interval_ms=int(spark.running_interval * 1000),
-            column_lineage_max_fields=spark.column_lineage_max_fields,
-        )
+        self.options = translate_options(spark, namespace)
         self.max_line_bytes = spark.max_line_bytes
         self.signer = signer
         self.output_dir = None if output_dir is None else os.fspath(output_dir)
@@ -291,50 +273,39 @@ class _Replayer:
 
     def _translate(self, ref: LogRef) -> tuple[AppResult, list[Event]]:
         """Read the log as far as it is written, the way the Spark source reads it."""
-        import orjson
-
-        from agent.spark.eventlog.reader import LogReader
-        from agent.spark.translate.listener import wanted
-        from agent.spark.translate.translator import ApplicationTranslator
+        from agent.spark.application import LOG_ENDED, ApplicationLog
 
         if ref.error is not None:
             return AppResult(ref.key, None, None, ref.path, ref.complete, (), (), (ref.error,)), []
-        translator = ApplicationTranslator(self.options)
+        app_log = ApplicationLog(ref, self.options, max_line_bytes=self.max_line_bytes)
+        reader, translator = app_log.reader, app_log.translator
         events: list[Event] = []
         errors: list[str] = []
         warnings: list[str] = []
         corrupt: list[str] = []
-        with LogReader(ref, max_line_bytes=self.max_line_bytes) as reader:
+        try:
             while True:
-                before = reader.bytes_read
-                for line in reader.read_available(READ_BATCH):
-                    if not wanted(line):
-                        continue
-                    try:
-                        record = orjson.loads(line)
-                    except orjson.JSONDecodeError as error:
-                        corrupt.append(str(error))
-                        continue
-                    events.extend(translator.feed(record))
-                warnings += [f"{s.path}:{s.line_no}: {s.reason}" for s in reader.take_skipped()]
+                batch = app_log.read()
+                corrupt += batch.corrupt
+                warnings += [f"{s.path}:{s.line_no}: {s.reason}" for s in batch.skipped]
                 errors += [
-                    f"{e.path}: unreadable from byte {e.offset}: {e.detail}"
-                    for e in reader.take_errors()
+                    f"{e.path}: unreadable from byte {e.offset}: {e.detail}" for e in batch.errors
                 ]
-                self._report(reader.bytes_read - before)
+                events += app_log.feed(batch)
+                self._report(batch.bytes_read)
                 # Caught up: everything written so far is read; an in-progress log ends here.
                 if reader.caught_up or reader.gone:
                     break
             if reader.gone:
                 errors.append("the log disappeared while it was read")
             elif reader.exhausted:
-                events += translator.close(
-                    cause="driver_lost", time_ms=ref.mtime_ns // 1_000_000, message=LOG_ENDED
-                )
+                events += app_log.end(cause="driver_lost", message=LOG_ENDED)
             complete = reader.complete
+        finally:
+            app_log.close()
         if corrupt:
             warnings.append(f"{len(corrupt)} corrupt line(s) skipped; the first: {corrupt[0]}")
-        warnings += translator.warnings
+        warnings += app_log.take_warnings()
         app = AppResult(
             app_id=translator.app_id or ref.key,
             attempt_id=translator.attempt_id,

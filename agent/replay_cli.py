@@ -1,7 +1,7 @@
 """The `lineage-agent replay` command: arguments, the report for people, progress on a terminal.
 
 The work itself is `agent.replay`; this module only turns arguments into a call of
-`replay` or `replay_send` and their report into text and an exit status.
+`replay` or `replay_send` and their report into text. `cli.py` picks the exit status.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Final, TextIO
 
 from agent.errors import ReplayError
-from agent.replay import EX_CONFIG, EX_USAGE, ReplayReport, replay, replay_send
+from agent.replay import ReplayReport, replay, replay_send
 
 _EPILOG = """\
 Each LOG is a single-file event log, a rolling eventlog_v2_* directory, or an event-log
@@ -34,8 +35,9 @@ _MIB: Final = 1024 * 1024
 
 def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    func: Callable[[argparse.Namespace], int],
 ) -> argparse.ArgumentParser:
-    """Add `replay` to the `lineage-agent` command; its `func` is `main_replay`."""
+    """Add `replay` to the `lineage-agent` command, run by `func`."""
     parser = subparsers.add_parser(
         "replay",
         help="translate Spark event logs without the daemon; exit 1 if a run failed",
@@ -70,38 +72,33 @@ def register(
         help="job namespace (default: spark.namespace, then lineage.namespace of --config)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=main_replay)
+    parser.set_defaults(func=func)
     return parser
 
 
-def main_replay(args: argparse.Namespace) -> int:
-    """`lineage-agent replay`: print the report; the exit code as the epilog lists them."""
-    import json
+def execute(args: argparse.Namespace) -> ReplayReport:
+    """`lineage-agent replay`: the report. Raises ConfigError or StartError (a config or
+    transport that cannot be used), ReplayError or KeyFileError (arguments, logs, keys)."""
 
     from agent.config import AgentConfig
     from agent.configfile import load_config
-    from agent.errors import ConfigError, KeyFileError, StartError
     from agent.signing import Signer, load_signing_key
 
-    try:
-        config = load_config(args.config) if args.config else AgentConfig()
-    except ConfigError as error:
-        return _fail(str(error), EX_CONFIG)
+    config = load_config(args.config) if args.config else AgentConfig()
     if args.send and not args.config:
-        return _fail("--send needs --config FILE: the transports are configured there", EX_USAGE)
+        raise ReplayError("--send needs --config FILE: the transports are configured there")
     key_path = args.key or (config.signing.key_path if args.config else None)
     if key_path is None:
-        return _fail("no signing key: give --key PATH, or --config FILE with signing.key_path", 2)
-    try:
-        signer = Signer(load_signing_key(key_path))
-    except KeyFileError as error:
-        return _fail(str(error), EX_USAGE)
+        raise ReplayError("no signing key: give --key PATH, or --config FILE with signing.key_path")
+    signer = Signer(load_signing_key(key_path))
     namespace = args.namespace or config.spark.namespace or config.lineage.namespace
     if args.output_dir:
         try:
             os.makedirs(args.output_dir, exist_ok=True)
         except OSError as error:
-            return _fail(f"{args.output_dir}: cannot create directory: {error.strerror}", 2)
+            raise ReplayError(
+                f"{args.output_dir}: cannot create directory: {error.strerror}"
+            ) from None
     progress = _ProgressLine(sys.stderr) if sys.stderr.isatty() else None
     try:
         if args.send:
@@ -127,17 +124,17 @@ def main_replay(args: argparse.Namespace) -> int:
                 spark=config.spark,
                 progress=progress,
             )
-    except ReplayError as error:
-        return _fail(str(error), EX_USAGE)
-    except StartError as error:
-        return _fail(str(error), EX_CONFIG)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
     finally:
         if progress is not None:
             progress.clear()
-    print(json.dumps(report.to_json(), indent=2) if args.json else summary(report))
-    return report.exit_code()
+    return report
+
+
+def render(report: ReplayReport, exit_code: int, *, as_json: bool) -> str:
+    """The report as JSON (with the exit status) or as the summary for people."""
+    import json
+
+    return json.dumps(report.to_json(exit_code), indent=2) if as_json else summary(report)
 
 
 def summary(report: ReplayReport) -> str:
@@ -196,11 +193,6 @@ def _headline(text: str | None, limit: int = 160) -> str:
     if head.endswith(marker) and raised:
         head = head.removesuffix(marker) + raised[-1]
     return head if len(head) <= limit else head[: limit - 3] + "..."
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"lineage-agent: {message}", file=sys.stderr)
-    return code
 
 
 class _ProgressLine:

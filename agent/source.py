@@ -1,12 +1,18 @@
-"""The source seam: whatever produces RunEvents for the pipeline."""
+"""The source seam: whatever produces RunEvents for the pipeline, and what the control socket
+may ask of a source that follows applications."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
-#: Called once per RunEvent: (execution key, event dict). Never blocks, never raises.
+from agent.health import HealthTracker
+from agent.metrics import Metrics
+from agent.state import StateDB
+
+#: Called once per RunEvent: (Spark application id, event dict). Never blocks, never raises.
 Sink = Callable[[str, Mapping[str, Any]], None]
 
 
@@ -17,3 +23,52 @@ class Source(Protocol):
 
     async def run(self, sink: Sink, stop: asyncio.Event) -> None:
         """Feed every event to `sink` in order; return soon after `stop` is set."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceContext:
+    """What the daemon lends a source it builds: the state database, metrics and health."""
+
+    state_db: StateDB
+    metrics: Metrics
+    health: HealthTracker
+
+
+@dataclass(frozen=True, slots=True)
+class ApplicationStatus:
+    """One followed application as `status` and `describe` show it."""
+
+    app_id: str  # the Spark application id (the log's name until ApplicationStart is read)
+    key: str  # the state database's key of its log
+    log: str
+    complete: bool  # Spark finished writing the log
+    summary: Any  # the translator's snapshot: runs, datasets, counters
+
+
+@dataclass(frozen=True, slots=True)
+class StopOutcome:
+    """What `job stop` did to a driver."""
+
+    app_id: str
+    pids: tuple[int, ...]
+    signal: str  # SIGTERM, or SIGKILL when the driver outlived the grace period
+    seconds: float
+    requested_by: str
+    reason: str
+
+
+@runtime_checkable
+class ApplicationControl(Protocol):
+    """A source's answers to `status`, `describe` and `job stop`."""
+
+    def applications(self) -> Sequence[ApplicationStatus]:
+        """Every application followed now."""
+
+    def application(self, app_id: str) -> ApplicationStatus | None:
+        """The followed application with that id (or log name), if any."""
+
+    async def stop_application(
+        self, app_id: str, *, reason: str, requested_by: str, grace: float
+    ) -> StopOutcome:
+        """Stop the driver (SIGTERM, SIGKILL after `grace`) and end its runs ABORT with
+        `reason`; ControlError when it does not run on this node or cannot be signalled."""

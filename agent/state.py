@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS stops (
 CREATE TABLE IF NOT EXISTS ledger (
     id INTEGER PRIMARY KEY,
     time REAL NOT NULL,
-    execution TEXT NOT NULL,
+    execution TEXT NOT NULL,         -- the Spark application id (name kept for old files)
     run_id TEXT NOT NULL,
     event_type TEXT NOT NULL,
     digest TEXT NOT NULL,
@@ -245,7 +245,7 @@ class StateDB:
         self._pending.append(
             (
                 time.time(),
-                envelope.execution,
+                envelope.app_id,
                 envelope.run_id,
                 envelope.event_type,
                 envelope.digest,
@@ -287,7 +287,7 @@ class StateDB:
                 (self._ledger_rows,),
             )
 
-    def ledger_for(self, execution: str) -> list[dict[str, Any]]:
+    def ledger_for(self, app_id: str) -> list[dict[str, Any]]:
         with contextlib.suppress(sqlite3.Error):  # refused: the rows written so far still tell
             self.flush()
         columns = ("time", "run_id", "event_type", "digest", "transport", "outcome", "reason")
@@ -295,7 +295,7 @@ class StateDB:
             dict(zip(columns, row, strict=True))
             for row in self._db.execute(
                 f"SELECT {', '.join(columns)} FROM ledger WHERE execution = ? ORDER BY id",
-                (execution,),
+                (app_id,),
             )
         ]
 

@@ -88,7 +88,7 @@ class MemorySource:
     """Feeds prepared events to the pipeline, optionally paced, then waits for `stop`."""
 
     events: Iterable[Mapping[str, Any]]
-    execution: str = "memory"
+    app_id: str = "memory"
     rate: float = 0.0  # events per second; 0 = as fast as possible
     exit_when_done: bool = False
     name: str = "memory"
@@ -100,7 +100,7 @@ class MemorySource:
         for event in self.events:
             if stop.is_set():
                 return
-            sink(self.execution, event)
+            sink(self.app_id, event)
             self.fed += 1
             if self.rate:
                 delay = begin + self.fed / self.rate - loop.time()

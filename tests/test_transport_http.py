@@ -51,7 +51,7 @@ def envelope(i: int) -> Envelope:
         payload=payload,
         run_id=str(uuid.UUID(int=i)),
         event_type="START",
-        execution="app-1",
+        app_id="app-1",
         digest=hashlib.sha256(payload).hexdigest(),
         produced=time.monotonic(),
     )

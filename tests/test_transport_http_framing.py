@@ -96,7 +96,7 @@ def envelope(i: int) -> Envelope:
         payload=payload,
         run_id=f"run-{i}",
         event_type="START",
-        execution="app-1",
+        app_id="app-1",
         digest=hashlib.sha256(payload).hexdigest(),
         produced=time.monotonic(),
     )

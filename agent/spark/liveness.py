@@ -1,18 +1,25 @@
-"""Is the Spark driver of an in-progress log still alive on this node?
+"""Is the Spark driver of an in-progress log still alive on this node, and stopping it.
 
 Two independent looks, either of which proves life: a process that holds the log file open
 (Spark's writer keeps the in-progress file open until it stops; needs permission to read
 other processes' /proc/PID/fd, as root or the same user), and the driver UI's REST API on
 loopback answering for this application id. Neither works for a driver on another node
 sharing the directory over NFS; then staleness alone decides, as documented.
+
+`job stop` signals the processes that hold the log open: SIGTERM (Spark's shutdown hook
+writes ApplicationEnd), SIGKILL when they outlive the grace period.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterable
+import signal
+from collections.abc import Iterable, Sequence
 
 import httpx
+
+from agent.errors import ControlError
 
 
 def pids_holding(paths: Iterable[str]) -> list[int]:
@@ -63,3 +70,56 @@ def ui_alive(ui_port: int | None, app_id: str | None, timeout: float = 1.0) -> b
 
 def driver_alive(paths: Iterable[str], ui_port: int | None, app_id: str | None) -> bool:
     return bool(pids_holding(paths)) or ui_alive(ui_port, app_id)
+
+
+def signal_all(pids: Iterable[int], signum: int) -> None:
+    """Signal every process; one that is gone already is skipped. ControlError when the
+    agent may not signal one (another user's driver, no CAP_KILL)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            raise ControlError(
+                f"cannot signal driver pid {pid}: it belongs to another user and the agent "
+                "lacks CAP_KILL (see README, 'Stopping a job')"
+            ) from None
+
+
+async def wait_gone(pids: Iterable[int], seconds: float) -> bool:
+    """Wait until every process has exited (pidfd readability), at most `seconds`."""
+    loop = asyncio.get_running_loop()
+    waits: list[asyncio.Future[None]] = []
+    fds: list[int] = []
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        fds.append(fd)
+        done: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, _resolve, done)
+        waits.append(done)
+    try:
+        if waits:
+            await asyncio.wait(waits, timeout=seconds)
+        return all(w.done() for w in waits)
+    finally:
+        for fd in fds:
+            loop.remove_reader(fd)
+            os.close(fd)
+
+
+async def end_driver(pids: Sequence[int], grace: float) -> str:
+    """After SIGTERM: wait up to `grace` seconds, then SIGKILL; the last signal it needed."""
+    if await wait_gone(pids, grace):
+        return "SIGTERM"
+    signal_all(pids, signal.SIGKILL)
+    await wait_gone(pids, 5.0)
+    return "SIGKILL"
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -1,0 +1,107 @@
+"""One application's event log, read and translated: what the daemon's source and `replay`
+share, so that both make the same events of the same log.
+
+`ApplicationLog.read` does the I/O (call it from a worker thread), `feed` the translation
+(pure; call it where the translator's other users are). Both parts are the ones the source
+and `replay` configure from `spark:` through `translate_options`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+from agent.config import SparkConfig
+from agent.spark.eventlog.layout import LogRef
+from agent.spark.eventlog.reader import LogReader
+from agent.spark.eventlog.records import RecordBatch, read_records
+from agent.spark.translate.listener import wanted
+from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions
+
+Event = dict[str, Any]
+#: (reason, requested by) of a `job stop` recorded for an application id, or None.
+StopLookup = Callable[[str], tuple[str, str] | None]
+
+READ_BATCH: Final = 4 * 1024 * 1024  # decoded bytes per read
+#: The errorMessage of runs still open when a finished log ends without ApplicationEnd.
+LOG_ENDED: Final = "the event log ended without ApplicationEnd for this run"
+_ENV: Final = b'"Event":"SparkListenerEnvironmentUpdate"'
+
+
+def translate_options(spark: SparkConfig, namespace: str) -> TranslateOptions:
+    """The translator's options from the `spark:` section and the job namespace."""
+    return TranslateOptions(
+        namespace=namespace,
+        emit_empty_executions=spark.emit_empty_executions,
+        running_interval_ms=int(spark.running_interval * 1000),
+        column_lineage_max_fields=spark.column_lineage_max_fields,
+    )
+
+
+class ApplicationLog:
+    """A log's reader and its application's translator, fed in step."""
+
+    def __init__(
+        self,
+        ref: LogRef,
+        options: TranslateOptions,
+        *,
+        max_line_bytes: int,
+        stop_lookup: StopLookup | None = None,
+    ) -> None:
+        self.ref = ref
+        self.reader = LogReader(ref, max_line_bytes=max_line_bytes)
+        self.translator = ApplicationTranslator(options)
+        self.ui_port: int | None = None  # the driver UI's port, from the environment event
+        self._stop_lookup = stop_lookup
+        self._stop_checked = stop_lookup is None
+
+    @property
+    def app_id(self) -> str:
+        """The Spark application id, or the log's name until ApplicationStart is read."""
+        return self.translator.app_id or self.ref.key
+
+    def read(self, budget: int = READ_BATCH) -> RecordBatch:
+        """The next records of the log (blocking I/O)."""
+        return read_records(self.reader, budget, wanted)
+
+    def feed(self, batch: RecordBatch) -> list[Event]:
+        """Translate a batch's records in order; the RunEvents they complete."""
+        translator = self.translator
+        events: list[Event] = []
+        for line, record in batch.records:
+            if self.ui_port is None and _ENV in line[:64]:
+                self.ui_port = _ui_port(record)
+            events.extend(translator.feed(record))
+            if not self._stop_checked and translator.app_id is not None:
+                # A stop recorded before this log was (re)read applies from here on.
+                self._stop_checked = True
+                assert self._stop_lookup is not None
+                request = self._stop_lookup(translator.app_id)
+                if request is not None:
+                    translator.request_stop(reason=request[0], requested_by=request[1])
+        return events
+
+    def take_warnings(self) -> list[str]:
+        """What the translator did not understand since the last call."""
+        warnings = list(self.translator.warnings)
+        self.translator.warnings.clear()
+        return warnings
+
+    def end(self, *, cause: Literal["driver_lost", "stopped"], message: str) -> list[Event]:
+        """Close the runs still open, at the log's last modification time."""
+        return self.translator.close(
+            cause=cause, time_ms=self.reader.ref.mtime_ns // 1_000_000, message=message
+        )
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def _ui_port(record: Any) -> int | None:
+    props = record.get("Spark Properties")
+    if isinstance(props, dict):
+        with contextlib.suppress(TypeError, ValueError):
+            return int(props.get("spark.ui.port", 0)) or None
+    return None

@@ -1,0 +1,76 @@
+"""Claiming events in the state database before they leave, through its outages.
+
+The state database may refuse writes for a while (locked by another process, its disk full).
+Then nothing is emitted unclaimed and nothing is dropped: the caller holds the events and
+offers them again. After the first refusal in a pass no other write is tried in that pass (a
+locked database costs a busy wait per attempt, and the deliveries share this thread). An
+outage is logged once, at its start, and once at its end.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+
+from agent.state import StateDB
+
+log = structlog.get_logger("agent.spark")
+
+Event = dict[str, Any]
+
+
+class Claims:
+    """The state database's claims and position writes, with the outage policy above."""
+
+    def __init__(self, state: StateDB) -> None:
+        self.state = state
+        self.refused = False  # a write was refused in this pass: try no more this pass
+        self._error: str | None = None  # the outage in progress, if any
+
+    def new_pass(self) -> None:
+        self.refused = False
+
+    def claim(self, key: str, events: Sequence[Event]) -> list[Event] | None:
+        """The events of `events` not emitted before (claimed now); None while refused."""
+        if not events:
+            return []
+        if self.refused:
+            return None
+        try:
+            fresh = self.state.claim(key, events)
+        except sqlite3.Error as error:
+            self._failed(error, len(events))
+            return None
+        self._recovered()
+        return fresh
+
+    def store(self, write: Callable[..., None], *args: Any) -> bool:
+        """Run one state-database write; False (logged) when the database refuses it."""
+        if self.refused:
+            return False
+        try:
+            write(*args)
+        except sqlite3.Error as error:
+            self._failed(error, 0)
+            return False
+        return True
+
+    def _failed(self, error: sqlite3.Error, held: int) -> None:
+        self.refused = True
+        if self._error is None:  # logged once per outage
+            log.error(
+                "state_write_failed",
+                path=str(self.state.path),
+                error=str(error),
+                held_events=held,
+                detail="events are held and claimed once the state database takes writes",
+            )
+        self._error = str(error)
+
+    def _recovered(self) -> None:
+        if self._error is not None:
+            log.info("state_write_recovered", path=str(self.state.path), after=self._error)
+            self._error = None
