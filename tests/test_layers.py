@@ -1,4 +1,4 @@
-"""The package's layers hold: import-linter's contracts, no import cycles, one door to the daemon."""
+"""The layers hold: import-linter's contracts, no import cycles, one door to the daemon."""
 
 from __future__ import annotations
 
