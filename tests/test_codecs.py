@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.errors import CodecUnavailable, CorruptStream, UnknownCodec
-from agent.spark.eventlog.codecs import LzfDecoder, ZstdDecoder, decoder_for
+from agent.spark.eventlog.blocks import LzfDecoder
+from agent.spark.eventlog.codecs import decoder_for
+from agent.spark.eventlog.zstd import ZstdDecoder
 from tests.spark_logs import (
     LAYOUTS,
     LZF_MISSING,
