@@ -111,7 +111,8 @@ def _cmd_pubkey(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from agent.errors import KeyFileError
-    from agent.signing import load_verify_key, verify_files
+    from agent.signing import load_verify_key
+    from agent.verify import verify_files
 
     try:
         trusted = [load_verify_key(key) for key in args.public_key]

@@ -24,18 +24,14 @@ from nacl.signing import SigningKey, VerifyKey
 from agent.errors import KeyFileError, SignatureError
 from agent.facets import FACET_URLS, PRODUCER
 from agent.signing import (
-    Problem,
     Signer,
-    Verified,
     generate_key_file,
     key_id,
     load_signing_key,
     load_verify_key,
     public_key_text,
-    verify_event,
-    verify_file,
-    verify_files,
 )
+from agent.verify import Problem, Verified, verify_event, verify_file, verify_files
 from tests.olschema import (
     AGENT_SCHEMAS,
     SchemaViolation,
