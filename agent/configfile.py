@@ -24,12 +24,23 @@ import typing
 from typing import Annotated, Any, Literal, get_args, get_origin
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-import yaml
-from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agent.config import AgentConfig, Bounds, Kind, fields_of
 from agent.errors import ConfigError
+from agent.yamlnodes import (
+    BOOL,
+    FLOAT,
+    INT,
+    MERGE,
+    PLAIN_TAGS,
+    STR,
+    compose,
+    describe,
+    is_null,
+    line_of,
+    scalar,
+)
 
 
 def load_config(path: str | os.PathLike[str]) -> AgentConfig:
@@ -53,12 +64,12 @@ def parse_config(
     """Validate YAML `text`; errors name `source`. Relative paths resolve against `base_dir`
     (default: the folder of `source`, taken from the working directory if `source` is relative).
     """
-    root = _compose(text, source)
-    if root is None or _is_null(root):
+    root = compose(text, source)
+    if root is None or is_null(root):
         raise ConfigError(f"{source}: empty configuration; expected a 'lineage' section")
     reader = _Reader(source, os.path.abspath(base_dir or os.path.dirname(os.path.abspath(source))))
     if not isinstance(root, MappingNode):
-        raise reader.error(root, "", f"expected a mapping of sections, got {_describe(root)}")
+        raise reader.error(root, "", f"expected a mapping of sections, got {describe(root)}")
     config: AgentConfig = reader.value(root, AgentConfig, "")
     if "lineage" not in reader.lines:
         raise reader.error(root, "lineage", "required section is missing")
@@ -93,80 +104,6 @@ def _check_rules(config: AgentConfig, reader: _Reader) -> None:
                     f"lineage.http.{key}",
                     "bearer auth needs an https:// endpoint; refusing to send a token over http",
                 )
-
-
-# --- YAML nodes ------------------------------------------------------------------------------
-
-_TAG = "tag:yaml.org,2002:"
-_STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
-_MERGE = _TAG + "merge"
-# Tags the resolver gives plain YAML; anything else was written explicitly (`!env X`,
-# `!!python/name:...`) and would otherwise be silently ignored by the walk.
-_PLAIN_TAGS = frozenset(
-    _TAG + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary")
-)
-# Builds plain scalars only: mappings and sequences are walked here, never constructed, so
-# line marks survive and no YAML feature beyond core scalars reaches the config.
-_SCALARS = SafeConstructor()
-_SCALAR_ERRORS = (ValueError, KeyError, TypeError, OverflowError, yaml.YAMLError)
-
-
-def _compose(text: str, source: str) -> Node | None:
-    try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f":{mark.line + 1}" if mark is not None else ""
-        # The context reads as the start of the sentence: "while scanning a quoted scalar,
-        # found unexpected end of stream".
-        problem = ", ".join(filter(None, (exc.context, exc.problem))) or "syntax error"
-        raise ConfigError(f"{source}{where}: not valid YAML: {problem}") from None
-    except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
-        problem = str(exc).splitlines()[0]
-        raise ConfigError(f"{source}:{line}: not valid YAML: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
-    except RecursionError:
-        # The composer recurses per nesting level; thousands of '[' exhaust the stack.
-        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
-
-
-def _line(node: Node) -> int:
-    return node.start_mark.line + 1
-
-
-def _is_null(node: Node) -> bool:
-    return isinstance(node, ScalarNode) and node.tag == _NULL
-
-
-def _describe(node: Node) -> str:
-    """The offending value as the user wrote it: strings quoted, numbers and booleans bare."""
-    if isinstance(node, MappingNode):
-        return "a mapping"
-    if isinstance(node, SequenceNode):
-        return "a list"
-    if node.tag == _NULL:
-        return "null"
-    text = str(node.value)
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return text if node.tag in (_INT, _FLOAT, _BOOL) else repr(text)
-
-
-def _scalar(node: Node, tags: tuple[str, ...]) -> Any:
-    """The constructed value of a scalar with one of `tags`, or None when it is anything else."""
-    if not isinstance(node, ScalarNode) or node.tag not in tags:
-        return None
-    try:
-        if node.tag == _INT:
-            return _SCALARS.construct_yaml_int(node)
-        if node.tag == _FLOAT:
-            return _SCALARS.construct_yaml_float(node)
-        if node.tag == _BOOL:
-            return _SCALARS.construct_yaml_bool(node)
-    except _SCALAR_ERRORS:  # explicit tags on bad text, like `!!int abc`
-        return None
-    return node.value
 
 
 # --- the walk --------------------------------------------------------------------------------
@@ -213,10 +150,10 @@ class _Reader:
         return ConfigError(f"{self.source}:{line}:{key} {what}")
 
     def error(self, node: Node, path: str, what: str) -> ConfigError:
-        return self.error_at(_line(node), path, what)
+        return self.error_at(line_of(node), path, what)
 
     def value(self, node: Node, hint: Any, path: str) -> Any:
-        if node.tag not in _PLAIN_TAGS:
+        if node.tag not in PLAIN_TAGS:
             raise self.error(node, path, f"unsupported YAML tag {node.tag!r}")
         origin = get_origin(hint)
         if origin is Annotated:
@@ -228,17 +165,17 @@ class _Reader:
             return self.number(node, base, path, bounds)
         if origin in (typing.Union, types.UnionType):
             (arm,) = (a for a in get_args(hint) if a is not type(None))
-            return None if _is_null(node) else self.value(node, arm, path)
+            return None if is_null(node) else self.value(node, arm, path)
         if origin is Literal:
             return self.choice(node, get_args(hint), path)
         if origin is tuple:
             return self.items(node, get_args(hint)[0], path)
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-            return self.section(node, hint, path, _line(node))
+            return self.section(node, hint, path, line_of(node))
         if hint is bool:
-            value = _scalar(node, (_BOOL,))
+            value = scalar(node, (BOOL,))
             if value is None:
-                raise self.error(node, path, f"expected true or false, got {_describe(node)}")
+                raise self.error(node, path, f"expected true or false, got {describe(node)}")
             return value
         if hint is int or hint is float:
             return self.number(node, hint, path, Bounds())
@@ -247,27 +184,27 @@ class _Reader:
         raise TypeError(f"{path}: the loader cannot read fields of type {hint!r}")
 
     def section(self, node: Node, cls: type, path: str, line: int) -> Any:
-        if not isinstance(node, MappingNode) and not _is_null(node):
-            raise self.error(node, path, f"expected a mapping, got {_describe(node)}")
+        if not isinstance(node, MappingNode) and not is_null(node):
+            raise self.error(node, path, f"expected a mapping, got {describe(node)}")
         pairs = node.value if isinstance(node, MappingNode) else []  # empty section: defaults
         hints = fields_of(cls)
         first: dict[str, int] = {}
         values: dict[str, Any] = {}
         for key_node, value_node in pairs:
             if not isinstance(key_node, ScalarNode):
-                raise self.error(key_node, path, f"expected a key name, got {_describe(key_node)}")
+                raise self.error(key_node, path, f"expected a key name, got {describe(key_node)}")
             name = str(key_node.value)
             key_path = f"{path}.{name}" if path else name
-            if key_node.tag == _MERGE:
+            if key_node.tag == MERGE:
                 raise self.error(key_node, path or "<<", "YAML merge keys (<<) are not supported")
             if name in first:
                 raise self.error(
                     key_node, key_path, f"duplicate key {name!r} (first at line {first[name]})"
                 )
-            first[name] = _line(key_node)
+            first[name] = line_of(key_node)
             if name not in hints:
                 raise self.error(key_node, key_path, _unknown_key(name, list(hints)))
-            self.lines[key_path] = _line(key_node)
+            self.lines[key_path] = line_of(key_node)
             values[name] = self.value(value_node, hints[name], key_path)
         for f in dataclasses.fields(cls):
             missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -292,19 +229,19 @@ class _Reader:
                 raise self.error(
                     item_node, item_path, f"duplicate {item!r} (first at line {first[item]})"
                 )
-            first[item] = _line(item_node)
+            first[item] = line_of(item_node)
             items.append(item)
         return tuple(items)
 
     def choice(self, node: Node, choices: tuple[str, ...], path: str) -> str:
-        value = _scalar(node, (_STR,))
+        value = scalar(node, (STR,))
         if value not in choices:
             expected = ", ".join(map(repr, choices))
-            raise self.error(node, path, f"expected one of {expected}, got {_describe(node)}")
+            raise self.error(node, path, f"expected one of {expected}, got {describe(node)}")
         return str(value)
 
     def number(self, node: Node, base: Any, path: str, bounds: Bounds) -> Any:
-        value = _scalar(node, (_INT,) if base is int else (_INT, _FLOAT))
+        value = scalar(node, (INT,) if base is int else (INT, FLOAT))
         try:
             value = None if value is None else base(value)
         except OverflowError:  # an integer too large for a float
@@ -312,14 +249,14 @@ class _Reader:
         if value is None or not _within(value, bounds):
             noun = "an integer" if base is int else "a number"
             raise self.error(
-                node, path, f"expected {noun}{_bounds_text(bounds)}, got {_describe(node)}"
+                node, path, f"expected {noun}{_bounds_text(bounds)}, got {describe(node)}"
             )
         return value
 
     def string(self, node: Node, path: str) -> str:
-        value = _scalar(node, (_STR,))
+        value = scalar(node, (STR,))
         if not value:
-            raise self.error(node, path, f"expected a non-empty string, got {_describe(node)}")
+            raise self.error(node, path, f"expected a non-empty string, got {describe(node)}")
         return str(value)
 
 
@@ -336,16 +273,16 @@ _HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 def _read_duration(reader: _Reader, node: Node, path: str, bounds: Bounds) -> float:
     # Read from the text as written: YAML 1.1 would turn `1:30` into 90 (base 60).
-    text = node.value if isinstance(node, ScalarNode) and node.tag in (_STR, _INT, _FLOAT) else ""
+    text = node.value if isinstance(node, ScalarNode) and node.tag in (STR, INT, FLOAT) else ""
     match = _DURATION.fullmatch(str(text))
     if match is None:
         raise reader.error(
-            node, path, f"expected a duration like 5s or 500ms, got {_describe(node)}"
+            node, path, f"expected a duration like 5s or 500ms, got {describe(node)}"
         )
     seconds = float(match[1]) * _DURATION_UNITS[match[2]]
     if not _within(seconds, bounds):
         raise reader.error(
-            node, path, f"expected a duration{_bounds_text(bounds)}, got {_describe(node)}"
+            node, path, f"expected a duration{_bounds_text(bounds)}, got {describe(node)}"
         )
     return seconds
 
@@ -366,7 +303,7 @@ def _read_path(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str:
         text = ""
     if not text or "\0" in text:
         raise reader.error(
-            node, path, f"expected a local path or a file:// URL, got {_describe(node)}"
+            node, path, f"expected a local path or a file:// URL, got {describe(node)}"
         )
     return os.path.normpath(os.path.join(reader.base_dir, text))
 
@@ -381,7 +318,7 @@ def _read_http_url(reader: _Reader, node: Node, path: str, bounds: Bounds) -> st
         valid = False
     if not valid or any(c.isspace() for c in text):
         raise reader.error(
-            node, path, f"expected an absolute http:// or https:// URL, got {_describe(node)}"
+            node, path, f"expected an absolute http:// or https:// URL, got {describe(node)}"
         )
     return text
 
@@ -392,16 +329,16 @@ def _read_env_name(reader: _Reader, node: Node, path: str, bounds: Bounds) -> st
         raise reader.error(
             node,
             path,
-            f"expected an environment variable name like OPENLINEAGE_TOKEN, got {_describe(node)}",
+            f"expected an environment variable name like OPENLINEAGE_TOKEN, got {describe(node)}",
         )
     return text
 
 
 def _read_listen(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str | None:
-    if _scalar(node, (_BOOL,)) is False or _scalar(node, (_STR,)) == "":
+    if scalar(node, (BOOL,)) is False or scalar(node, (STR,)) == "":
         return None
     # The text as written: a plain `10:20` is a YAML 1.1 base-60 integer, still host:port here.
-    text = str(node.value) if isinstance(node, ScalarNode) and node.tag in (_STR, _INT) else ""
+    text = str(node.value) if isinstance(node, ScalarNode) and node.tag in (STR, INT) else ""
     match = _LISTEN.fullmatch(text)
     valid = match is not None
     if match is not None and match["v6"] is not None:
@@ -421,10 +358,10 @@ def _read_listen(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str 
         raise reader.error(
             node,
             path,
-            f"expected host:port or [ipv6]:port, or false to disable, got {_describe(node)}",
+            f"expected host:port or [ipv6]:port, or false to disable, got {describe(node)}",
         )
     if int(match["port"] or match["port6"]) > 65535:
-        raise reader.error(node, path, f"expected a port from 0 to 65535, got {_describe(node)}")
+        raise reader.error(node, path, f"expected a port from 0 to 65535, got {describe(node)}")
     return text
 
 
