@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Final, TextIO
 
 from agent.errors import ReplayError
-from agent.replay import ReplayReport, replay, replay_send
+from agent.replay import replay, replay_send
+from agent.replay_report import ReplayReport
 
 _EPILOG = """\
 Each LOG is a single-file event log, a rolling eventlog_v2_* directory, or an event-log

@@ -23,7 +23,8 @@ from prometheus_client import CollectorRegistry
 from agent.config import SparkConfig
 from agent.errors import ReplayError
 from agent.metrics import Metrics
-from agent.replay import AppResult, replay
+from agent.replay import replay
+from agent.replay_report import AppResult
 from agent.spark.application import LOG_ENDED
 from agent.spark.source import SparkSource
 from agent.state import StateDB
