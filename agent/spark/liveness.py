@@ -15,11 +15,21 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
 
 import httpx
+import structlog
 
 from agent.errors import ControlError
+from agent.spark.followed import Followed
+
+log = structlog.get_logger("agent.spark")
+
+StopLookup = Callable[[str], tuple[str, str] | None]
+Event = dict[str, Any]
+STOPPED_GRACE: Final = 2.0  # seconds without growth after `job stop` before runs end ABORT
 
 
 def pids_holding(paths: Iterable[str]) -> list[int]:
@@ -123,3 +133,53 @@ async def end_driver(pids: Sequence[int], grace: float) -> str:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+async def close_dead(
+    apps: Iterable[Followed], *, stale_after: float, stops: StopLookup
+) -> list[tuple[Followed, list[Event]]]:
+    """End the runs of applications whose driver is gone: ABORT after a `job stop` once the
+    log stopped growing, FAIL when an in-progress log is stale and no driver is alive."""
+    ended: list[tuple[Followed, list[Event]]] = []
+    now = time.monotonic()
+    for app in apps:
+        complete = app.log.reader.complete
+        if app.stop_pending is not None and not app.closed and not complete:
+            if now - max(app.stop_pending, app.last_growth) >= STOPPED_GRACE:
+                ended.append((app, _close_stopped(app, stops)))
+            continue
+        if app.closed or complete or now - app.last_growth < stale_after:
+            continue
+        translator = app.log.translator
+        alive = await asyncio.to_thread(
+            driver_alive, app.log.reader.ref.paths, app.log.ui_port, translator.app_id
+        )
+        if alive:
+            app.last_growth = now  # check again after another stale_after
+            continue
+        app.closed = True
+        events = app.log.end(
+            cause="driver_lost",
+            message=f"the driver is gone: the event log has not grown for {stale_after:g}s, "
+            "no process holds it open and the driver UI does not answer",
+        )
+        log.warning(
+            "driver_lost", log=app.log.ref.path, app_id=translator.app_id, runs_ended=len(events)
+        )
+        ended.append((app, events))
+    return ended
+
+
+def _close_stopped(app: Followed, stops: StopLookup) -> list[Event]:
+    """The driver was stopped from outside and wrote no ApplicationEnd: end runs ABORT."""
+    app.closed = True
+    request = stops(app.app_id)
+    reason = request[0] if request else "stopped from outside"
+    events = app.log.end(cause="stopped", message=f"stopped with lineage-agent job stop: {reason}")
+    log.info(
+        "application_stopped",
+        log=app.log.ref.path,
+        app_id=app.log.translator.app_id,
+        runs_ended=len(events),
+    )
+    return events

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import structlog
@@ -38,44 +37,12 @@ from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef, scan
 from agent.spark.eventlog.reader import Position
 from agent.spark.eventlog.records import RecordBatch
+from agent.spark.followed import Followed
 from agent.state import LogPosition, StateDB
 
 log = structlog.get_logger("agent.spark")
 
 RESCAN_EVERY: Final = 30.0  # seconds between full directory scans when inotify is working
-STOPPED_GRACE: Final = 2.0  # seconds without growth after `job stop` before runs end ABORT
-
-
-@dataclass
-class Followed:
-    """One application log being followed."""
-
-    key: str  # directory + "/" + log name: the state database's key
-    log: ApplicationLog
-    last_growth: float = field(default_factory=time.monotonic)
-    closed: bool = False  # ended as driver lost; followed lazily in case it grows again
-    stop_pending: float | None = None  # monotonic time a `job stop` ended its driver
-    corrupt: int = 0
-    pending: list[dict[str, Any]] = field(default_factory=list)  # translated, not yet claimed
-
-    @property
-    def app_id(self) -> str:
-        return self.log.app_id
-
-    def status(self) -> ApplicationStatus:
-        reader = self.log.reader
-        return ApplicationStatus(
-            self.app_id,
-            self.key,
-            self.log.ref.path,
-            reader.complete,
-            self.log.translator.snapshot(),
-        )
-
-    def live_paths(self) -> list[str]:
-        """Every path the driver may hold open: the log's files and the one being read."""
-        position = self.log.reader.position
-        return [*self.log.reader.ref.paths, *([position.path] if position else [])]
 
 
 class SparkSource:
@@ -372,54 +339,13 @@ class SparkSource:
     # -- stale in-progress logs ----------------------------------------------------------------
 
     async def _check_stale(self) -> None:
-        now = time.monotonic()
-        for app in list(self.apps.values()):
-            complete = app.log.reader.complete
-            if app.stop_pending is not None and not app.closed and not complete:
-                if now - max(app.stop_pending, app.last_growth) >= STOPPED_GRACE:
-                    self._close_stopped(app)
-                continue
-            if app.closed or complete or now - app.last_growth < self.spark.stale_after:
-                continue
-            alive = await asyncio.to_thread(
-                liveness.driver_alive,
-                app.log.reader.ref.paths,
-                app.log.ui_port,
-                app.log.translator.app_id,
-            )
-            if alive:
-                app.last_growth = now  # check again after another stale_after
-                continue
-            app.closed = True
-            ended = app.log.end(
-                cause="driver_lost",
-                message=f"the driver is gone: the event log has not grown for "
-                f"{self.spark.stale_after:g}s, no process holds it open and the driver UI "
-                f"does not answer",
-            )
-            log.warning(
-                "driver_lost",
-                log=app.log.ref.path,
-                app_id=app.log.translator.app_id,
-                runs_ended=len(ended),
-            )
-            self._emit(app, ended)
-
-    def _close_stopped(self, app: Followed) -> None:
-        """The driver was stopped from outside and wrote no ApplicationEnd: end runs ABORT."""
-        app.closed = True
-        request = self.state.stop_request(app.app_id)
-        reason = request[0] if request else "stopped from outside"
-        ended = app.log.end(
-            cause="stopped", message=f"stopped with lineage-agent job stop: {reason}"
+        ended = await liveness.close_dead(
+            list(self.apps.values()),
+            stale_after=self.spark.stale_after,
+            stops=self.state.stop_request,
         )
-        log.info(
-            "application_stopped",
-            log=app.log.ref.path,
-            app_id=app.log.translator.app_id,
-            runs_ended=len(ended),
-        )
-        self._emit(app, ended)
+        for app, events in ended:
+            self._emit(app, events)
 
     # -- control (ApplicationControl) ------------------------------------------------------------
 

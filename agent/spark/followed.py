@@ -1,0 +1,43 @@
+"""One application log the Spark source follows: its reader and translator, and what the
+source keeps about it between passes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.source import ApplicationStatus
+from agent.spark.application import ApplicationLog
+
+
+@dataclass
+class Followed:
+    """One application log being followed."""
+
+    key: str  # directory + "/" + log name: the state database's key
+    log: ApplicationLog
+    last_growth: float = field(default_factory=time.monotonic)
+    closed: bool = False  # ended as driver lost; followed lazily in case it grows again
+    stop_pending: float | None = None  # monotonic time a `job stop` ended its driver
+    corrupt: int = 0
+    pending: list[dict[str, Any]] = field(default_factory=list)  # translated, not yet claimed
+
+    @property
+    def app_id(self) -> str:
+        return self.log.app_id
+
+    def status(self) -> ApplicationStatus:
+        reader = self.log.reader
+        return ApplicationStatus(
+            self.app_id,
+            self.key,
+            self.log.ref.path,
+            reader.complete,
+            self.log.translator.snapshot(),
+        )
+
+    def live_paths(self) -> list[str]:
+        """Every path the driver may hold open: the log's files and the one being read."""
+        position = self.log.reader.position
+        return [*self.log.reader.ref.paths, *([position.path] if position else [])]
