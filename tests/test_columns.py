@@ -35,7 +35,8 @@ from agent.spark.plan.text import parse_plan
 from agent.spark.translate.columnfacet import column_lineage_facets
 from agent.spark.translate.datasets import collect
 from agent.spark.translate.naming import Catalog
-from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions
+from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import SchemaViolation, example_run_event, validate_run_event
 from tests.spark_logs import spark_env
 

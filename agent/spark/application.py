@@ -17,7 +17,8 @@ from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.reader import LogReader
 from agent.spark.eventlog.records import RecordBatch, read_records
 from agent.spark.translate.listener import wanted
-from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions
+from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.translator import ApplicationTranslator
 
 Event = dict[str, Any]
 #: (reason, requested by) of a `job stop` recorded for an application id, or None.

@@ -38,7 +38,8 @@ Layout = Literal["single", "rolling"]
 
 def translated_events(names: Sequence[str] = COMPLETED + RUNNING) -> list[dict[str, Any]]:
     """Every RunEvent the translator makes of the shared sample logs (empty executions too)."""
-    from agent.spark.translate.translator import ApplicationTranslator, TranslateOptions
+    from agent.spark.translate.options import TranslateOptions
+    from agent.spark.translate.translator import ApplicationTranslator
 
     events: list[dict[str, Any]] = []
     for name in names:

@@ -49,22 +49,20 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from agent.spark.plan import read as plans
 from agent.spark.plan.tables import normalize
 from agent.spark.translate import runids
-from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, names_dataset
 from agent.spark.translate.events import (
     MAX_MS,
     RunRef,
-    parent_facet,
     run_datasets,
     run_event,
 )
-from agent.spark.translate.naming import Catalog, job_name
+from agent.spark.translate.naming import job_name
+from agent.spark.translate.options import PROPERTIES, TranslateOptions, catalog_of, parent_of
 from agent.spark.translate.runs import (
     AppSummary,
     Execution,
@@ -85,7 +83,6 @@ from agent.spark.translate.values import (
     as_int_text,
     as_number,
     as_str,
-    as_uuid,
     int_list,
     mappings,
     properties,
@@ -93,31 +90,7 @@ from agent.spark.translate.values import (
 
 Event = dict[str, Any]
 
-_PROPERTIES: Final = frozenset(
-    {
-        "spark.app.name",
-        "spark.sql.warehouse.dir",
-        "spark.hadoop.hive.metastore.uris",
-        "hive.metastore.uris",
-        "spark.openlineage.appName",
-        "spark.openlineage.parentJobNamespace",
-        "spark.openlineage.parentJobName",
-        "spark.openlineage.parentRunId",
-        "spark.openlineage.rootParentJobNamespace",
-        "spark.openlineage.rootParentJobName",
-        "spark.openlineage.rootParentRunId",
-    }
-)
 _FINISHED_KEPT: Final = 256  # finished child runs that `snapshot` still shows
-
-
-@dataclass(frozen=True, slots=True)
-class TranslateOptions:
-    namespace: str  # job namespace
-    emit_empty_executions: bool = False  # SQL executions with no datasets
-    running_interval_ms: int = 0  # RUNNING events, 0 = off (driven by Spark timestamps)
-    # input-field entries a columnLineage facet may carry; 0 leaves the facet out
-    column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
 
 
 class ApplicationTranslator:
@@ -227,7 +200,7 @@ class ApplicationTranslator:
 
     def _on_environment(self, event: Mapping[str, Any], out: list[Event]) -> None:
         for section in ("Spark Properties", "Hadoop Properties"):
-            for key, value in properties(event.get(section), _PROPERTIES):
+            for key, value in properties(event.get(section), PROPERTIES):
                 self._props.setdefault(key, value)
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -506,30 +479,12 @@ class ApplicationTranslator:
         )
 
     def _datasets(self, run: Run) -> RunDatasets:
-        catalog = Catalog(
-            self._props.get("spark.sql.warehouse.dir"),
-            self._props.get("spark.hadoop.hive.metastore.uris")
-            or self._props.get("hive.metastore.uris"),
-        )
-        return run_datasets(run, catalog, self.options.column_lineage_max_fields)
+        return run_datasets(run, catalog_of(self._props), self.options.column_lineage_max_fields)
 
     def _parent_facet(self, run: Run) -> dict[str, Any] | None:
-        """Children point at the application; the application at the scheduler run that
-        launched it, when `spark.openlineage.parent*` / `rootParent*` properties say so.
-        The root is the scheduler's root run, else its parent run, else the application."""
         assert self._app is not None
-        external = self._external_run("parent")
-        root = self._external_run("rootParent") or external
-        if run.kind == "application":
-            return None if external is None else parent_facet(external, root)
         app = RunRef(self.options.namespace, self._app.job_name, self._app.run_id)
-        return parent_facet(app, root)
-
-    def _external_run(self, prefix: str) -> RunRef | None:
-        namespace = self._props.get(f"spark.openlineage.{prefix}JobNamespace")
-        name = self._props.get(f"spark.openlineage.{prefix}JobName")
-        run_id = as_uuid(self._props.get(f"spark.openlineage.{prefix}RunId"))
-        return RunRef(namespace, name, run_id) if namespace and name and run_id else None
+        return parent_of(run, app, self._props)
 
     def _tick(self, time_ms: int | None) -> int:
         """Advance the Spark clock to an event's time; an event without one happens 'now'."""

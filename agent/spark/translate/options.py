@@ -1,0 +1,67 @@
+"""What shapes a translation: its options, and the Spark properties it reads (the catalog's
+location, the scheduler run that launched the application)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
+from agent.spark.translate.events import RunRef, parent_facet
+from agent.spark.translate.naming import Catalog
+from agent.spark.translate.runs import Run
+from agent.spark.translate.values import as_uuid
+
+#: The Spark properties the translator keeps from the environment event.
+PROPERTIES: Final = frozenset(
+    {
+        "spark.app.name",
+        "spark.sql.warehouse.dir",
+        "spark.hadoop.hive.metastore.uris",
+        "hive.metastore.uris",
+        "spark.openlineage.appName",
+        "spark.openlineage.parentJobNamespace",
+        "spark.openlineage.parentJobName",
+        "spark.openlineage.parentRunId",
+        "spark.openlineage.rootParentJobNamespace",
+        "spark.openlineage.rootParentJobName",
+        "spark.openlineage.rootParentRunId",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TranslateOptions:
+    namespace: str  # job namespace
+    emit_empty_executions: bool = False  # SQL executions with no datasets
+    running_interval_ms: int = 0  # RUNNING events, 0 = off (driven by Spark timestamps)
+    # input-field entries a columnLineage facet may carry; 0 leaves the facet out
+    column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
+
+
+def catalog_of(props: Mapping[str, str]) -> Catalog:
+    """Where the session catalog keeps tables: the warehouse and the Hive metastore."""
+    return Catalog(
+        props.get("spark.sql.warehouse.dir"),
+        props.get("spark.hadoop.hive.metastore.uris") or props.get("hive.metastore.uris"),
+    )
+
+
+def parent_of(run: Run, app: RunRef, props: Mapping[str, str]) -> dict[str, Any] | None:
+    """The `parent` facet: children point at the application `app`; the application at the
+    scheduler run that launched it, when `spark.openlineage.parent*` / `rootParent*`
+    properties say so. The root is the scheduler's root run, else its parent run, else the
+    application."""
+    external = _external_run(props, "parent")
+    root = _external_run(props, "rootParent") or external
+    if run.kind == "application":
+        return None if external is None else parent_facet(external, root)
+    return parent_facet(app, root)
+
+
+def _external_run(props: Mapping[str, str], prefix: str) -> RunRef | None:
+    namespace = props.get(f"spark.openlineage.{prefix}JobNamespace")
+    name = props.get(f"spark.openlineage.{prefix}JobName")
+    run_id = as_uuid(props.get(f"spark.openlineage.{prefix}RunId"))
+    return RunRef(namespace, name, run_id) if namespace and name and run_id else None
