@@ -1,5 +1,5 @@
-"""What a plan reads and writes, as the plan names it: the unit `plans` produces and
-`naming` turns into OpenLineage datasets."""
+"""What a plan reads and writes, as the plan names it: the unit `read` produces and the
+translator turns into OpenLineage datasets."""
 
 from __future__ import annotations
 

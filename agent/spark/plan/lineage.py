@@ -1,5 +1,5 @@
 """Column lineage of the writes of one plan: `columns.PlanGraph` over the plan description,
-attached to the output datasets `plans` found, with the scans it follows named as datasets
+attached to the output datasets `read` found, with the scans it follows named as datasets
 and every written column typed (`typeinfer`).
 
 Writes followed: `InsertIntoHadoopFsRelationCommand`, `InsertIntoHiveTable` and the V2

@@ -5,7 +5,7 @@ and looks up the `physicalPlanDescription` (``explain formatted``, see `plantext
 the tree leaves out: the attribute lists (``Output [2]: [id#3L, k#4L]``), aliases and the
 arguments of commands whose tree node prints none (CTAS). The result names each dataset by
 what Spark printed (a path, a catalog table, a JDBC url); naming it the OpenLineage way is
-`naming`'s job. Written datasets carry their column lineage (`lineage`).
+the translator's job. Written datasets carry their column lineage (`lineage`).
 
 Understood: file scans (parquet, orc, csv, json, text, avro, any `FileFormat`) with their
 read schema, Hive table scans, JDBC relations, and the write commands `writes` reads. Scans
