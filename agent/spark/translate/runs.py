@@ -6,6 +6,18 @@ Outcomes of a job or execution, from Spark's failure message (see shared NOTES):
   cancelled  `[SPARK_JOB_CANCELLED] Job N cancelled ...`: a user or an operator stopped it;
   shutdown   `... cancelled because SparkContext was shut down`: the application stopped;
   failed     anything else (`[DIVIDE_BY_ZERO] ...`, `Job aborted due to stage failure ...`).
+
+Terminal state of a child run:
+  COMPLETE  the execution / job succeeded;
+  FAIL      it failed (`errorMessage`: Spark's message and the failed job's stack trace);
+  ABORT     its jobs were cancelled (`[SPARK_JOB_CANCELLED]`, "cancelled because SparkContext
+            was shut down"), it was still running when the application ended, or it ended
+            unsuccessfully after `request_stop`.
+
+Counters (`lineageAgent_run`): records and bytes read and written from StageCompleted task
+metrics, `failedTasks` from TaskEnd with a failure reason (killed attempts, e.g. speculation
+or cancellation, are not failures); per dataset, `inputStatistics` / `outputStatistics` from
+the plan nodes' SQL metrics, on terminal events.
 """
 
 from __future__ import annotations

@@ -23,12 +23,7 @@ Runs (job namespace from the options):
 Exactly one START and one terminal event per run, START first; RUNNING events in between when
 `running_interval_ms` > 0, triggered by events whose timestamp passed the interval.
 
-Terminal state of a child run:
-  COMPLETE  the execution / job succeeded;
-  FAIL      it failed (`errorMessage`: Spark's message and the failed job's stack trace);
-  ABORT     its jobs were cancelled (`[SPARK_JOB_CANCELLED]`, "cancelled because SparkContext
-            was shut down"), it was still running when the application ended, or it ended
-            unsuccessfully after `request_stop`.
+Terminal states of child runs and counters: see `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
@@ -38,11 +33,6 @@ run FAIL, `close(cause="stopped")` ABORT. At ApplicationEnd every open child run
 first, so the application's terminal event is always the last one; events that follow it
 (late JobEnd / SQLExecutionEnd of cancelled work) are ignored. A failed job whose JobEnd is
 logged after ApplicationEnd is therefore reported as aborted.
-
-Counters (`lineageAgent_run`): records and bytes read and written from StageCompleted task
-metrics, `failedTasks` from TaskEnd with a failure reason (killed attempts, e.g. speculation
-or cancellation, are not failures); per dataset, `inputStatistics` / `outputStatistics` from
-the plan nodes' SQL metrics, on terminal events.
 """
 
 from __future__ import annotations
@@ -61,13 +51,13 @@ from agent.spark.translate.events import (
     run_datasets,
     run_event,
 )
+from agent.spark.translate.jobs import Jobs
 from agent.spark.translate.naming import job_name
 from agent.spark.translate.options import PROPERTIES, TranslateOptions, catalog_of, parent_of
 from agent.spark.translate.runs import (
     AppSummary,
     Execution,
     Failure,
-    Job,
     Run,
     RunSummary,
     application_end,
@@ -80,10 +70,8 @@ from agent.spark.translate.runs import (
 )
 from agent.spark.translate.values import (
     as_int,
-    as_int_text,
     as_number,
     as_str,
-    int_list,
     mappings,
     properties,
 )
@@ -110,9 +98,7 @@ class ApplicationTranslator:
         self._sql_runs: dict[int, Run] = {}  # open, by root execution id
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
         self._ended_roots: set[int] = set()  # recent ones: see remember
-        self._jobs: dict[int, Job] = {}  # open
-        self._seen_jobs: set[int] = set()
-        self._stage_job: dict[int, int] = {}
+        self._jobs = Jobs()
         self._last: Failure | None = None  # outcome of the last job / execution to finish
         self._done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
         self._handlers: dict[str, Callable[[Mapping[str, Any], list[Event]], None]] = {
@@ -336,24 +322,17 @@ class ApplicationTranslator:
         job_id = as_int(event.get("Job ID"))
         if self._app is None or self._app_ids is None or job_id is None:
             return
-        if job_id in self._seen_jobs:
+        job = self._jobs.start(job_id, event)
+        if job is None:
             return
-        remember(self._seen_jobs, job_id)
         submitted = self._tick(as_int(event.get("Submission Time")))
         props = event.get("Properties")
-        props = props if isinstance(props, Mapping) else {}
-        warehouse = as_str(props.get("spark.sql.warehouse.dir"))
+        warehouse = (
+            as_str(props.get("spark.sql.warehouse.dir")) if isinstance(props, Mapping) else None
+        )
         if warehouse:
             self._props.setdefault("spark.sql.warehouse.dir", warehouse)
         infos = event.get("Stage Infos")
-        stages = int_list(event.get("Stage IDs")) or [
-            i for s in mappings(infos) if (i := as_int(s.get("Stage ID"))) is not None
-        ]
-        job = self._jobs[job_id] = Job(
-            job_id, as_int_text(props.get("spark.sql.execution.id")), stages
-        )
-        for stage in stages:
-            self._stage_job.setdefault(stage, job_id)
         paths = plans.rdd_inputs(infos) if job.execution is None else ()
         if paths:
             app_id, attempt, _ = self._app_ids
@@ -371,13 +350,10 @@ class ApplicationTranslator:
             self._start(job.run, out)
 
     def _on_job_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        job = self._jobs.pop(as_int(event.get("Job ID")), None)  # type: ignore[arg-type]
+        job = self._jobs.end(as_int(event.get("Job ID")))
         if job is None:
             return
         end = self._tick(as_int(event.get("Completion Time")))
-        for stage in job.stages:
-            if self._stage_job.get(stage) == job.job_id:
-                del self._stage_job[stage]
         failure = job_failure(event.get("Job Result"))
         self._last = failure or Failure("ok", "")
         execution = self._executions.get(job.execution) if job.execution is not None else None
@@ -411,7 +387,7 @@ class ApplicationTranslator:
 
     def _owner(self, stage: int | None) -> tuple[Run | None, Execution | None]:
         """The open child run (and SQL execution) whose job ran this stage."""
-        job = self._jobs.get(self._stage_job.get(stage, -1)) if stage is not None else None
+        job = self._jobs.of_stage(stage)
         if job is None:
             return None, None
         if job.run is not None:
