@@ -36,10 +36,10 @@ from agent.spark.plantext import parse_plan
 from agent.spark.schema import Field
 from agent.spark.translate import ApplicationTranslator, TranslateOptions
 from tests.olschema import SchemaViolation, example_run_event, validate_run_event
+from tests.samples import sample_bytes
 from tests.spark_logs import spark_env
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "plans"
-SAMPLES = Path(__file__).resolve().parents[1] / ".." / "shared" / "spark-eventlogs"
 SQL = "org.apache.spark.sql.execution.ui.SparkListenerSQL"
 PEOPLE = "/data/columns/data/people"
 
@@ -553,7 +553,7 @@ def test_adaptive_plans_initial_and_final_agree() -> None:
     lineage, though their operators and ids differ."""
     events = [
         json.loads(line)
-        for line in (SAMPLES / "success.jsonl").read_text().splitlines()
+        for line in sample_bytes("success").decode().splitlines()
         if line.startswith('{"Event":"' + SQL)
     ]
     plans_of = [
