@@ -2,8 +2,9 @@
 
 `validate_run_event(event)` checks the event against `OpenLineage.json#/$defs/RunEvent` (2-0-2,
 with format checks: uuid, date-time, uri) and then every facet in run, job, inputs and outputs
-against the schema its `_schemaURL` names: the standard facets from `shared/openlineage-spec`,
-ours (`lineageAgent_*`) from `agent/schemas`. A `_schemaURL` on openlineage.io or under our
+against the schema its `_schemaURL` names: the standard facets from the copy of the spec in
+`tests/data/openlineage-spec` (see its SOURCE.md), ours (`lineageAgent_*`) from
+`agent/schemas`. A `_schemaURL` on openlineage.io or under our
 schema base that names no local schema is an error (a wrong version would otherwise go
 unchecked); URLs of other producers are skipped. The schema files are read once and every
 validator is built once per URL.
@@ -26,7 +27,7 @@ from referencing.jsonschema import DRAFT202012
 from agent.facets import OPENLINEAGE_SCHEMA_URL, SCHEMA_BASE
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / ".." / "shared" / "openlineage-spec" / "spec"
+SPEC = ROOT / "tests" / "data" / "openlineage-spec"
 AGENT_SCHEMAS = ROOT / "agent" / "schemas"
 
 _OPENLINEAGE_PREFIX = "https://openlineage.io/spec/"

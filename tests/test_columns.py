@@ -38,10 +38,10 @@ from agent.spark.translate.naming import Catalog
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import SchemaViolation, example_run_event, validate_run_event
+from tests.samples import sample_bytes
 from tests.spark_logs import spark_env
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "plans"
-SAMPLES = Path(__file__).resolve().parents[1] / ".." / "shared" / "spark-eventlogs"
 SQL = "org.apache.spark.sql.execution.ui.SparkListenerSQL"
 PEOPLE = "/data/columns/data/people"
 
@@ -555,7 +555,7 @@ def test_adaptive_plans_initial_and_final_agree() -> None:
     lineage, though their operators and ids differ."""
     events = [
         json.loads(line)
-        for line in (SAMPLES / "success.jsonl").read_text().splitlines()
+        for line in sample_bytes("success").decode().splitlines()
         if line.startswith('{"Event":"' + SQL)
     ]
     plans_of = [

@@ -15,21 +15,19 @@ from agent.spark.plan import read as plans
 from agent.spark.plan.read import Attribute, DatasetRef, Field, PlanSummary
 from agent.spark.plan.tables import TableIdent
 from agent.spark.plan.text import PlanNode, parse_plan
+from tests.samples import sample_lines
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
-SAMPLES = SHARED / "spark-eventlogs"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SQL = "org.apache.spark.sql.execution.ui.SparkListenerSQL"
 
 
 @cache
 def load_lines(name: str) -> tuple[bytes, ...]:
-    """The raw lines of a sample log (`success`, ...) in shared/ or a golden log (`catalog`)."""
+    """The raw lines of a sample log (`success`, ...) or a golden log (`catalog`)."""
     golden = GOLDEN / f"{name}.jsonl.zst"
-    if golden.exists():
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(golden.read_bytes())
-    else:
-        data = (SAMPLES / f"{name}.jsonl").read_bytes()
+    if not golden.exists():
+        return sample_lines(name)
+    data = zstandard.ZstdDecompressor().decompressobj().decompress(golden.read_bytes())
     return tuple(line for line in data.splitlines() if line)
 
 

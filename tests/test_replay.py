@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import pty
-import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -32,14 +31,14 @@ from tests.agentproc import keygen
 from tests.collector import Collector
 from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
+from tests.samples import sample_bytes, write_sample
 from tests.spark_logs import LAYOUTS, SparkLogs, codec_params
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT / ".." / "shared" / "spark-eventlogs"
-SUCCESS = "local-1795324432471"
-SQL_FAILURE = "local-1795324495546"
-CANCELLED = "local-1795324814781"
-SIGKILL = "local-1795324934351"
+SUCCESS = "local-1795495169157"
+SQL_FAILURE = "local-1795495213908"
+CANCELLED = "local-1795495273829"
+SIGKILL = "local-1795495584857"
 TIMEOUT = 120
 
 
@@ -55,11 +54,10 @@ def public(key: Path) -> Ed25519PublicKey:
 
 
 def sample(directory: Path, name: str, spark_name: str) -> Path:
-    """Copy a shared sample log into `directory` under a name Spark would give it."""
+    """Write a sample log (`success.jsonl`, ...) into `directory` under a name Spark would
+    give it."""
     directory.mkdir(parents=True, exist_ok=True)
-    target = directory / spark_name
-    shutil.copyfile(SAMPLES / name, target)
-    return target
+    return write_sample(name.removesuffix(".jsonl"), directory / spark_name)
 
 
 def run(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -149,7 +147,7 @@ def test_summary_table(tmp_path: Path, key: Path) -> None:
     assert result.stdout == (
         "app id               name         runs  state     events  failed/aborted  log\n"
         "-------------------  -----------  ----  --------  ------  --------------  --------\n"
-        "local-1795324432471  exp-success  3     COMPLETE  6       0               complete\n"
+        f"{SUCCESS}  exp-success  3     COMPLETE  6       0               complete\n"
         "\n"
         "1 application(s), 3 run(s), 6 event(s): passed\n"
     )
@@ -163,7 +161,7 @@ def test_failed_runs_exit_1_and_are_listed(tmp_path: Path, key: Path) -> None:
     write = "exp_sql_failure.execute_insert_into_hadoop_fs_relation_command"
     python = "[PYTHON_EXCEPTION] An exception was thrown from the Python worker: "
     assert result.stdout.splitlines()[2:] == [
-        "local-1795324495546  exp-sql_failure  4     FAIL   8       3               complete",
+        f"{SQL_FAILURE}  exp-sql_failure  4     FAIL   8       3               complete",
         "",
         f"FAIL   {SQL_FAILURE}  exp_sql_failure: {python}"
         "ZeroDivisionError: integer division or modulo by zero",
@@ -498,7 +496,7 @@ def test_replay_function_unsigned(tmp_path: Path) -> None:
 
 def test_corrupt_line_is_skipped_with_a_warning(tmp_path: Path, key: Path) -> None:
     """A line that is not JSON is skipped and reported; the rest of the log still counts."""
-    original = (SAMPLES / "success.jsonl").read_bytes().splitlines(keepends=True)
+    original = sample_bytes("success").splitlines(keepends=True)
     log = tmp_path / "logs" / "local-1"
     log.parent.mkdir()
     log.write_bytes(b"".join(original[:5]) + b"{not json\n" + b"".join(original[5:]))

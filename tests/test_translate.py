@@ -113,12 +113,12 @@ def test_success_log() -> None:
         ("COMPLETE", "exp_success"),
     ]
     assert [e["eventTime"] for e in events] == [
-        "2026-11-22T05:13:50.969Z",
-        "2026-11-22T05:13:58.052Z",
-        "2026-11-22T05:14:01.538Z",
-        "2026-11-22T05:14:02.155Z",
-        "2026-11-22T05:14:04.023Z",
-        "2026-11-22T05:14:09.300Z",
+        "2026-11-24T04:39:25.597Z",
+        "2026-11-24T04:39:45.220Z",
+        "2026-11-24T04:39:52.561Z",
+        "2026-11-24T04:39:54.890Z",
+        "2026-11-24T04:39:58.425Z",
+        "2026-11-24T04:40:01.250Z",
     ]
     start, done = by_name(events, agg, "START"), by_name(events, agg, "COMPLETE")
     assert datasets(done, "inputs") == [("file", "/data/spark-exp/data/success_parquet")]
@@ -141,7 +141,7 @@ def test_success_log() -> None:
     assert counters(events[-1]) == [40000, 20010, 3894, 170565, 0]
     assert translator.warnings == []
     assert (translator.app_id, translator.attempt_id, translator.app_name) == (
-        "local-1795324432471",
+        "local-1795495169157",
         None,
         "exp-success",
     )
@@ -211,8 +211,8 @@ def test_sql_failure_log() -> None:
     udf = events[2]["run"]["facets"]["errorMessage"]
     assert udf["message"] == (
         "[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most "
-        'recent call last):\n  File "/data/spark-exp/scripts/sql_failure.py", line 17, in bad\n'
-        '    raise ValueError("boom from udf %s" % x)\nValueError: boom from udf 2\n'
+        'recent call last):\n  File "/data/spark-exp/scripts/make_sample_logs.py", line 328, in '
+        'bad\n    raise ValueError(f"boom from udf {x}")\nValueError: boom from udf 2\n'
         " SQLSTATE: 38000"
     )
     assert udf["programmingLanguage"] == "JAVA"
@@ -237,7 +237,7 @@ def test_sql_failure_log() -> None:
         "ZeroDivisionError: integer division or modulo by zero\n SQLSTATE: 38000"
     )
     assert "stackTrace" in app_error
-    assert counters(events[-1]) == [5, 3, 0, 956, 4]  # killed tasks are not failures
+    assert counters(events[-1]) == [5, 3, 0, 956, 5]  # the killed task is not a failure
     assert translator.warnings == []
 
 
@@ -252,7 +252,7 @@ def test_sql_failure_log_with_empty_executions() -> None:
         ("START", project),
         ("FAIL", project),
     ]
-    assert events[1]["eventTime"] == "2026-11-22T05:14:59.512Z"  # the execution's start
+    assert events[1]["eventTime"] == "2026-11-24T04:40:32.383Z"  # the execution's start
     assert (error(events[2]) or "").startswith("[DIVIDE_BY_ZERO] Division by zero.")
     assert outline(events)[-3:] == [
         ("START", "exp_sql_failure.sql_execution"),  # the unresolved column: an empty plan
@@ -267,7 +267,7 @@ def test_cancelled_log() -> None:
     translator, events = translate("cancelled")
     assert outline(events) == [("START", "exp_cancelled"), ("ABORT", "exp_cancelled")]
     assert error(events[1]) == SHUTDOWN
-    assert events[1]["eventTime"] == "2026-11-22T05:21:22.198Z"
+    assert events[1]["eventTime"] == "2026-11-24T04:42:39.036Z"
     assert translator.warnings == []
 
 
@@ -334,7 +334,7 @@ def test_sigkill_log_closed_as_driver_lost() -> None:
     long = f"exp_sigkill.{INSERT}.data_sigkill_long"
     assert outline(events)[-3:] == [("START", long), ("FAIL", long), ("FAIL", "exp_sigkill")]
     assert error(events[-2]) == error(events[-1]) == "driver gone"
-    assert events[-1]["eventTime"] == "2026-11-22T05:22:20.348Z"
+    assert events[-1]["eventTime"] == "2026-11-24T04:46:55.407Z"
     assert "stackTrace" not in events[-1]["run"]["facets"]["errorMessage"]
 
 
@@ -343,10 +343,10 @@ def test_sigkill_log_closed_as_stopped() -> None:
     translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
     for event in load_events("sigkill"):
         translator.feed(event)
-    ended = translator.close(cause="stopped", time_ms=1795324999000, message="stopped by ops")
+    ended = translator.close(cause="stopped", time_ms=1795495639000, message="stopped by ops")
     assert [e["eventType"] for e in ended] == ["ABORT", "ABORT"]
     assert [error(e) for e in ended] == ["stopped by ops", "stopped by ops"]
-    assert ended[-1]["eventTime"] == "2026-11-22T05:23:19.000Z"
+    assert ended[-1]["eventTime"] == "2026-11-24T04:47:19.000Z"
     assert translator.close(cause="stopped", time_ms=0, message="again") == []
     assert translator.feed({"Event": "SparkListenerApplicationEnd", "Timestamp": 1}) == []
 
@@ -554,7 +554,7 @@ def test_running_events_carry_live_counters() -> None:
     """RUNNING events carry the counters so far, never decreasing, without statistics."""
     _, events = translate("success", TranslateOptions(namespace="spark", running_interval_ms=1000))
     app = [e for e in events if e["job"]["name"] == "exp_success"]
-    assert [e["eventType"] for e in app] == ["START"] + ["RUNNING"] * 6 + ["COMPLETE"]
+    assert [e["eventType"] for e in app] == ["START"] + ["RUNNING"] * 9 + ["COMPLETE"]
     seen = [counters(e) for e in app]
     assert all(all(x <= y for x, y in zip(a, b, strict=True)) for a, b in itertools.pairwise(seen))
     assert seen[-2] == [40000, 20010, 3894, 170565, 0]
@@ -606,7 +606,7 @@ def test_snapshot_lists_runs_with_datasets_and_counters() -> None:
     live = translator.snapshot()
     assert live.application is not None
     assert (live.app_id, live.app_name, live.application.state) == (
-        "local-1795324934351",
+        "local-1795495584857",
         "exp-sigkill",
         "RUNNING",
     )
@@ -619,7 +619,7 @@ def test_snapshot_lists_runs_with_datasets_and_counters() -> None:
         ("file", "/data/spark-exp/data/sigkill_out")
     ]
     assert done.counters == Counters(1000, 1000, 0, 4977, 0)
-    assert done.end_ms == 1795324939861
+    assert done.end_ms == 1795495613083
     assert running.end_ms is None
     translator.close(cause="driver_lost", time_ms=0, message="gone")
     final = translator.snapshot()
@@ -653,7 +653,7 @@ def test_application_run_id_comes_from_its_start() -> None:
     """The application's run id is the v7 id of its ApplicationStart time and App ID."""
     _, events = translate("success")
     assert events[0]["run"]["runId"] == runids.run_id(
-        1795324430969, "local-1795324432471", None, "application"
+        1795495165597, "local-1795495169157", None, "application"
     )
 
 

@@ -18,26 +18,26 @@ from typing import Any, Literal
 
 import orjson
 
-from tests.bench.harness import SAMPLE_LOGS
+from tests.samples import sample_bytes
 
-#: The shared samples that end with ApplicationEnd (a completed application).
+#: The sample logs (tests/data/eventlogs) that end with ApplicationEnd (completed).
 COMPLETED = (
-    "success.jsonl",
-    "sql_failure.jsonl",
-    "cancelled.jsonl",
-    "sigterm.jsonl",
-    "sigterm_python_parent.jsonl",
-    "sigterm_spark_submit.jsonl",
+    "success",
+    "sql_failure",
+    "cancelled",
+    "sigterm",
+    "sigterm_python_parent",
+    "sigterm_spark_submit",
 )
 #: Killed with SIGKILL: no ApplicationEnd, as a still running application looks.
-RUNNING = ("sigkill.jsonl",)
+RUNNING = ("sigkill",)
 
 _APP_ID = re.compile(rb'"App ID":"([^"]+)"')
 Layout = Literal["single", "rolling"]
 
 
 def translated_events(names: Sequence[str] = COMPLETED + RUNNING) -> list[dict[str, Any]]:
-    """Every RunEvent the translator makes of the shared sample logs (empty executions too)."""
+    """Every RunEvent the translator makes of the sample logs (empty executions too)."""
     from agent.spark.translate.options import TranslateOptions
     from agent.spark.translate.translator import ApplicationTranslator
 
@@ -46,7 +46,7 @@ def translated_events(names: Sequence[str] = COMPLETED + RUNNING) -> list[dict[s
         translator = ApplicationTranslator(
             TranslateOptions(namespace="spark", emit_empty_executions=True)
         )
-        for line in (SAMPLE_LOGS / name).read_bytes().splitlines():
+        for line in sample_bytes(name).splitlines():
             events.extend(translator.feed(orjson.loads(line)))
         events.extend(translator.close(cause="driver_lost", time_ms=0, message="log ended"))
     return events
@@ -62,7 +62,7 @@ class Template:
 
     @classmethod
     def load(cls, name: str) -> Template:
-        data = (SAMPLE_LOGS / name).read_bytes()
+        data = sample_bytes(name)
         match = _APP_ID.search(data)
         if match is None:
             raise ValueError(f"{name}: no ApplicationStart with an App ID")

@@ -29,8 +29,6 @@ from typing import Any, Literal, TypeVar
 from tests.agentproc import AgentProcess, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT / ".." / "shared"
-SAMPLE_LOGS = SHARED / "spark-eventlogs"
 DEFAULT_WORK = ROOT / "build" / "bench"
 JOBS = Path(__file__).resolve().parent / "jobs"
 

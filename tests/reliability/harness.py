@@ -39,8 +39,6 @@ from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT / ".." / "shared"
-SAMPLES = SHARED / "spark-eventlogs"
 #: How long a scenario may wait for something that should happen; generous, because other
 #: Spark work shares the two cores in CI. Never a statement about speed.
 PATIENCE = 90.0

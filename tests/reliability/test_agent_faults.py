@@ -20,7 +20,6 @@ from tests.agentproc import AgentProcess, metric
 from tests.collector import slow
 from tests.reliability.harness import (
     PATIENCE,
-    SAMPLES,
     TallyCollector,
     agent,
     assert_healthy,
@@ -44,6 +43,7 @@ from tests.reliability.harness import (
     unsigned,
     wait_until,
 )
+from tests.samples import sample_bytes
 
 NO_MOUNT = can_mount()
 needs_mount = pytest.mark.skipif(NO_MOUNT is not None, reason=str(NO_MOUNT))
@@ -69,7 +69,7 @@ def workload_logs(count: int) -> list[tuple[str, bytes]]:
     """`count` real application logs, each under its own application id: (name, content)."""
     logs = []
     for number in range(count):
-        sample = (SAMPLES / f"{WORKLOAD[number % len(WORKLOAD)]}.jsonl").read_bytes()
+        sample = sample_bytes(WORKLOAD[number % len(WORKLOAD)])
         app_id = f"local-17953{number:08d}"
         logs.append((app_id, sample.replace(app_id_of(sample), app_id.encode())))
     return logs

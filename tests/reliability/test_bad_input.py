@@ -39,7 +39,6 @@ from tests.independent import verify
 from tests.olschema import validate_run_event
 from tests.reliability.harness import (
     ROOT,
-    SAMPLES,
     TallyCollector,
     assert_healthy,
     check_events,
@@ -55,6 +54,7 @@ from tests.reliability.harness import (
     stop_and_account,
     wait_until,
 )
+from tests.samples import sample_bytes
 
 # -- the config loader -------------------------------------------------------------------------
 
@@ -217,8 +217,8 @@ def test_fuzz_config_file_bytes(data: bytes, prefix: bytes) -> None:
 
 # -- the event-log line path -------------------------------------------------------------------
 
-SUCCESS = (SAMPLES / "success.jsonl").read_bytes().split(b"\n")
-FAILURES = (SAMPLES / "sql_failure.jsonl").read_bytes().split(b"\n")
+SUCCESS = sample_bytes("success").split(b"\n")
+FAILURES = sample_bytes("sql_failure").split(b"\n")
 EVENT_NAMES = sorted(
     {json.loads(line)["Event"] for line in SUCCESS + FAILURES if line.startswith(b"{")}
 )

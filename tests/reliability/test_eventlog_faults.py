@@ -17,7 +17,6 @@ import pytest
 from tests.agentproc import AgentProcess, metric
 from tests.reliability.harness import (
     PATIENCE,
-    SAMPLES,
     agent,
     assert_healthy,
     assert_runs_whole,
@@ -33,10 +32,11 @@ from tests.reliability.harness import (
     unsigned,
     wait_until,
 )
+from tests.samples import sample_bytes
 from tests.spark_logs import SparkLogs
 
-SUCCESS = SAMPLES / "success.jsonl"
-SUCCESS_APP = b"local-1795324432471"
+SUCCESS = sample_bytes("success")
+SUCCESS_APP = b"local-1795495169157"
 ENDED = "the event log ended without ApplicationEnd for this run"
 
 
@@ -161,10 +161,10 @@ def test_corrupt_strange_and_future_lines(workdir: Path) -> None:
     """Corrupt lines are counted; other JSON shapes and future fields change no event."""
     clean = workdir / "clean"
     clean.mkdir()
-    shutil.copy(SUCCESS, clean / SUCCESS_APP.decode())
+    (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
     events_dir = workdir / "events"
     events_dir.mkdir()
-    lines = [with_unknown_fields(line) for line in SUCCESS.read_bytes().split(b"\n")]
+    lines = [with_unknown_fields(line) for line in SUCCESS.split(b"\n")]
     at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
     lines[at:at] = BAD_LINES + STRANGE_BUT_JSON
     lines[3:3] = STRANGE_BUT_JSON  # before the application started, too
@@ -184,10 +184,10 @@ def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> No
     """A 100 MB line is skipped and counted without ever being held; events unchanged."""
     clean = workdir / "clean"
     clean.mkdir()
-    shutil.copy(SUCCESS, clean / SUCCESS_APP.decode())
+    (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
     events_dir = workdir / "events"
     events_dir.mkdir()
-    lines = SUCCESS.read_bytes().split(b"\n")
+    lines = SUCCESS.split(b"\n")
     at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
     size = 100 * 1024 * 1024
     huge = b'{"Event":"SparkListenerJobStart","Padding":"' + b"x" * size + b'"}'
@@ -227,7 +227,7 @@ def test_in_progress_log_deleted_while_tailed(workdir: Path) -> None:
     """A tailed in-progress log deleted: its open runs end FAIL, the next log is followed."""
     events_dir = workdir / "events"
     events_dir.mkdir()
-    lines = SUCCESS.read_bytes().split(b"\n")
+    lines = SUCCESS.split(b"\n")
     cut = next(i for i, line in enumerate(lines) if b"SQLExecutionEnd" in line)
     growing = events_dir / (SUCCESS_APP.decode() + ".inprogress")
     growing.write_bytes(b"\n".join(lines[:cut]) + b"\n")
@@ -238,7 +238,7 @@ def test_in_progress_log_deleted_while_tailed(workdir: Path) -> None:
         process.wait_log("eventlog_gone", timeout=PATIENCE, log=str(growing))
         settle(process, "file")
         gone = read_jsonl(workdir / "lineage.jsonl")
-        other = SUCCESS.read_bytes().replace(SUCCESS_APP, b"local-1795324432999")
+        other = SUCCESS.replace(SUCCESS_APP, b"local-1795324432999")
         staged = workdir / "local-1795324432999"
         staged.write_bytes(other)
         staged.rename(events_dir / staged.name)  # a complete log appears whole, as Spark's does
@@ -292,7 +292,7 @@ def small_log(app_id: str, complete: bool) -> bytes:
     )
     if complete:
         wanted += (b'{"Event":"SparkListenerApplicationEnd"',)
-    lines = [line for line in SUCCESS.read_bytes().split(b"\n") if line.startswith(wanted)]
+    lines = [line for line in SUCCESS.split(b"\n") if line.startswith(wanted)]
     return b"\n".join(lines).replace(SUCCESS_APP, app_id.encode()) + b"\n"
 
 
