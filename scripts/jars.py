@@ -103,7 +103,17 @@ BUNDLES: dict[str, Bundle] = {
         note="from_avro / to_avro and the avro file format",
     ),
     "kafka-broker": Bundle(
-        ("org.apache.kafka:kafka_2.13:4.4.0",),
+        (
+            "org.apache.kafka:kafka_2.13:4.3.1",
+            "org.apache.kafka:kafka-tools:4.3.1",  # console producer / consumer, topics
+            "org.apache.logging.log4j:log4j-slf4j-impl:2.25.3",  # broker log to a file
+        ),
+        exclusions=(  # kafka-tools' Connect plugin-path tool (jetty, jersey) is not needed
+            "org.apache.kafka:connect-runtime",
+            "org.apache.kafka:connect-api",
+            "org.apache.kafka:connect-json",
+            "org.apache.kafka:connect-transforms",
+        ),
         note="a single-node KRaft broker for tests (tests/kafka.py), main class kafka.Kafka",
     ),
 }
