@@ -207,7 +207,9 @@ def start_kafka(parent: Path | None = None) -> Kafka:
         controller_port = free_port()
     (root / "server.properties").write_text(_properties(root, port, controller_port))
     (root / "log4j2.properties").write_text(LOG4J2.format(log=root / "server.log"))
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    raw = bytearray(uuid.uuid4().bytes)
+    raw[0] &= 0x7F  # a leading '-' would read as an option to the storage tool
+    cluster_id = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
     formatted = subprocess.run(
         _java(
             cp,
