@@ -102,6 +102,11 @@ BUNDLES: dict[str, Bundle] = {
         ),
         note="from_avro / to_avro and the avro file format",
     ),
+    "sqlite-jdbc": Bundle(
+        ("org.xerial:sqlite-jdbc:3.54.1.0",),
+        exclusions=("org.slf4j:slf4j-api",),
+        note="SQLite JDBC driver: the store of Iceberg's JDBC catalog in local jobs",
+    ),
     "kafka-broker": Bundle(
         (
             "org.apache.kafka:kafka_2.13:4.3.1",
