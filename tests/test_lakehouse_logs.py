@@ -205,6 +205,9 @@ def test_delta_internal_executions_are_nested_and_labelled() -> None:
         if "DeltaLogFileIndex" in child["physicalPlanDescription"]:
             assert child["description"].startswith("Delta: ")
             assert "/_delta_log/" in child["physicalPlanDescription"]
+    for child in children:  # data files are written under plain operators: no write node
+        names = {n["nodeName"] for n in nodes(child["sparkPlanInfo"])}
+        assert not any(n.startswith("Execute ") or n == "WriteFiles" for n in names), names
     replays = [c for c in children if "Compute snapshot for version: " in c["description"]]
     assert replays
     for replay in replays:  # the log files, or the cached state built from them
@@ -249,6 +252,11 @@ def test_delta_catalog_tables() -> None:
     merge = root(shape, "delta table: merge")["physicalPlanDescription"]
     assert "`spark_catalog`.`default`.`sales`, Delta[version=2, " in merge
     assert "file:/data/lakehouse/warehouse/sales]" in merge
+    key = "spark.databricks.delta.lastCommitVersionInSession"
+    assert root(shape, "delta table: merge")["modifiedConfigs"][key] == "1"  # sales_eu's commit
+    for managed in ("sales_by_region", "sales_v1"):  # managed CTAS targets: never a path
+        assert f"/warehouse/{managed}" not in text(shape)
+    assert root(shape, "delta table: time travel read")["sparkPlanInfo"]["children"] == []
     facts = tables(shape)
     assert "/data/lakehouse/warehouse/sales_by_region" in facts
     assert "/data/lakehouse/data/external_sales" in facts
@@ -271,6 +279,12 @@ def test_iceberg_statements(shape: str, catalog: str) -> None:
         "AtomicCreateTableAsSelect",
         "OverwriteByExpression",
     ]
+    by_id = {e["executionId"]: e for e in starts(shape)}
+    for child in starts(shape):  # no format-internal executions: only a CTAS's own write
+        if child["executionId"] != child["rootExecutionId"]:
+            assert child["sparkPlanInfo"]["nodeName"] == "AppendData"
+            parent = by_id[child["rootExecutionId"]]["sparkPlanInfo"]["nodeName"]
+            assert parent == "AtomicCreateTableAsSelect"
     merge = root(shape, f"iceberg {catalog}: merge")
     assert "MergeRows" in [n["nodeName"] for n in nodes(merge["sparkPlanInfo"])]
     plan = merge["physicalPlanDescription"]
@@ -355,6 +369,21 @@ def test_kafka_batch_writes_and_reads() -> None:
     assert "from_avro(value#" in root(shape, "kafka: read avro")["physicalPlanDescription"]
 
 
+FILE_INDEX = r"InMemoryFileIndex \[file:[\w/]+/(part-\d\.json)\]"
+PROGRESS_KEYS = {
+    "id",
+    "runId",
+    "name",
+    "timestamp",
+    "batchId",
+    "batchDuration",
+    "durationMs",
+    "eventTime",
+    "stateOperators",
+    "sources",
+    "sink",
+    "observedMetrics",
+}
 STREAMS = {  # shape -> (query name, batches, terminated: absent | None | error class)
     "stream_file_parquet": ("file_to_parquet", 2, None),
     "stream_kafka_delta": ("orders_to_delta", 3, None),
@@ -373,6 +402,7 @@ def test_streaming_query_lifecycle(shape: str) -> None:
     progress = [e["progress"] for e in of(shape, QUERY_PROGRESS)]
     assert [p["batchId"] for p in progress][:batches] == list(range(batches))
     for p in progress:
+        assert set(p) == PROGRESS_KEYS
         assert (p["id"], p["runId"], p["name"]) == (started["id"], started["runId"], name)
         assert "numInputRows" not in p  # only per source
         assert {"description", "startOffset", "endOffset", "numInputRows"} <= set(p["sources"][0])
@@ -421,9 +451,10 @@ def test_stream_sources_and_sinks_are_in_progress_only() -> None:
         file_progress["sink"]["description"] == "FileSink[file:/data/lakehouse/data/clicks_parquet]"
     )
     assert file_progress["sink"]["numOutputRows"] == -1
-    assert all(
-        "clicks_parquet" not in e["physicalPlanDescription"] for e in starts("stream_file_parquet")
-    )
+    batches = starts("stream_file_parquet")
+    assert all("clicks_parquet" not in e["physicalPlanDescription"] for e in batches)
+    read = [re.findall(FILE_INDEX, e["physicalPlanDescription"]) for e in batches]
+    assert read == [["part-0.json"], ["part-1.json"]]  # each batch scans only its new files
     kafka = [e["progress"] for e in of("stream_kafka_delta", QUERY_PROGRESS)]
     assert {p["sources"][0]["description"] for p in kafka} == {"KafkaV2[Subscribe[orders]]"}
     assert {p["sink"]["description"] for p in kafka} == {"ForeachBatchSink"}
@@ -432,6 +463,8 @@ def test_stream_sources_and_sinks_are_in_progress_only() -> None:
     assert set(offsets["orders"]) == {"0", "1"}  # partition -> next offset
     assert sum(offsets["orders"].values()) == 3
     assert [p["sources"][0]["numInputRows"] for p in kafka] == [3, 3, 1]
+    lag = {"minOffsetsBehindLatest", "maxOffsetsBehindLatest", "avgOffsetsBehindLatest"}
+    assert all(set(p["sources"][0]["metrics"]) == lag for p in kafka)
     scans = [e for e in roots("stream_kafka_delta") if e["jobGroupId"]]
     for scan in scans:
         plan = scan["physicalPlanDescription"]
@@ -461,7 +494,7 @@ def test_foreach_batch_writes_nest_under_the_micro_batch() -> None:
 
 
 def test_sigterm_leaves_the_query_unterminated() -> None:
-    """After SIGTERM: ApplicationEnd, a cancelled job, no QueryTerminated, no execution end."""
+    """After SIGTERM: ApplicationEnd, then the batch's job fails; no QueryTerminated, no end."""
     shape = "stream_sigterm"
     assert of(shape, QUERY_TERMINATED) == []
     ended = {e["executionId"] for e in of(shape, END)}
@@ -473,7 +506,16 @@ def test_sigterm_leaves_the_query_unterminated() -> None:
         if j["Job Result"]["Result"] == "JobFailed"
     ]
     assert len(failed) == 1
-    assert failed[0].endswith("cancelled because SparkContext was shut down")
+    shutdown = (  # the job is cancelled, or its tasks cannot be serialized any more
+        "cancelled because SparkContext was shut down",
+        "Task serialization failed: java.lang.IllegalStateException: "
+        "Cannot call methods on a stopped SparkContext.",
+    )
+    assert any(reason in failed[0] for reason in shutdown), failed[0][:200]
+    order = [e["Event"] for e in events(shape)]
+    last_job_end = len(order) - 1 - order[::-1].index("SparkListenerJobEnd")
+    assert order.index("SparkListenerApplicationEnd") < last_job_end  # ends after the app
+    assert [e.get("ExitCode") for e in of(shape, "SparkListenerApplicationEnd")] == [0]
     rate = of(shape, QUERY_PROGRESS)[0]["progress"]["sources"][0]["description"]
     assert rate.startswith("RateStreamV2[rowsPerSecond=5")
 
