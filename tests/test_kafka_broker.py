@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.kafka import Kafka, accepts, running_kafka
-
-
-@pytest.fixture(scope="module")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka]:
-    with running_kafka(tmp_path_factory.mktemp("kafka")) as kafka:
-        yield kafka
 
 
 def _processes_naming(path: Path) -> list[int]:
