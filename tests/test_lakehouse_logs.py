@@ -122,7 +122,7 @@ def test_every_shape_is_a_whole_scrubbed_application(shape: str) -> None:
     assert set(env) == {"Event", "Spark Properties"}
     assert set(env["Spark Properties"]) <= KEPT
     body = text(shape)
-    for machine in ("/tmp/", "/work/", "/home/", "/root/", "/build/"):
+    for machine in ("/tmp/", "/home/", "/root/", "/build/", "/.venv/"):
         assert machine not in body
     paths = re.findall(r"file:(/[\w./-]*)", body)
     assert paths
