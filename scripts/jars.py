@@ -45,6 +45,82 @@ BUNDLES: dict[str, Bundle] = {
         ("io.openlineage:openlineage-spark_2.13:1.53.0",),
         note="the OpenLineage Spark listener (shaded), the peer of the side-by-side harness",
     ),
+    # Lakehouse connectors, all for Spark 4.1.1 (Scala 2.13): the newest Spark release that
+    # Delta, Iceberg, the Kafka connector (with its dependencies) and spark-avro are all
+    # published for (the venv that runs them: scripts/pyenv.py).
+    "delta": Bundle(
+        ("io.delta:delta-spark_2.13:4.3.1", "io.delta:delta-storage:4.3.1"),
+        exclusions=(  # what PySpark's own jars directory already has, newer
+            "org.scala-lang:scala-library",
+            "org.apache.hadoop:hadoop-client-api",
+            "org.apache.hadoop:hadoop-client-runtime",
+            "org.apache.parquet:parquet-hadoop",
+            "org.apache.parquet:parquet-column",
+            "com.fasterxml.jackson.core:jackson-core",
+            "com.fasterxml.jackson.core:jackson-databind",
+            "com.fasterxml.jackson.core:jackson-annotations",
+            "org.apache.logging.log4j:log4j-api",
+            "org.apache.logging.log4j:log4j-core",
+            "org.apache.logging.log4j:log4j-slf4j2-impl",
+            "org.slf4j:slf4j-api",
+            "org.xerial.snappy:snappy-java",
+            "com.github.luben:zstd-jni",
+            "org.roaringbitmap:RoaringBitmap",
+            "io.airlift:aircompressor",
+            "commons-pool:commons-pool",
+            "com.google.code.findbugs:jsr305",
+            "org.locationtech.jts:jts-core",
+        ),
+        note="Delta Lake 4.3.1 (built for Spark 4.1.0); the pip package delta-spark==4.3.1",
+    ),
+    "iceberg": Bundle(
+        ("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",),
+        note="Iceberg 1.12.0 Spark runtime (shaded) for Spark 4.1",
+    ),
+    "spark-kafka": Bundle(
+        ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1",),
+        exclusions=(
+            "org.scala-lang:scala-library",
+            "org.apache.spark:spark-tags_2.13",
+            "org.slf4j:slf4j-api",
+            "org.lz4:lz4-java",
+            "org.xerial.snappy:snappy-java",
+            "com.github.luben:zstd-jni",
+            "org.apache.hadoop:hadoop-client-runtime",
+            "org.apache.hadoop:hadoop-client-api",
+            "org.scala-lang.modules:scala-parallel-collections_2.13",
+            "com.google.code.findbugs:jsr305",
+        ),
+        note="Structured Streaming / batch Kafka source and sink (kafka-clients, pool2)",
+    ),
+    "spark-avro": Bundle(
+        ("org.apache.spark:spark-avro_2.13:4.1.1",),
+        exclusions=(
+            "org.scala-lang:scala-library",
+            "org.apache.spark:spark-tags_2.13",
+            "org.scala-lang.modules:scala-parallel-collections_2.13",
+        ),
+        note="from_avro / to_avro and the avro file format",
+    ),
+    "sqlite-jdbc": Bundle(
+        ("org.xerial:sqlite-jdbc:3.54.1.0",),
+        exclusions=("org.slf4j:slf4j-api",),
+        note="SQLite JDBC driver: the store of Iceberg's JDBC catalog in local jobs",
+    ),
+    "kafka-broker": Bundle(
+        (
+            "org.apache.kafka:kafka_2.13:4.3.1",
+            "org.apache.kafka:kafka-tools:4.3.1",  # console producer / consumer, topics
+            "org.apache.logging.log4j:log4j-slf4j-impl:2.25.3",  # broker log to a file
+        ),
+        exclusions=(  # kafka-tools' Connect plugin-path tool (jetty, jersey) is not needed
+            "org.apache.kafka:connect-runtime",
+            "org.apache.kafka:connect-api",
+            "org.apache.kafka:connect-json",
+            "org.apache.kafka:connect-transforms",
+        ),
+        note="a single-node KRaft broker for tests (tests/kafka.py), main class kafka.Kafka",
+    ),
 }
 
 
@@ -69,6 +145,15 @@ def _pom(bundle: Bundle) -> str:
     )
 
 
+#: Every repository (including ones that dependency poms declare, such as the Google mirror in
+#: Spark's parent pom, unreachable here) is read from Maven Central.
+SETTINGS = (
+    '<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0"><mirrors><mirror>'
+    "<id>central-only</id><mirrorOf>*</mirrorOf>"
+    "<url>https://repo.maven.apache.org/maven2</url></mirror></mirrors></settings>"
+)
+
+
 def fetch(name: str) -> Path:
     """The bundle's directory of jars, resolved through `mvn` unless already cached."""
     bundle = BUNDLES[name]
@@ -78,9 +163,11 @@ def fetch(name: str) -> Path:
         return target
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "pom.xml").write_text(_pom(bundle))
+        (Path(tmp) / "settings.xml").write_text(SETTINGS)
         staging = Path(tmp) / "jars"
         command = [
-            "mvn", "-q", "-B", "-f", str(Path(tmp) / "pom.xml"),
+            "mvn", "-q", "-B", "-s", str(Path(tmp) / "settings.xml"),
+            "-f", str(Path(tmp) / "pom.xml"),
             "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
             "-DincludeScope=runtime",
         ]  # fmt: skip

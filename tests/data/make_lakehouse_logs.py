@@ -1,0 +1,659 @@
+"""Regenerate the lakehouse event logs in `eventlogs/lakehouse/` beside this script.
+
+    python3 tests/data/make_lakehouse_logs.py [SHAPE...] [--keep DIR]
+
+Real PySpark 4.1.1 (Java 17, local[2], UI off) with Delta Lake 4.3.1, Iceberg 1.12.0, the
+Kafka connector and spark-avro: the newest Spark they all run on, in the environment
+`scripts/pyenv.py lakehouse` creates (this script re-executes itself there) with the jars of
+`scripts/jars.py` passed through `spark.jars`. Kafka shapes get a throwaway KRaft broker on
+127.0.0.1 (tests/kafka.py). Every shape is one application in its own process and JVM.
+
+Per shape `<shape>.jsonl.zst` is the event log (written uncompressed, one file, then scrubbed
+and zstd-compressed): every path under the job's temporary directory becomes `/data/lakehouse/...`,
+the broker's address `127.0.0.1:9092`, the host name `driver-host`, and the environment event
+keeps only a few Spark properties. `<shape>.tables.json` is what the tables' own metadata on
+disk said after the job (Delta `_delta_log` commits, Iceberg snapshots): what the event log
+does not tell. `--keep DIR` also copies each job's whole directory there, for inspection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+OUT = HERE / "eventlogs" / "lakehouse"
+PLACEHOLDER = "/data/lakehouse"
+BROKER_PLACEHOLDER = "127.0.0.1:9092"
+HOST_PLACEHOLDER = "driver-host"
+ENV = "lakehouse"
+BUNDLES = ("delta", "iceberg", "spark-kafka", "spark-avro", "sqlite-jdbc")
+KEPT_PROPERTIES = {
+    "spark.app.name",
+    "spark.app.id",
+    "spark.master",
+    "spark.sql.warehouse.dir",
+    "spark.sql.catalogImplementation",
+    "spark.sql.extensions",
+    "spark.sql.catalog.spark_catalog",
+    "spark.sql.catalog.lake",
+    "spark.sql.catalog.lake.type",
+    "spark.sql.catalog.lake.warehouse",
+    "spark.sql.catalog.jcat",
+    "spark.sql.catalog.jcat.catalog-impl",
+    "spark.sql.catalog.jcat.warehouse",
+}
+CHILD_TIMEOUT = 420.0  # one application, JVM start included, on a shared two-core machine
+SIGTERM_AFTER_PROGRESS = 3  # progress events of the endless query before SIGTERM
+STOP_TIMEOUT = 60.0
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+sys.path.insert(0, str(ROOT))
+
+
+# ---------------------------------------------------------------- the jobs (child process)
+
+
+def session(root: Path, name: str, jars: str, conf: dict[str, str]) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(name)
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", str(root / "events"))
+        .config("spark.eventLog.rolling.enabled", "false")
+        .config("spark.eventLog.compress", "false")
+        .config("spark.sql.warehouse.dir", str(root / "warehouse"))
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.jars", jars)
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+DELTA = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.databricks.delta.snapshotPartitions": "2",  # the log replay's tasks (default 50)
+}
+
+
+def iceberg_conf(root: Path) -> dict[str, str]:
+    return {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.lake.type": "hadoop",
+        "spark.sql.catalog.lake.warehouse": str(root / "iceberg_hadoop"),
+        "spark.sql.catalog.jcat": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.jcat.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        "spark.sql.catalog.jcat.uri": f"jdbc:sqlite:{root / 'catalog.db'}",
+        "spark.sql.catalog.jcat.jdbc.schema-version": "V1",
+        "spark.sql.catalog.jcat.warehouse": str(root / "iceberg_jdbc"),
+    }
+
+
+def describe(spark: SparkSession, text: str) -> None:
+    spark.sparkContext.setJobDescription(text)
+
+
+def delta_path(spark: SparkSession, root: Path) -> None:
+    """A Delta table addressed by path: write API, DeltaTable API and SQL on delta.`path`."""
+    path = str(root / "data" / "delta_events")
+    rows = ("id", "concat('n', id) AS name", "id * 10 AS amount")
+    describe(spark, "delta path: create")
+    spark.range(0, 5).selectExpr(*rows).write.format("delta").save(path)
+    describe(spark, "delta path: append")
+    spark.range(5, 8).selectExpr(*rows).write.format("delta").mode("append").save(path)
+    describe(spark, "delta path: overwrite")
+    spark.range(0, 6).selectExpr(*rows).write.format("delta").mode("overwrite").save(path)
+    describe(spark, "delta path: merge, python api")
+    delta_table: Any = importlib.import_module("delta.tables").DeltaTable
+    updates = spark.range(4, 9).selectExpr("id", "concat('u', id) AS name", "id * 100 AS amount")
+    (
+        delta_table.forPath(spark, path)
+        .alias("t")
+        .merge(updates.alias("s"), "t.id = s.id")
+        .whenMatchedUpdate(set={"name": "s.name", "amount": "s.amount"})
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    describe(spark, "delta path: merge, sql")
+    spark.sql(
+        f"""MERGE INTO delta.`{path}` AS t
+        USING (SELECT id, concat('m', id) AS name, id * 7 AS amount FROM range(0, 12)) AS s
+        ON t.id = s.id
+        WHEN MATCHED AND s.id = 0 THEN DELETE
+        WHEN MATCHED THEN UPDATE SET t.amount = s.amount
+        WHEN NOT MATCHED AND s.id > 10 THEN INSERT (id, name, amount) VALUES (s.id, s.name, 0)
+        WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.name = 'orphan'"""
+    )
+    describe(spark, "delta path: update")
+    spark.sql(f"UPDATE delta.`{path}` SET amount = amount + 1 WHERE id < 3")
+    describe(spark, "delta path: delete")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 1")
+    describe(spark, "delta path: time travel read")
+    old = spark.read.format("delta").option("versionAsOf", 1).load(path)
+    old.write.mode("overwrite").parquet(str(root / "data" / "events_v1"))
+
+
+def delta_catalog(spark: SparkSession, root: Path) -> None:
+    """Delta catalog tables (session catalog = DeltaCatalog): managed and external."""
+    describe(spark, "delta table: create")
+    spark.sql("CREATE TABLE sales (id BIGINT, region STRING, amount DOUBLE) USING delta")
+    describe(spark, "delta table: insert values")
+    spark.sql("INSERT INTO sales VALUES (1, 'eu', 10.0), (2, 'us', 20.0), (3, 'eu', 30.0)")
+    describe(spark, "delta table: saveAsTable append")
+    more = spark.createDataFrame(
+        [(4, "apac", 40.0), (5, "us", 50.0)], "id long, region string, amount double"
+    )
+    more.write.format("delta").mode("append").saveAsTable("sales")
+    describe(spark, "delta table: saveAsTable new")
+    spark.table("sales").where("region = 'eu'").write.format("delta").saveAsTable("sales_eu")
+    describe(spark, "delta table: ctas")
+    spark.sql(
+        "CREATE TABLE sales_by_region USING delta AS "
+        "SELECT region, sum(amount) AS total FROM sales GROUP BY region"
+    )
+    describe(spark, "delta table: insert overwrite")
+    spark.sql("INSERT OVERWRITE sales_eu SELECT * FROM sales WHERE region <> 'us'")
+    describe(spark, "delta table: merge")
+    spark.sql(
+        """MERGE INTO sales AS t
+        USING (SELECT * FROM VALUES (2, 'us', 25.0), (6, 'eu', 60.0) AS v(id, region, amount)) AS s
+        ON t.id = s.id
+        WHEN MATCHED THEN UPDATE SET *
+        WHEN NOT MATCHED THEN INSERT *"""
+    )
+    describe(spark, "delta table: update")
+    spark.sql("UPDATE sales SET amount = amount * 2 WHERE region = 'eu'")
+    describe(spark, "delta table: delete")
+    spark.sql("DELETE FROM sales WHERE amount > 100")
+    describe(spark, "delta table: external create")
+    location = root / "data" / "external_sales"
+    spark.sql(f"CREATE TABLE sales_ext USING delta LOCATION '{location}' AS SELECT * FROM sales")
+    describe(spark, "delta table: time travel ctas")
+    spark.sql("CREATE TABLE sales_v1 USING delta AS SELECT * FROM sales VERSION AS OF 1")
+    describe(spark, "delta table: time travel read")
+    spark.sql("SELECT count(*) FROM sales VERSION AS OF 2").collect()
+
+
+def _iceberg_ops(spark: SparkSession, catalog: str, root: Path) -> None:
+    table = f"{catalog}.db.orders"
+    describe(spark, f"iceberg {catalog}: create")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, status STRING, amount DOUBLE) USING iceberg")
+    describe(spark, f"iceberg {catalog}: insert values")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'new', 10.0), (2, 'new', 20.0), (3, 'paid', 30.0)")
+    describe(spark, f"iceberg {catalog}: writeTo append")
+    more = spark.createDataFrame([(4, "new", 40.0)], "id long, status string, amount double")
+    more.writeTo(table).append()
+    describe(spark, f"iceberg {catalog}: merge")
+    spark.sql(
+        f"""MERGE INTO {table} AS t
+        USING (SELECT * FROM VALUES (1, 'paid', 11.0), (3, 'void', 0.0), (5, 'new', 50.0)
+               AS v(id, status, amount)) AS s
+        ON t.id = s.id
+        WHEN MATCHED AND s.status = 'void' THEN DELETE
+        WHEN MATCHED THEN UPDATE SET t.status = s.status, t.amount = s.amount
+        WHEN NOT MATCHED THEN INSERT *"""
+    )
+    describe(spark, f"iceberg {catalog}: update")
+    spark.sql(f"UPDATE {table} SET amount = amount + 1 WHERE status = 'new'")
+    describe(spark, f"iceberg {catalog}: delete")
+    spark.sql(f"DELETE FROM {table} WHERE id = 2")
+    describe(spark, f"iceberg {catalog}: ctas")
+    spark.sql(
+        f"CREATE TABLE {catalog}.db.order_totals USING iceberg AS "
+        f"SELECT status, sum(amount) AS total FROM {table} GROUP BY status"
+    )
+    describe(spark, f"iceberg {catalog}: insert overwrite")
+    spark.sql(f"INSERT OVERWRITE {catalog}.db.order_totals SELECT status, 0.0 FROM {table}")
+
+
+def iceberg_hadoop(spark: SparkSession, root: Path) -> None:
+    """Iceberg on a Hadoop catalog (metadata files only, no metastore)."""
+    _iceberg_ops(spark, "lake", root)
+    describe(spark, "iceberg lake: saveAsTable")
+    spark.range(3).selectExpr("id", "'x' AS tag").write.format("iceberg").saveAsTable(
+        "lake.db.tags"
+    )
+    describe(spark, "iceberg lake: writeTo create")
+    spark.table("lake.db.orders").writeTo("lake.db.orders_copy").using("iceberg").create()
+    describe(spark, "iceberg lake: snapshots metadata table")
+    snapshots = spark.sql(
+        "SELECT snapshot_id FROM lake.db.orders.snapshots ORDER BY committed_at"
+    ).collect()
+    first = snapshots[1]["snapshot_id"]
+    describe(spark, "iceberg lake: time travel read")
+    old = spark.sql(f"SELECT * FROM lake.db.orders VERSION AS OF {first}")
+    old.write.mode("overwrite").parquet(str(root / "data" / "orders_at_snapshot"))
+    describe(spark, "iceberg lake: read to parquet")
+    spark.table("lake.db.orders").write.mode("overwrite").parquet(str(root / "data" / "orders_pq"))
+
+
+def iceberg_jdbc(spark: SparkSession, root: Path) -> None:
+    """Iceberg on a JDBC catalog (SQLite): the catalog names a metadata file, not a path."""
+    _iceberg_ops(spark, "jcat", root)
+    describe(spark, "iceberg jcat: read to parquet")
+    spark.table("jcat.db.orders").write.mode("overwrite").parquet(str(root / "data" / "orders_pq"))
+
+
+def kafka_batch(spark: SparkSession, root: Path) -> None:
+    """Batch writes to Kafka (fixed topic, topic column, avro value) and batch reads."""
+    from pyspark.sql.avro.functions import from_avro, to_avro
+    from pyspark.sql.functions import col, struct
+
+    servers = os.environ["LAKEHOUSE_KAFKA"]
+    data = root / "data"
+    describe(spark, "kafka: write to topic option")
+    spark.range(6).selectExpr(
+        "CAST(id AS STRING) AS key", "to_json(named_struct('id', id, 'kind', 'click')) AS value"
+    ).write.format("kafka").option("kafka.bootstrap.servers", servers).option(
+        "topic", "clicks"
+    ).save()
+    describe(spark, "kafka: write with topic column")
+    spark.range(4).selectExpr(
+        "CASE WHEN id % 2 = 0 THEN 'events-a' ELSE 'events-b' END AS topic",
+        "CAST(id AS STRING) AS value",
+    ).write.format("kafka").option("kafka.bootstrap.servers", servers).save()
+    describe(spark, "kafka: write avro")
+    orders = spark.range(3).selectExpr("id", "id * 1.5 AS amount")
+    orders.select(to_avro(struct("id", "amount")).alias("value")).write.format("kafka").option(
+        "kafka.bootstrap.servers", servers
+    ).option("topic", "orders-avro").save()
+
+    def source(**options: str) -> DataFrame:
+        reader = spark.read.format("kafka").option("kafka.bootstrap.servers", servers)
+        for key, value in {"startingOffsets": "earliest", **options}.items():
+            reader = reader.option(key, value)
+        return reader.load()
+
+    describe(spark, "kafka: read subscribe list")
+    source(subscribe="clicks,events-a").selectExpr(
+        "topic", "CAST(value AS STRING) AS v"
+    ).write.mode("overwrite").parquet(str(data / "from_subscribe"))
+    describe(spark, "kafka: read subscribePattern")
+    source(subscribePattern="events-.*").selectExpr(
+        "topic", "CAST(value AS STRING) AS v"
+    ).write.mode("overwrite").json(str(data / "from_pattern"))
+    describe(spark, "kafka: read assign")
+    source(assign='{"clicks":[0]}').selectExpr("offset").write.mode("overwrite").json(
+        str(data / "from_assign")
+    )
+    describe(spark, "kafka: read avro")
+    schema = json.dumps(
+        {
+            "type": "record",
+            "name": "topLevelRecord",
+            "fields": [{"name": "id", "type": "long"}, {"name": "amount", "type": "double"}],
+        }
+    )
+    source(subscribe="orders-avro").select(from_avro(col("value"), schema).alias("o")).select(
+        "o.*"
+    ).write.mode("overwrite").parquet(str(data / "orders_from_avro"))
+
+
+def stream_file_parquet(spark: SparkSession, root: Path) -> None:
+    """File source -> parquet sink, trigger availableNow, one file per micro-batch."""
+    source = root / "data" / "incoming"
+    source.mkdir(parents=True)
+    for n in range(2):
+        lines = [
+            json.dumps({"id": n * 10 + i, "kind": "view" if i % 2 else "click"}) for i in range(3)
+        ]
+        (source / f"part-{n}.json").write_text("\n".join(lines) + "\n")
+        os.utime(source / f"part-{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))  # the order
+    query = (
+        spark.readStream.schema("id LONG, kind STRING")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .where("kind = 'click'")
+        .writeStream.format("parquet")
+        .option("path", str(root / "data" / "clicks_parquet"))
+        .option("checkpointLocation", str(root / "checkpoints" / "file_to_parquet"))
+        .queryName("file_to_parquet")
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+
+
+def stream_kafka_delta(spark: SparkSession, root: Path) -> None:
+    """Kafka source -> foreachBatch that MERGEs each micro-batch into a Delta table."""
+    servers = os.environ["LAKEHOUSE_KAFKA"]
+    target = str(root / "data" / "orders_delta")
+    describe(spark, "create the delta target")
+    spark.sql(
+        f"CREATE TABLE delta.`{target}` (id STRING, body STRING, kafka_offset LONG) USING delta"
+    )
+    spark.sparkContext._jsc.setLocalProperty("spark.job.description", None)
+    delta_table: Any = importlib.import_module("delta.tables").DeltaTable
+
+    def upsert(batch: DataFrame, batch_id: int) -> None:
+        (
+            delta_table.forPath(batch.sparkSession, target)
+            .alias("t")
+            .merge(batch.alias("s"), "t.id = s.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+    query = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", "orders")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 3)
+        .load()
+        .selectExpr(
+            "CAST(key AS STRING) AS id", "CAST(value AS STRING) AS body", "offset AS kafka_offset"
+        )
+        .writeStream.foreachBatch(upsert)
+        .option("checkpointLocation", str(root / "checkpoints" / "orders_to_delta"))
+        .queryName("orders_to_delta")
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+
+
+def stream_sigterm(spark: SparkSession, root: Path) -> None:
+    """An endless rate -> parquet query; the generator sends SIGTERM to the driver JVM."""
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 5)
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(root / "data" / "ticks"))
+        .option("checkpointLocation", str(root / "checkpoints" / "ticks"))
+        .queryName("ticks_forever")
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    query.awaitTermination(int(CHILD_TIMEOUT))
+
+
+def stream_failure(spark: SparkSession, root: Path) -> None:
+    """A file -> parquet query whose second micro-batch fails (ANSI cast of a bad value)."""
+    source = root / "data" / "incoming"
+    source.mkdir(parents=True)
+    (source / "part-0.json").write_text('{"id": 1, "qty": "3"}\n{"id": 2, "qty": "4"}\n')
+    (source / "part-1.json").write_text('{"id": 3, "qty": "three"}\n')
+    for n in range(2):  # the file source takes files oldest first: the bad one second
+        os.utime(source / f"part-{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+    query = (
+        spark.readStream.schema("id LONG, qty STRING")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .selectExpr("id", "CAST(qty AS INT) AS qty")
+        .writeStream.format("parquet")
+        .option("path", str(root / "data" / "quantities"))
+        .option("checkpointLocation", str(root / "checkpoints" / "quantities"))
+        .queryName("bad_cast")
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(300)
+    except Exception as exc:  # the query's failure, as the driver program sees it
+        print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
+
+
+Job = Callable[["SparkSession", Path], None]
+SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
+    "delta_path": (delta_path, False),
+    "delta_catalog": (delta_catalog, False),
+    "iceberg_hadoop": (iceberg_hadoop, False),
+    "iceberg_jdbc": (iceberg_jdbc, False),
+    "kafka_batch": (kafka_batch, True),
+    "stream_file_parquet": (stream_file_parquet, False),
+    "stream_kafka_delta": (stream_kafka_delta, True),
+    "stream_sigterm": (stream_sigterm, False),
+    "stream_failure": (stream_failure, False),
+}
+
+
+def child(shape: str, root: Path, jars: str) -> None:
+    job, _ = SHAPES[shape]
+    conf = dict(DELTA) if "delta" in shape else {}
+    if shape.startswith("iceberg"):
+        conf = iceberg_conf(root)
+    spark = session(root, f"lakehouse_{shape}", jars, conf)
+    job(spark, root)
+    spark.stop()
+
+
+# ---------------------------------------------------------------- the generator (parent)
+
+
+def scrub(raw: str, root: Path, broker: str | None) -> str:
+    """One log line made machine-independent: placeholders, trimmed environment."""
+    event = json.loads(raw)
+    if event.get("Event") == "SparkListenerEnvironmentUpdate":
+        props = event.get("Spark Properties", {})
+        event = {
+            "Event": event["Event"],
+            "Spark Properties": {k: v for k, v in props.items() if k in KEPT_PROPERTIES},
+        }
+    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    for prefix in (str(root.resolve()), str(root), str(ROOT), str(Path.home())):
+        text = text.replace(prefix, PLACEHOLDER)
+    if broker:
+        text = text.replace(broker, BROKER_PLACEHOLDER)
+    for name in {socket.gethostname(), socket.getfqdn()} - {"localhost"}:
+        text = text.replace(f'"{name}"', f'"{HOST_PLACEHOLDER}"')
+    return text
+
+
+def table_facts(root: Path) -> dict[str, Any]:
+    """Delta commits and Iceberg snapshots as the tables' own metadata on disk records them."""
+    facts: dict[str, Any] = {}
+    for log in sorted(root.rglob("_delta_log")):
+        commits = []
+        for commit in sorted(log.glob("*.json")):
+            for line in commit.read_text().splitlines():
+                info = json.loads(line).get("commitInfo")
+                if info:
+                    params = info.get("operationParameters", {})
+                    commits.append(
+                        {
+                            "version": int(commit.stem),
+                            "operation": info.get("operation"),
+                            "readVersion": info.get("readVersion"),
+                            "parameters": sorted(params),
+                            "metrics": {
+                                k: v
+                                for k, v in info.get("operationMetrics", {}).items()
+                                if k.startswith("num") and "Row" in k
+                            },
+                        }
+                    )
+        key = str(log.parent).replace(str(root), PLACEHOLDER)
+        facts[key] = {"format": "delta", "commits": commits}
+    for meta in sorted(root.rglob("metadata")):
+        files = sorted(
+            meta.glob("*.metadata.json"), key=lambda p: json.loads(p.read_text())["last-updated-ms"]
+        )
+        if not files:
+            continue
+        last = json.loads(files[-1].read_text())
+        key = str(meta.parent).replace(str(root), PLACEHOLDER)
+        facts[key] = {
+            "format": "iceberg",
+            "metadata_files": [p.name for p in files],
+            "current-snapshot-id": last.get("current-snapshot-id"),
+            "snapshots": [
+                {
+                    "snapshot-id": s["snapshot-id"],
+                    "parent-snapshot-id": s.get("parent-snapshot-id"),
+                    "sequence-number": s.get("sequence-number"),
+                    "operation": s.get("summary", {}).get("operation"),
+                    "added-records": s.get("summary", {}).get("added-records"),
+                    "deleted-records": s.get("summary", {}).get("deleted-records"),
+                }
+                for s in last.get("snapshots", [])
+            ],
+        }
+    catalog = root / "catalog.db"
+    if catalog.exists():  # Iceberg's JDBC catalog: the table's current metadata file
+        with contextlib.closing(sqlite3.connect(catalog)) as db:
+            rows = db.execute(
+                "SELECT catalog_name, table_namespace, table_name, metadata_location"
+                " FROM iceberg_tables ORDER BY table_name"
+            ).fetchall()
+        facts["jdbc catalog iceberg_tables"] = [
+            [*row[:3], str(row[3]).replace(str(root), PLACEHOLDER)] for row in rows
+        ]
+    return facts
+
+
+def _java_children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"java" in cmdline.split(b"\0")[0]:
+            found.append(int(entry.name))
+    return found
+
+
+def _stream_state(events: Path) -> tuple[int, bool]:
+    """Progress events so far, and whether a SQL execution is running right now."""
+    body = "".join(f.read_text(errors="replace") for f in events.glob("*"))
+    running = body.count("SparkListenerSQLExecutionStart") > body.count(
+        "SparkListenerSQLExecutionEnd"
+    )
+    return body.count("QueryProgressEvent"), running
+
+
+def run_child(shape: str, root: Path, env: dict[str, str]) -> None:
+    jars = ",".join(
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "jars.py"), "--classpath", b],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .replace(":", ",")
+        for b in BUNDLES
+    )
+    command = [sys.executable, __file__, "--child", shape, str(root), jars]
+    with (root / "child.log").open("wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + CHILD_TIMEOUT
+    try:
+        if shape == "stream_sigterm":
+            while True:  # a few batches done and the next one running: then SIGTERM
+                progress, running = _stream_state(root / "events")
+                if progress >= SIGTERM_AFTER_PROGRESS and running:
+                    break
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"{shape}: the query made no progress in time")
+                time.sleep(0.05)
+            (jvm,) = _java_children(process.pid)
+            os.kill(jvm, signal.SIGTERM)
+        process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT)
+    if process.returncode != 0 and shape != "stream_sigterm":
+        tail = (root / "child.log").read_text(errors="replace")[-6000:]
+        raise RuntimeError(f"{shape}: the job exited {process.returncode}:\n{tail}")
+
+
+def generate(shape: str, keep: Path | None) -> None:
+    from tests.kafka import running_kafka
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="lakehouse-") as tmp:
+        root = Path(tmp)
+        (root / "events").mkdir()
+        (root / "data").mkdir()
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+        broker = None
+        if SHAPES[shape][1]:
+            with running_kafka(root) as kafka:
+                broker = kafka.bootstrap
+                env["LAKEHOUSE_KAFKA"] = broker
+                if shape == "stream_kafka_delta":
+                    kafka.create_topic("orders", partitions=2)
+                    kafka.produce("orders", [json.dumps({"n": n}) for n in range(7)])
+                run_child(shape, root, env)
+        else:
+            run_child(shape, root, env)
+        (log,) = (root / "events").iterdir()
+        lines = [scrub(line, root, broker) for line in log.read_text().splitlines() if line]
+        tables = table_facts(root)
+        if keep:
+            shutil.copytree(root, keep / shape, dirs_exist_ok=True)
+    body = ("\n".join(lines) + "\n").encode()
+    import zstandard
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    out = OUT / f"{shape}.jsonl.zst"
+    out.write_bytes(zstandard.ZstdCompressor(level=19).compress(body))
+    if tables:
+        (OUT / f"{shape}.tables.json").write_text(json.dumps(tables, indent=1) + "\n")
+    took = time.monotonic() - started
+    print(
+        f"{out.name}: {len(lines)} events, {len(body)} bytes, "
+        f"{out.stat().st_size} compressed, {took:.0f}s",
+        file=sys.stderr,
+    )
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--child"]:
+        child(argv[1], Path(argv[2]), argv[3])
+        return 0
+    env_python = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "pyenv.py"), ENV],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if Path(sys.prefix).resolve() != Path(env_python).parents[1].resolve():
+        os.execv(env_python, [env_python, __file__, *argv])
+    keep = None
+    if "--keep" in argv:
+        at = argv.index("--keep")
+        keep = Path(argv[at + 1]).resolve()
+        argv = argv[:at] + argv[at + 2 :]
+    for shape in argv or list(SHAPES):
+        generate(shape, keep)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
