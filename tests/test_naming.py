@@ -6,7 +6,8 @@ import pytest
 
 from agent.facets import FACET_URLS, PRODUCER
 from agent.spark.plan import tables
-from agent.spark.plan.read import DatasetRef, Field
+from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.schema import Field
 from agent.spark.plan.tables import TableIdent
 from agent.spark.translate import datasets, naming
 from agent.spark.translate.naming import Catalog, DatasetName

@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 import zstandard
 
+from agent.spark.plan import rdds, schema
 from agent.spark.plan import read as plans
-from agent.spark.plan.read import Attribute, DatasetRef, Field, PlanSummary
+from agent.spark.plan import text as plantext
+from agent.spark.plan.datasets import DatasetRef, PlanSummary
+from agent.spark.plan.schema import Field
 from agent.spark.plan.tables import TableIdent
-from agent.spark.plan.text import PlanNode, parse_plan
+from agent.spark.plan.text import Attribute, PlanNode, parse_plan
 from tests.samples import sample_lines
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -305,7 +308,7 @@ def test_a_hostile_tree_is_bounded() -> None:
 )
 def test_parse_struct(text: str, expected: tuple[Field, ...]) -> None:
     """catalogString read schemas parse into fields typed as Spark's typeName."""
-    assert plans.parse_struct(text) == expected
+    assert schema.parse_struct(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -321,7 +324,7 @@ def test_parse_struct(text: str, expected: tuple[Field, ...]) -> None:
 def test_parse_struct_errors_name_the_problem(text: str, message: str) -> None:
     """Unreadable schemas raise ValueError saying what could not be read."""
     with pytest.raises(ValueError) as raised:
-        plans.parse_struct(text)
+        schema.parse_struct(text)
     assert str(raised.value) == message
 
 
@@ -338,13 +341,13 @@ def test_parse_struct_errors_name_the_problem(text: str, message: str) -> None:
 )
 def test_parse_attribute(text: str, expected: Attribute | None) -> None:
     """Attributes keep name, expression id and the long marker (for column lineage later)."""
-    assert plans.parse_attribute(text) == expected
+    assert plantext.parse_attribute(text) == expected
 
 
 def test_parse_description_splits_operator_blocks() -> None:
     """`explain formatted` text splits into (N) blocks with their detail lines."""
     start = next(e for e in load_events("success") if e.get("executionId") == 0)
-    blocks = plans.parse_description(start["physicalPlanDescription"])
+    blocks = plantext.parse_description(start["physicalPlanDescription"])
     assert [b.name for b in blocks] == [
         "Range",
         "Project",
@@ -363,21 +366,21 @@ def test_rdd_text_file_job_reads_its_path() -> None:
         for e in load_events("catalog")
         if e["Event"] == "SparkListenerJobStart" and e["Job ID"] == 9
     )
-    assert plans.rdd_inputs(job["Stage Infos"]) == ("/data/golden/data/words.txt",)
-    assert plans.rdd_job_suffix(job["Stage Infos"]) == "python_map_partitions_hadoop"
+    assert rdds.rdd_inputs(job["Stage Infos"]) == ("/data/golden/data/words.txt",)
+    assert rdds.rdd_job_suffix(job["Stage Infos"]) == "python_map_partitions_hadoop"
 
 
 def test_rdd_jobs_without_file_inputs_read_nothing() -> None:
     """parallelize / saveAsTextFile jobs name no input (an RDD save's path is not logged)."""
     jobs = [e for e in load_events("catalog") if e["Event"] == "SparkListenerJobStart"]
     save = next(j for j in jobs if j["Job ID"] == 10)
-    assert plans.rdd_inputs(save["Stage Infos"]) == ()
+    assert rdds.rdd_inputs(save["Stage Infos"]) == ()
     success_sum = next(
         e
         for e in load_events("success")
         if e["Event"] == "SparkListenerJobStart" and e["Job ID"] == 4
     )
-    assert plans.rdd_job_suffix(success_sum["Stage Infos"]) == "python_parallel_collection"
+    assert rdds.rdd_job_suffix(success_sum["Stage Infos"]) == "python_parallel_collection"
 
 
 def test_command_name_is_the_normalized_node() -> None:

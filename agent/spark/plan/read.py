@@ -11,9 +11,6 @@ Understood: file scans (parquet, orc, csv, json, text, avro, any `FileFormat`) w
 read schema, Hive table scans, JDBC relations, and the write commands `writes` reads. Scans
 and writes of any other kind become datasets with `unknown_reason` set; plain operators and
 DDL commands contribute nothing.
-
-The RDD helpers (`rdd_inputs`, `rdd_job_suffix`) live in `rdds`, the schema parser in
-`schema`, the plan-text parser in `plantext`; they are importable from here as before.
 """
 
 from __future__ import annotations
@@ -24,12 +21,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from agent.spark.plan import lineage
-from agent.spark.plan.datasets import DatasetRef, PlanSummary, Role, WrittenLineage
-from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
+from agent.spark.plan.datasets import DatasetRef, PlanSummary
 from agent.spark.plan.schema import Field, field_of, parse_struct, split_top
 from agent.spark.plan.tables import TableIdent, normalize, parse_table_ident
 from agent.spark.plan.text import (
-    Attribute,
     Block,
     PlanNode,
     block_list,
@@ -37,22 +32,6 @@ from agent.spark.plan.text import (
     parse_description,
 )
 from agent.spark.plan.writes import format_name, metrics_of, typed, write_datasets
-
-__all__ = [
-    "Attribute",
-    "DatasetRef",
-    "Field",
-    "PlanSummary",
-    "Role",
-    "WrittenLineage",
-    "command_name",
-    "parse_attribute",
-    "parse_description",
-    "parse_struct",
-    "rdd_inputs",
-    "rdd_job_suffix",
-    "read_plan",
-]
 
 #: Operators that only wrap the node that names an execution.
 _WRAPPERS: Final = ("AdaptiveSparkPlan", "ResultQueryStage", "WholeStageCodegen", "InputAdapter")

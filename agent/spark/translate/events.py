@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from agent import __version__
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, facet
-from agent.spark.plan.read import DatasetRef
+from agent.spark.plan.datasets import DatasetRef
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, collect
 from agent.spark.translate.naming import Catalog

@@ -1,7 +1,7 @@
 """The translator's model of one application: its runs, their executions and jobs, counters
 and how each job or execution ended. Plain data plus pure helpers; `translate` drives it.
 
-Outcomes of a job or execution, from Spark's failure message (see shared NOTES):
+Outcomes of a job or execution, from Spark's failure message:
   ok         it succeeded;
   cancelled  `[SPARK_JOB_CANCELLED] Job N cancelled ...`: a user or an operator stopped it;
   shutdown   `... cancelled because SparkContext was shut down`: the application stopped;
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from agent.spark.plan.read import DatasetRef
+from agent.spark.plan.datasets import DatasetRef
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.values import as_int, as_number, as_str
 

@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from agent.spark.plan import read as plans
+from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
 from agent.spark.plan.tables import normalize
 from agent.spark.translate import runids
 from agent.spark.translate.datasets import RunDatasets, names_dataset
@@ -333,10 +334,10 @@ class ApplicationTranslator:
         if warehouse:
             self._props.setdefault("spark.sql.warehouse.dir", warehouse)
         infos = event.get("Stage Infos")
-        paths = plans.rdd_inputs(infos) if job.execution is None else ()
+        paths = rdd_inputs(infos) if job.execution is None else ()
         if paths:
             app_id, attempt, _ = self._app_ids
-            suffix = plans.rdd_job_suffix(infos) or f"rdd_job_{job_id}"
+            suffix = rdd_job_suffix(infos) or f"rdd_job_{job_id}"
             job.run = Run(
                 "rdd",
                 runids.run_id(submitted, app_id, attempt, "rdd", job_id),
