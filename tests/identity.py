@@ -30,6 +30,8 @@ FIXTURE_DIRS = (ROOT / "tests" / "golden", ROOT / "tests" / "data" / "eventlogs"
 #: A fixed seed: Ed25519 is deterministic, so the same events give the same signed bytes.
 SEED = hashlib.sha256(b"lineage-agent replay identity").digest()
 NAMESPACE = "identity"
+#: The fixed mtime of the replayed copies: runs a log leaves open end at its mtime.
+MTIME_NS = 1_800_000_000 * 10**9
 
 
 def fixture_logs() -> list[Path]:
@@ -62,6 +64,7 @@ def digests(logs: list[Path]) -> dict[str, list[str]]:
             if log.suffix == ".zst":
                 data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
             target.write_bytes(data)
+            os.utime(target, ns=(MTIME_NS, MTIME_NS))
             command = [sys.executable, "-m", "agent", "replay", "--json", "--key", str(key)]
             done = subprocess.run(
                 [*command, "--namespace", NAMESPACE, str(target)],
