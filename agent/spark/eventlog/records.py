@@ -2,8 +2,9 @@
 
 The daemon's source and `replay` both read through `read_records`, so a log yields the same
 records, in the same order, whichever of them reads it. A line the caller does not want
-(its pre-filter says so from the raw bytes) is never parsed; a wanted line that is not a
-JSON object is corrupt: counted and skipped, never a state change.
+(its pre-filter says so from the raw bytes) is never parsed; a wanted line that is not JSON
+is corrupt: counted and skipped, never a state change. Valid JSON that is not an object is no
+event and is skipped as such.
 """
 
 from __future__ import annotations
@@ -45,9 +46,7 @@ def read_records(reader: LogReader, budget: int, wanted: Callable[[bytes], bool]
             batch.corrupt.append(str(error))
             continue
         if not isinstance(record, dict):
-            # Valid JSON of another shape (a list, a string) that merely names an event.
-            batch.corrupt.append(f"not a JSON object: {type(record).__name__}")
-            continue
+            continue  # valid JSON of another shape (a list, a number) is no event: skipped
         batch.records.append((line, record))
     batch.skipped = reader.take_skipped()
     batch.errors = reader.take_errors()
