@@ -42,8 +42,8 @@ class Job:
 
 
 JOBS = (
-    Job("many_tasks", "job", {"queries": 3, "rows": 40_000, "partitions": 64}),
-    Job("wide_500_columns", "wide", {"columns": 500, "rows": 1_000}),
+    Job("many_tasks", "job", {"queries": 2, "rows": 20_000, "partitions": 32}),
+    Job("wide_500_columns", "wide", {"columns": 500, "rows": 200}),
 )
 BLOCKS = 8  # rounds per arm and job
 ROUND_TIMEOUT = 600.0
