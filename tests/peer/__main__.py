@@ -1,12 +1,13 @@
 """`./run peer`: the agent side by side with the OpenLineage Spark listener.
 
-    python -m tests.peer [--shapes NAME ...] [--no-cost] [--compare-only]
+    python -m tests.peer [--shapes NAME ...] [--no-cost] [--compare-only] [--markdown]
 
 Runs every shape of `shapes.py` once with the listener in the driver and the agent watching
 the event logs (`sidebyside.py`), compares the two outputs execution by execution
 (`compare.py`), classifies every difference (`classify.py`), measures the cost of both on
 Spark (`cost.py`) and writes `build/peer/report.json`. `--compare-only` compares the outputs
-of the last run again (after a change to the comparison or the classes).
+of the last run again (after a change to the comparison or the classes); `--markdown`
+prints the README's tables from the last report.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--shapes", nargs="*", help="only these shapes")
     parser.add_argument("--no-cost", action="store_true", help="skip the cost rounds")
     parser.add_argument("--compare-only", action="store_true", help="compare the last outputs")
+    parser.add_argument("--markdown", action="store_true", help="print the README tables")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(report.markdown(json.loads((BUILD / "report.json").read_text())))
+        return 0
     began = time.monotonic()
     raw = BUILD / "outputs.json"
     previous: dict[str, Any] = {}

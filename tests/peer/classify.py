@@ -293,10 +293,10 @@ CLASSES: tuple[Class, ...] = (
         ("schema_types",),
         lambda d, _: d.shape == "hive" and all(t == "" for _, t in d.agent),
         "listener_right",
-        'Hive tables: the agent emits `type: ""` for a string column (the Hive relation\'s '
-        "attributes carry no type suffix for strings); the listener says `string`.",
-        "Type Hive columns from the table schema in the plan (`HiveTableRelation` / the "
-        "CatalogTable of the insert), and leave `type` out instead of an empty string.",
+        "Hive tables: the agent leaves `type` out for the string column `s` (the Hive "
+        "relation's attributes carry no type suffix for strings); the listener says `string`.",
+        "Type Hive columns from the table schema the plan shows (`HiveTableRelation`, the "
+        "CatalogTable of InsertIntoHiveTable) or from the written query's output.",
     ),
     # -- column lineage --------------------------------------------------------------------
     Class(

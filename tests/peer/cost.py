@@ -10,8 +10,10 @@ arms alike. Two driver processes: one without the listener's jar (nothing, agent
 with it on the class path (listener); each warms up with one unmeasured round.
 
 Per round: wall time (session start to stop, inside the driver), CPU of the driver's
-process tree (Python, JVM, Python workers; from /proc), the driver JVM's peak heap; in
-agent rounds also the agent's CPU until it read the log to its end. Ratios are medians
+process tree (Python, JVM, Python workers; from /proc), the driver JVM's peak heap (the
+heap pools' peak, dominated by the young generation's size) and the bytes its threads
+allocated (what the collector had to clear: a listener's garbage shows here); in agent
+rounds also the agent's CPU until it read the log to its end. Ratios are medians
 over the "nothing" arm's medians.
 """
 
@@ -129,6 +131,7 @@ def run(work: Path, blocks: int = BLOCKS) -> dict[str, Any]:
                     "seconds": float(answer["seconds"]),
                     "driver_cpu_seconds": tree_cpu(driver.proc.pid) - before,
                     "heap_peak_mib": float(answer["heap_peak_bytes"]) / 2**20,
+                    "allocated_mib": float(answer["heap_allocated_bytes"]) / 2**20,
                 }
                 if agent is not None:
                     switch.finished += 1
@@ -161,7 +164,7 @@ def summarize(job: Job, rounds: dict[Arm, list[dict[str, float]]]) -> dict[str, 
     def med(arm: Arm, key: str) -> float:
         return median([r[key] for r in rounds[arm]])
 
-    keys = ("seconds", "driver_cpu_seconds", "heap_peak_mib")
+    keys = ("seconds", "driver_cpu_seconds", "heap_peak_mib", "allocated_mib")
     medians = {arm: {k: round(med(arm, k), 3) for k in keys} for arm in ARMS}
 
     def ratio(arm: Arm, key: str) -> float:
@@ -180,8 +183,10 @@ def summarize(job: Job, rounds: dict[Arm, list[dict[str, float]]]) -> dict[str, 
             "wall_listener": ratio("listener", "seconds"),
             "driver_cpu_agent": ratio("agent", "driver_cpu_seconds"),
             "driver_cpu_listener": ratio("listener", "driver_cpu_seconds"),
-            "heap_agent": ratio("agent", "heap_peak_mib"),
-            "heap_listener": ratio("listener", "heap_peak_mib"),
+            "heap_peak_agent": ratio("agent", "heap_peak_mib"),
+            "heap_peak_listener": ratio("listener", "heap_peak_mib"),
+            "allocated_agent": ratio("agent", "allocated_mib"),
+            "allocated_listener": ratio("listener", "allocated_mib"),
             "node_cpu_agent": round(
                 (med("agent", "driver_cpu_seconds") + agent_cpu)
                 / med("nothing", "driver_cpu_seconds"),

@@ -121,3 +121,25 @@ def defects(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             if difference["verdict"] in DEFECTS:
                 found.append({"shape": name, **difference, "fix": fixes[difference["class"]]})
     return found
+
+
+def _side(entry: Mapping[str, Any], side: str) -> str:
+    runs = sum(1 for e in entry["executions"] if e[side])
+    kib = entry["bytes"][side] / 1024
+    return f"{runs} runs, {entry['events'][side]} events, {kib:,.0f} KiB"
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The README's per-shape table and class table, from a report."""
+    lines = ["| shape | agent | listener | verdict |", "|---|---|---|---|"]
+    for name, entry in report["shapes"].items():
+        agent, listener = _side(entry, "agent"), _side(entry, "listener")
+        lines.append(f"| `{name}` | {agent} | {listener} | {entry['verdict']} |")
+    for name, why in report.get("skipped", {}).items():
+        lines.append(f"| `{name}` | not run | not run | skipped: {why} |")
+    lines += ["", "| class | verdict | differences | what |", "|---|---|---|---|"]
+    counts = report["summary"]["classes"]
+    for known in CLASSES:
+        count = counts.get(known.id, {}).get("count", 0)
+        lines.append(f"| `{known.id}` | {known.verdict} | {count} | {known.why} |")
+    return "\n".join(lines)

@@ -13,7 +13,7 @@ Protocol (files in CONTROL_DIR, each written to a temporary name and renamed int
     done-<n>.json   {"ok": true, "result": {...}} or {"ok": false, "error": "traceback"}
 Actions: "eventlog", "writes", "job", "wide" (see their functions) and "quit". "job" and
 "wide" take an optional `conf` (extra Spark properties of that application, such as a
-listener) and report the driver JVM's peak heap during the application. The process gives up
+listener) and report the driver JVM's peak heap and the bytes it allocated. The process gives up
 after IDLE_TIMEOUT seconds without a command, or as soon as its parent process is gone, so it
 never outlives a benchmark.
 """
@@ -150,32 +150,59 @@ def writes(params: dict[str, Any]) -> dict[str, Any]:
     return {"app_id": app_id, "seconds": time.monotonic() - started}
 
 
-class HeapPeak:
-    """Peak use of the driver JVM's heap pools from `reset()` to `read()`, in bytes (0
-    before the JVM exists: the first application of the process starts it)."""
+class Heap:
+    """The driver JVM's heap during one application: the peak use of its heap pools and
+    the bytes its threads allocated (threads alive at the end; 0 before the JVM exists:
+    the first application of the process starts it)."""
 
-    def _pools(self) -> list[Any]:
+    def __init__(self) -> None:
+        self._allocated: dict[int, int] = {}
+
+    def _jvm(self) -> Any:
         from pyspark import SparkContext
 
         gateway = SparkContext._gateway
-        if gateway is None:
-            return []
-        beans = gateway.jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
-        return [p for p in beans if p.getType().toString() == "Heap memory"]
+        return None if gateway is None else gateway.jvm
+
+    def _threads(self) -> dict[int, int]:
+        jvm = self._jvm()
+        if jvm is None:
+            return {}
+        threads = jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+        ids = threads.getAllThreadIds()
+        counts = threads.getThreadAllocatedBytes(ids)
+        return {int(i): int(n) for i, n in zip(ids, counts, strict=True) if int(n) >= 0}
 
     def reset(self) -> None:
-        for pool in self._pools():
-            pool.resetPeakUsage()
+        jvm = self._jvm()
+        if jvm is not None:
+            for pool in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
+                if pool.getType().toString() == "Heap memory":
+                    pool.resetPeakUsage()
+        self._allocated = self._threads()
 
-    def read(self) -> int:
-        return sum(int(p.getPeakUsage().getUsed()) for p in self._pools())
+    def allocated(self) -> int:
+        """Bytes allocated since `reset` by the threads alive now; call before spark.stop()."""
+        before = self._allocated
+        return sum(n - before.get(i, 0) for i, n in self._threads().items())
+
+    def peak(self) -> int:
+        jvm = self._jvm()
+        if jvm is None:
+            return 0
+        pools = jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+        return sum(
+            int(p.getPeakUsage().getUsed())
+            for p in pools
+            if p.getType().toString() == "Heap memory"
+        )
 
 
 def job(params: dict[str, Any]) -> dict[str, Any]:
     """The application whose wall time is compared with and without the agent, timed whole
     (session start to stop: the event log is closed by then) and by phase."""
     work = Path(params["work"])
-    heap = HeapPeak()
+    heap = Heap()
     heap.reset()
     started = time.monotonic()
     conf = params.get("conf")
@@ -188,6 +215,7 @@ def job(params: dict[str, Any]) -> dict[str, Any]:
         frame.write.mode("overwrite").parquet(path)
         spark.read.parquet(path).groupBy("k").agg(F.sum("c1"), F.max("c2")).collect()
     stopping = time.monotonic()
+    allocated = heap.allocated()
     spark.stop()
     ended = time.monotonic()
     return {
@@ -196,7 +224,8 @@ def job(params: dict[str, Any]) -> dict[str, Any]:
         "start_seconds": working - started,
         "work_seconds": stopping - working,
         "stop_seconds": ended - stopping,
-        "heap_peak_bytes": heap.read(),
+        "heap_peak_bytes": heap.peak(),
+        "heap_allocated_bytes": allocated,
     }
 
 
@@ -204,7 +233,7 @@ def wide(params: dict[str, Any]) -> dict[str, Any]:
     """A table of `columns` columns written, copied column for column, and hashed row by
     row: plans (and lineage) as wide as the table. Timed whole, like `job`."""
     work = Path(params["work"])
-    heap = HeapPeak()
+    heap = Heap()
     heap.reset()
     started = time.monotonic()
     spark = session(params["app_name"], params["event_dir"], str(work), 2, params.get("conf"))
@@ -215,8 +244,14 @@ def wide(params: dict[str, Any]) -> dict[str, Any]:
     source.write.parquet(str(work / "wide_copy"))
     row_hash = F.sha2(F.concat_ws(",", *[F.col(c) for c in source.columns]), 256)
     source.select("c0", row_hash.alias("row_hash")).write.parquet(str(work / "wide_hash"))
+    allocated = heap.allocated()
     spark.stop()
-    return {"app_id": app_id, "seconds": time.monotonic() - started, "heap_peak_bytes": heap.read()}
+    return {
+        "app_id": app_id,
+        "seconds": time.monotonic() - started,
+        "heap_peak_bytes": heap.peak(),
+        "heap_allocated_bytes": allocated,
+    }
 
 
 ACTIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
