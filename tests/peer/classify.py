@@ -241,7 +241,8 @@ CLASSES: tuple[Class, ...] = (
         ("inputs", "outputs"),
         lambda d, _: any("metastore_db" in n for n in _names(d.listener)),
         "both_wrong",
-        "In-memory Derby (`jdbc:derby:memory:peer`): the listener names it by a file path "
+        "In-memory Derby (`jdbc:derby:memory:peer`; Naming.md has no Derby entry, but a name "
+        "must identify the datasource): the listener names it by a file path "
         "that does not exist (the working directory's `metastore_db`), the agent names the "
         "V1 write `derby:memory:peer` (right) but the read and the V2 catalog write "
         "`unknown:APP.PEOPLE`.",

@@ -20,6 +20,7 @@ over the "nothing" arm's medians.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -84,8 +85,10 @@ def tree_cpu(pid: int) -> float:
 
 
 def run(work: Path, blocks: int = BLOCKS) -> dict[str, Any]:
-    """Every job in every arm, `blocks` rounds each; figures and ratios."""
-    work.mkdir(parents=True, exist_ok=True)
+    """Every job in every arm, `blocks` rounds each, in a fresh `work`; figures and ratios."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
     jars = ",".join(str(p) for p in listener_jars())
     events = {arm: work / f"events-{arm}" for arm in ARMS}
     for folder in events.values():
