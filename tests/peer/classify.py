@@ -195,8 +195,10 @@ CLASSES: tuple[Class, ...] = (
         ("app_job_name",),
         lambda d, _: d.listener == "unknown",
         "agent_right",
-        "The listener names the application job `unknown` when the application ran only "
-        "RDD jobs; the agent uses spark.app.name as for every other application.",
+        "The listener's application START is sometimes named `unknown` and lacks "
+        "spark_applicationDetails (a race at start; different applications from run to run), "
+        "its COMPLETE then carries the real name: one run under two job names. The agent "
+        "uses spark.app.name in both.",
     ),
     # -- terminal states -------------------------------------------------------------------
     Class(
