@@ -126,7 +126,8 @@ def defects(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _side(entry: Mapping[str, Any], side: str) -> str:
     runs = sum(1 for e in entry["executions"] if e[side])
     kib = entry["bytes"][side] / 1024
-    return f"{runs} runs, {entry['events'][side]} events, {kib:,.0f} KiB"
+    plural = "run" if runs == 1 else "runs"
+    return f"{runs} {plural}, {entry['events'][side]} events, {kib:,.0f} KiB"
 
 
 def markdown(report: Mapping[str, Any]) -> str:
