@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
         outputs = sidebyside.run(by_name(args.shapes), work)
         sidebyside.save(outputs, raw)
     result = report.build(outputs)
-    result["defects"] = report.defects(result)
+    result["defects"] = report.defects(result, outputs)
     result["spark_seconds"] = outputs.spark_seconds
     if args.compare_only or args.no_cost:
         if "cost" in previous:

@@ -143,6 +143,7 @@ class Difference:
     listener: Any
     dataset: str = ""  # namespace/name when the aspect is about one dataset
     role: str = ""  # inputs / outputs, with `dataset`
+    listener_job: str = ""  # the paired listener run's job name
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -151,6 +152,7 @@ class Difference:
             "aspect": self.aspect,
             "dataset": self.dataset,
             "role": self.role,
+            "listener_job": self.listener_job,
             "agent": self.agent,
             "listener": self.listener,
         }
@@ -228,7 +230,7 @@ def compare_runs(shape: str, agent: Run, listener: Run) -> tuple[dict[str, Any],
     agree: dict[str, Any] = {}
 
     def differ(aspect: str, a: Any, b: Any, dataset: str = "", role: str = "") -> None:
-        diffs.append(Difference(shape, name, aspect, a, b, dataset, role))
+        diffs.append(Difference(shape, name, aspect, a, b, dataset, role, listener.job))
 
     agree["job_name"] = agent.job == listener.job
     if not agree["job_name"]:
@@ -373,3 +375,34 @@ def compare_app(
         },
         "events": {"agent": len(agent_events), "listener": len(listener_events)},
     }
+
+
+def evidence(events: Sequence[Event], job: str, dataset: str, role: str, limit: int = 4000) -> Any:
+    """The relevant JSON of one producer's events for a difference: the dataset as the last
+    event of job `job` carries it (column lineage cut to a few fields), or the run's event
+    types and job name when the difference is about the run. Cut at `limit` characters."""
+    mine = [e for e in events if e["job"]["name"] == job]
+    if not mine:
+        return None
+    if not dataset and role:  # which datasets: the names the run's last event carries
+        return [{"namespace": d["namespace"], "name": d["name"]} for d in mine[-1].get(role, [])]
+    if not dataset:
+        return [{"eventType": e["eventType"], "job": e["job"]["name"]} for e in mine]
+    found: Any = None
+    for event in mine:
+        for item in event.get(role, []):
+            if key_text((str(item["namespace"]), str(item["name"]))) == dataset:
+                found = item
+    if found is None:
+        return None
+    facets = {
+        key: {k: v for k, v in facet.items() if k not in ("_producer", "_schemaURL")}
+        for key, facet in found.get("facets", {}).items()
+        if isinstance(facet, dict)
+    }
+    lineage = facets.get("columnLineage")
+    if lineage:
+        kept = dict(list(lineage.get("fields", {}).items())[:3])
+        facets["columnLineage"] = {**lineage, "fields": kept, "_cut_to_fields": len(kept)}
+    text = json.dumps({**found, "facets": facets})
+    return json.loads(text) if len(text) <= limit else text[:limit] + "..."

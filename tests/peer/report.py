@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tests.peer.classify import CLASSES, DEFECTS, classify
-from tests.peer.compare import Event, compare_app
+from tests.peer.compare import Event, compare_app, evidence
 
 
 def shape_entry(
@@ -112,14 +112,30 @@ def summarize(shapes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def defects(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every difference where the agent is wrong, with its class's proposed fix."""
+def defects(report: Mapping[str, Any], outputs: Any = None) -> list[dict[str, Any]]:
+    """Every difference where the agent is wrong, with its class's proposed fix and, given
+    the raw outputs, the two events' relevant JSON."""
     fixes = {known.id: known.fix for known in CLASSES}
     found = []
     for name, entry in report["shapes"].items():
         for difference in entry["differences"]:
-            if difference["verdict"] in DEFECTS:
-                found.append({"shape": name, **difference, "fix": fixes[difference["class"]]})
+            if difference["verdict"] not in DEFECTS:
+                continue
+            item = {"shape": name, **difference, "fix": fixes[difference["class"]]}
+            if outputs is not None:
+                role = difference["role"]
+                if difference["aspect"] in ("inputs", "outputs"):
+                    role = difference["aspect"]
+                where = (difference["dataset"], role)
+                item["evidence"] = {
+                    "agent": evidence(outputs.agent[name], difference["execution"], *where),
+                    "listener": evidence(
+                        outputs.listener[name],
+                        difference["listener_job"] or difference["execution"],
+                        *where,
+                    ),
+                }
+            found.append(item)
     return found
 
 
