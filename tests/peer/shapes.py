@@ -4,7 +4,9 @@ A shape names a job function of `jobs.py` (the PySpark program), the Spark confi
 that application needs beyond the common one, and what it needs from the machine. To add a
 shape (Delta, Iceberg, Kafka, streaming), write its job function in `jobs.py` and add a row
 here; `packages` lists the bundles of `scripts/jars.py` it needs on the driver's class path
-and `pyspark` the PySpark version to run it under when it is not the project's.
+(fetched and passed with `spark.jars`). `pyspark` names the PySpark version a shape needs
+when it is not the project's: such shapes are reported as skipped until the harness builds
+that environment (a venv under build/ and a second jobs.py process).
 """
 
 from __future__ import annotations

@@ -49,8 +49,13 @@ class Outputs:
 
 def listener_jars() -> list[Path]:
     """The listener's jars, fetched (once) by the project's own script."""
+    return bundle_jars("openlineage-spark")
+
+
+def bundle_jars(bundle: str) -> list[Path]:
+    """The jars of a `scripts/jars.py` bundle, fetched (once) by that script."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "jars.py"), "openlineage-spark"],
+        [sys.executable, str(ROOT / "scripts" / "jars.py"), bundle],
         capture_output=True,
         text=True,
         timeout=900,
@@ -128,7 +133,15 @@ def run(shapes: Sequence[Shape], work: Path) -> Outputs:
         if reason is not None:
             skipped |= {s.name: reason for s in shapes if "postgres" in s.needs}
             runnable = [s for s in shapes if s.name not in skipped]
+    other = {s.name: s.pyspark for s in runnable if s.pyspark is not None}
+    skipped |= {
+        name: f"needs PySpark {version} in an environment of its own (not built yet)"
+        for name, version in other.items()
+    }
+    runnable = [s for s in runnable if s.name not in other]
     jars = [str(p) for p in listener_jars()]
+    for bundle in sorted({b for s in runnable for b in s.packages}):
+        jars += [str(p) for p in bundle_jars(bundle)]
     if server is not None:
         jars.append(str(JDBC_JAR))
     plan = {
