@@ -239,15 +239,26 @@ CLASSES: tuple[Class, ...] = (
         "no event names it.",
     ),
     Class(
+        "listener_derby_path",
+        ("inputs", "outputs"),
+        lambda d, _: (
+            any("metastore_db" in n for n in _names(d.listener))
+            and not any(n.startswith("unknown:") for n in _names(d.agent))
+        ),
+        "agent_right",
+        "A JDBC write to in-memory Derby (`jdbc:derby:memory:peer`; Naming.md has no Derby "
+        "entry, but a name must identify the datasource): the agent names it "
+        "`derby:memory:peer`, the listener by a file path that does not exist (the working "
+        "directory's `metastore_db`).",
+    ),
+    Class(
         "derby_in_memory_naming",
         ("inputs", "outputs"),
         lambda d, _: any("metastore_db" in n for n in _names(d.listener)),
         "both_wrong",
-        "In-memory Derby (`jdbc:derby:memory:peer`; Naming.md has no Derby entry, but a name "
-        "must identify the datasource): the listener names it by a file path "
-        "that does not exist (the working directory's `metastore_db`), the agent names the "
-        "V1 write `derby:memory:peer` (right) but the read and the V2 catalog write "
-        "`unknown:APP.PEOPLE`.",
+        "A JDBC read of in-memory Derby and a write through the V2 JDBC catalog: the agent "
+        "names them `unknown:APP.PEOPLE`, the listener by the nonexistent `metastore_db` path "
+        "of the working directory.",
         "Resolve a V2 JDBC catalog's url from `spark.sql.catalog.<catalog>.url` in the "
         "environment update; name reads as for jdbc_url_not_in_log.",
     ),
