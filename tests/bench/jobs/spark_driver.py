@@ -11,7 +11,9 @@ Protocol (files in CONTROL_DIR, each written to a temporary name and renamed int
     ready           written once this process runs; holds its pid
     cmd-<n>.json    {"action": ACTION, "params": {...}} from the benchmark, n = 1, 2, ...
     done-<n>.json   {"ok": true, "result": {...}} or {"ok": false, "error": "traceback"}
-Actions: "eventlog", "writes", "job" (see their functions) and "quit". The process gives up
+Actions: "eventlog", "writes", "job", "wide" (see their functions) and "quit". "job" and
+"wide" take an optional `conf` (extra Spark properties of that application, such as a
+listener) and report the driver JVM's peak heap and the bytes it allocated. The process gives up
 after IDLE_TIMEOUT seconds without a command, or as soon as its parent process is gone, so it
 never outlives a benchmark.
 """
@@ -34,7 +36,13 @@ IDLE_TIMEOUT = 900.0
 POLL = 0.02
 
 
-def session(name: str, event_dir: str, work: str, shuffle_partitions: int) -> SparkSession:
+def session(
+    name: str,
+    event_dir: str,
+    work: str,
+    shuffle_partitions: int,
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(name)
@@ -47,6 +55,8 @@ def session(name: str, event_dir: str, work: str, shuffle_partitions: int) -> Sp
         .config("spark.eventLog.enabled", "true")
         .config("spark.eventLog.dir", Path(event_dir).as_uri())
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -140,12 +150,63 @@ def writes(params: dict[str, Any]) -> dict[str, Any]:
     return {"app_id": app_id, "seconds": time.monotonic() - started}
 
 
+class Heap:
+    """The driver JVM's heap during one application: the peak use of its heap pools and
+    the bytes its threads allocated (threads alive at the end; 0 before the JVM exists:
+    the first application of the process starts it)."""
+
+    def __init__(self) -> None:
+        self._allocated: dict[int, int] = {}
+
+    def _jvm(self) -> Any:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        return None if gateway is None else gateway.jvm
+
+    def _threads(self) -> dict[int, int]:
+        jvm = self._jvm()
+        if jvm is None:
+            return {}
+        threads = jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+        ids = threads.getAllThreadIds()
+        counts = threads.getThreadAllocatedBytes(ids)
+        return {int(i): int(n) for i, n in zip(ids, counts, strict=True) if int(n) >= 0}
+
+    def reset(self) -> None:
+        jvm = self._jvm()
+        if jvm is not None:
+            for pool in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
+                if pool.getType().toString() == "Heap memory":
+                    pool.resetPeakUsage()
+        self._allocated = self._threads()
+
+    def allocated(self) -> int:
+        """Bytes allocated since `reset` by the threads alive now; call before spark.stop()."""
+        before = self._allocated
+        return sum(n - before.get(i, 0) for i, n in self._threads().items())
+
+    def peak(self) -> int:
+        jvm = self._jvm()
+        if jvm is None:
+            return 0
+        pools = jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+        return sum(
+            int(p.getPeakUsage().getUsed())
+            for p in pools
+            if p.getType().toString() == "Heap memory"
+        )
+
+
 def job(params: dict[str, Any]) -> dict[str, Any]:
     """The application whose wall time is compared with and without the agent, timed whole
     (session start to stop: the event log is closed by then) and by phase."""
     work = Path(params["work"])
+    heap = Heap()
+    heap.reset()
     started = time.monotonic()
-    spark = session(params["app_name"], params["event_dir"], str(work), 4)
+    conf = params.get("conf")
+    spark = session(params["app_name"], params["event_dir"], str(work), 4, conf)
     app_id = spark.sparkContext.applicationId
     working = time.monotonic()
     for query in range(params["queries"]):
@@ -154,6 +215,7 @@ def job(params: dict[str, Any]) -> dict[str, Any]:
         frame.write.mode("overwrite").parquet(path)
         spark.read.parquet(path).groupBy("k").agg(F.sum("c1"), F.max("c2")).collect()
     stopping = time.monotonic()
+    allocated = heap.allocated()
     spark.stop()
     ended = time.monotonic()
     return {
@@ -162,6 +224,33 @@ def job(params: dict[str, Any]) -> dict[str, Any]:
         "start_seconds": working - started,
         "work_seconds": stopping - working,
         "stop_seconds": ended - stopping,
+        "heap_peak_bytes": heap.peak(),
+        "heap_allocated_bytes": allocated,
+    }
+
+
+def wide(params: dict[str, Any]) -> dict[str, Any]:
+    """A table of `columns` columns written, copied column for column, and hashed row by
+    row: plans (and lineage) as wide as the table. Timed whole, like `job`."""
+    work = Path(params["work"])
+    heap = Heap()
+    heap.reset()
+    started = time.monotonic()
+    spark = session(params["app_name"], params["event_dir"], str(work), 2, params.get("conf"))
+    app_id = spark.sparkContext.applicationId
+    columns = [f"(id + {i}) AS c{i}" for i in range(params["columns"])]
+    spark.range(params["rows"]).selectExpr(*columns).write.parquet(str(work / "wide_source"))
+    source = spark.read.parquet(str(work / "wide_source"))
+    source.write.parquet(str(work / "wide_copy"))
+    row_hash = F.sha2(F.concat_ws(",", *[F.col(c) for c in source.columns]), 256)
+    source.select("c0", row_hash.alias("row_hash")).write.parquet(str(work / "wide_hash"))
+    allocated = heap.allocated()
+    spark.stop()
+    return {
+        "app_id": app_id,
+        "seconds": time.monotonic() - started,
+        "heap_peak_bytes": heap.peak(),
+        "heap_allocated_bytes": allocated,
     }
 
 
@@ -169,6 +258,7 @@ ACTIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "eventlog": eventlog,
     "writes": writes,
     "job": job,
+    "wide": wide,
 }
 
 

@@ -1,0 +1,1 @@
+"""Side by side with the OpenLineage Spark listener: `./run peer` (see `__main__.py`)."""

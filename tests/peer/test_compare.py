@@ -1,0 +1,200 @@
+"""The side-by-side harness's pure parts on hand-written event pairs: pairing, comparison,
+classification and the summary (no Spark)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tests.peer import compare, report
+from tests.peer.classify import CLASSES, classify
+from tests.peer.cost import ARMS, order
+from tests.peer.sidebyside import Outputs
+
+APP = "peer_x"
+APP_RUN = "00000000-0000-7000-8000-000000000001"
+
+
+def dataset(
+    name: str, fields: Sequence[str] = (), lineage: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    facets: dict[str, Any] = {"schema": {"fields": [{"name": f, "type": "long"} for f in fields]}}
+    if lineage is not None:
+        facets["columnLineage"] = lineage
+    return {"namespace": "file", "name": name, "facets": facets}
+
+
+def event(
+    kind: str,
+    job: str,
+    run: str,
+    second: int,
+    inputs: Sequence[Any] = (),
+    outputs: Sequence[Any] = (),
+    job_type: str = "SQL_JOB",
+) -> dict[str, Any]:
+    facets: dict[str, Any] = {}
+    if job_type != "APPLICATION":
+        facets["parent"] = {"run": {"runId": APP_RUN}, "job": {"namespace": "spark", "name": APP}}
+    return {
+        "eventType": kind,
+        "eventTime": f"2026-01-01T00:00:{second:02d}.000Z",
+        "run": {"runId": run, "facets": facets},
+        "job": {"namespace": "spark", "name": job, "facets": {"jobType": {"jobType": job_type}}},
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+    }
+
+
+def app(kind: str, second: int) -> dict[str, Any]:
+    return event(kind, APP, APP_RUN, second, job_type="APPLICATION")
+
+
+def direct(field: str) -> dict[str, Any]:
+    transformation = {"type": "DIRECT", "subtype": "IDENTITY"}
+    return {
+        "inputFields": [
+            {
+                "namespace": "file",
+                "name": "/in",
+                "field": field,
+                "transformations": [transformation],
+            }
+        ]
+    }
+
+
+def agent_events() -> list[dict[str, Any]]:
+    out = dataset("/out", ["id"], {"fields": {"id": direct("id")}})
+    return [
+        app("START", 0),
+        event("START", f"{APP}.ctas.default_t", "a1", 1, [dataset("/in", ["id"])], [out]),
+        event("FAIL", f"{APP}.ctas.default_t", "a1", 5, [dataset("/in", ["id"])], [out]),
+        app("FAIL", 9),
+    ]
+
+
+def listener_events() -> list[dict[str, Any]]:
+    out = dataset("/out", ["id"], {"fields": {"id": direct("id")}})
+    source = dataset("/in", ["id", "name"])
+    return [
+        app("START", 0),
+        event("START", f"{APP}.ctas.x_t", "l1", 1, [source], [out]),
+        event("START", f"{APP}.insert.x_t", "l2", 2, [source], [out]),
+        event("COMPLETE", f"{APP}.insert.x_t", "l2", 4, [source], [out]),
+        event("RUNNING", f"{APP}.ctas.x_t", "l1", 4, [source], [out]),
+        event("COMPLETE", f"{APP}.ctas.x_t", "l1", 5, [source], [out]),
+        event("START", f"{APP}.map_partitions_parallel_collection", "l3", 0, [source]),
+        app("COMPLETE", 9),
+    ]
+
+
+def test_pairs_by_shared_output_before_name_and_leaves_the_rest_alone() -> None:
+    """The agent's run pairs with the listener's root run (shared output, started together),
+    not its nested insert; the nested and the internal run stay unpaired."""
+    _, mine = compare.split(agent_events())
+    _, theirs = compare.split(listener_events())
+    pairs = compare.pair(mine, theirs)
+    assert [(a and a.run_id, b and b.run_id) for a, b in pairs] == [
+        ("a1", "l1"),
+        (None, "l2"),
+        (None, "l3"),
+    ]
+    assert compare.nested_in(theirs[1], mine) == f"{APP}.ctas.default_t"
+    assert compare.nested_in(theirs[2], mine) is None
+
+
+def test_differences_are_found_and_each_is_classified() -> None:
+    """Schema, terminal, event counts, job name and extra runs differ; every difference
+    lands in the class that explains it."""
+    result = compare.compare_app("x", agent_events(), listener_events())
+    context = {"x": {"error": "ArithmeticException: [DIVIDE_BY_ZERO]"}}
+    found = {}
+    for difference in result["differences"]:
+        known = classify(difference, context)
+        found[(difference.aspect, difference.execution)] = known.id if known else None
+    assert found == {
+        ("job_name", f"{APP}.ctas.default_t"): "output_part_of_name",
+        ("schema_fields", f"{APP}.ctas.default_t"): "pruned_input_schema",
+        ("terminal", f"{APP}.ctas.default_t"): "listener_misses_failure",
+        ("event_count", f"{APP}.ctas.default_t"): "terminal_counted",
+        ("run_only_listener", f"{APP}.insert.x_t"): "listener_nested_run",
+        ("run_only_listener", f"{APP}.map_partitions_parallel_collection"): (
+            "listener_internal_job"
+        ),
+        ("app_terminal", APP): "caught_failure_app",
+        ("app_event_count", APP): "terminal_counted",
+    }
+    (execution, *_) = result["executions"]
+    assert execution["agree"] == {
+        "job_name": False,
+        "inputs": True,
+        "outputs": True,
+        "columns": True,
+        "terminal": False,
+        "events": False,
+    }
+
+
+def test_column_lineage_compared_edge_by_edge() -> None:
+    """A DIRECT edge only one side has and a dataset-wide INDIRECT edge are both reported,
+    counted by kind."""
+    indirect = {
+        "namespace": "file",
+        "name": "/in",
+        "field": "k",
+        "transformations": [{"type": "INDIRECT", "subtype": "GROUP_BY"}],
+    }
+    mine = dataset("/out", ["id"], {"fields": {"id": direct("id")}, "dataset": [indirect]})
+    theirs = dataset("/out", ["id"], {"fields": {"id": direct("other")}})
+    agent = [event("START", "j", "a", 1, [], [mine]), event("COMPLETE", "j", "a", 2, [], [mine])]
+    listener = [
+        event("START", "j", "b", 1, [], [theirs]),
+        event("COMPLETE", "j", "b", 2, [], [theirs]),
+    ]
+    result = compare.compare_app("x", agent, listener)
+    kinds = {
+        d.aspect: (d.agent["only_agent"], d.listener["only_listener"])
+        for d in result["differences"]
+        if d.aspect.startswith("columns")
+    }
+    assert kinds == {"columns_direct": (1, 1), "columns_indirect": (1, 0)}
+
+
+def test_unclassified_difference_counts_as_unexplained() -> None:
+    """Outputs no class knows about are unexplained in the shape and in the summary."""
+    agent = [event("START", "j", "a", 1, [], [dataset("/one")]), event("COMPLETE", "j", "a", 2)]
+    listener = [event("START", "j", "b", 1, [], [dataset("/two")]), event("COMPLETE", "j", "b", 2)]
+    outputs = Outputs(
+        apps={"x": {"app_id": "local-1"}},
+        listener={"x": listener},
+        agent={"x": agent},
+        skipped={},
+        spark_seconds=0.0,
+    )
+    built = report.build(outputs)
+    (difference,) = [d for d in built["shapes"]["x"]["differences"] if d["aspect"] == "outputs"]
+    assert difference["verdict"] == "unexplained"
+    assert built["summary"]["unexplained_differences"] >= 1
+    assert built["summary"]["executions"] == 1
+    assert built["summary"]["datasets_agree"] == 0
+    assert "UNEXPLAINED" in built["shapes"]["x"]["verdict"]
+
+
+def test_every_class_that_blames_the_agent_proposes_a_fix() -> None:
+    """A class whose verdict makes it an agent defect says how to fix the agent."""
+    ids = [known.id for known in CLASSES]
+    assert len(ids) == len(set(ids))
+    assert [
+        k.id for k in CLASSES if k.verdict in ("listener_right", "both_wrong") and not k.fix
+    ] == []
+
+
+def test_cost_rounds_alternate_every_arm_in_every_block() -> None:
+    """Each block of three rounds runs every arm once, in a rotating, reversing order."""
+    rounds = order(8)
+    assert len(rounds) == 24
+    for block in range(8):
+        assert sorted(rounds[block * 3 : block * 3 + 3]) == sorted(ARMS)
+    firsts = {rounds[block * 3] for block in range(8)}
+    assert firsts == set(ARMS)
