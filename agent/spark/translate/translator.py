@@ -38,20 +38,21 @@ logged after ApplicationEnd is therefore reported as aborted.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 from agent.spark.plan import read as plans
 from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
 from agent.spark.plan.tables import normalize
 from agent.spark.translate import runids
-from agent.spark.translate.datasets import RunDatasets, names_dataset
+from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.events import (
     MAX_MS,
     RunRef,
     run_datasets,
     run_event,
 )
+from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
 from agent.spark.translate.jobs import Jobs
 from agent.spark.translate.naming import job_name
 from agent.spark.translate.options import PROPERTIES, TranslateOptions, catalog_of, parent_of
@@ -65,13 +66,11 @@ from agent.spark.translate.runs import (
     classify,
     count_stage,
     job_failure,
-    remember,
     summary,
     terminal_state,
 )
 from agent.spark.translate.values import (
     as_int,
-    as_number,
     as_str,
     mappings,
     properties,
@@ -95,10 +94,8 @@ class ApplicationTranslator:
         self._stop: tuple[str, str] | None = None
         self._finished = False
         self._clock = 0  # the latest Spark timestamp seen
-        self._executions: dict[int, Execution] = {}
-        self._sql_runs: dict[int, Run] = {}  # open, by root execution id
+        self._sql = SqlRuns()
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
-        self._ended_roots: set[int] = set()  # recent ones: see remember
         self._jobs = Jobs()
         self._last: Failure | None = None  # outcome of the last job / execution to finish
         self._done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
@@ -170,7 +167,7 @@ class ApplicationTranslator:
 
     def snapshot(self) -> AppSummary:
         """Runs with job names, states, datasets and counters: for status / describe."""
-        open_runs = [r for r in (*self._sql_runs.values(), *self._rdd_runs.values()) if r.started]
+        open_runs = [r for r in (*self._sql.runs(), *self._rdd_runs.values()) if r.started]
         return AppSummary(
             app_id=self.app_id,
             attempt_id=self.attempt_id,
@@ -209,7 +206,7 @@ class ApplicationTranslator:
         if self._app is None:
             return
         end = self._tick(as_int(event.get("Timestamp")))
-        in_flight = bool(self._jobs or self._sql_runs)
+        in_flight = bool(self._jobs or self._sql)
         cancelled = Failure(
             "shutdown",
             "the application ended before this run finished: Spark cancels running jobs "
@@ -230,7 +227,7 @@ class ApplicationTranslator:
     ) -> None:
         """End the open child runs, then the application: its terminal event comes last."""
         assert self._app is not None
-        for run in (*self._sql_runs.values(), *self._rdd_runs.values()):
+        for run in (*self._sql.runs(), *self._rdd_runs.values()):
             self._finish(run, end, children[0], children[1], out)
         if self._stop is not None:
             reason, by = self._stop
@@ -244,60 +241,45 @@ class ApplicationTranslator:
         exec_id = as_int(event.get("executionId"))
         if self._app is None or self._app_ids is None or exec_id is None:
             return
-        if exec_id in self._executions:
+        if self._sql.execution(exec_id) is not None:
             return
         start = self._tick(as_int(event.get("time")))
         root = as_int(event.get("rootExecutionId"))
         root = exec_id if root is None or not 0 <= root <= exec_id else root
-        if root in self._ended_roots:
+        if self._sql.ended(root):
             self.warnings.append(f"execution {exec_id} started after its root {root} ended")
             return
-        run = self._sql_runs.get(root)
-        if run is None:
-            app_id, attempt, _ = self._app_ids
-            run_id = runids.run_id(start, app_id, attempt, "sql", root)
-            run = self._sql_runs[root] = Run("sql", run_id, "SQL_JOB", start, key=root)
-        execution = self._executions[exec_id] = Execution(exec_id, root)
-        run.executions.append(execution)
+        app_id, attempt, _ = self._app_ids
+        run_id = runids.run_id(start, app_id, attempt, "sql", root)
+        run, execution = self._sql.open(
+            exec_id, root, lambda: Run("sql", run_id, "SQL_JOB", start, key=root)
+        )
         self._read_plan(execution, event, run, out)
 
     def _on_sql_update(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        execution = self._executions.get(as_int(event.get("executionId")))  # type: ignore[arg-type]
+        execution = self._sql.execution(as_int(event.get("executionId")))
         if execution is not None:
-            self._read_plan(execution, event, self._sql_runs[execution.root], out)
+            self._read_plan(execution, event, self._sql.run_of(execution), out)
 
     def _read_plan(
         self, execution: Execution, event: Mapping[str, Any], run: Run, out: list[Event]
     ) -> None:
-        plan = plans.read_plan(event.get("sparkPlanInfo"), event.get("physicalPlanDescription"))
-        for note in plan.notes:
-            if note not in execution.notes:
-                execution.notes.add(note)
-                self.warnings.append(f"{note} in execution {execution.exec_id}")
-        execution.command = execution.command or plan.command
-        execution.writes = execution.writes or plan.writes
-        for ref in plan.datasets:
-            execution.refs[(ref.role, ref.node, ref.location, ref.table, ref.jdbc)] = ref
-        if not run.started and any(map(names_dataset, execution.refs.values())):
+        notes, names_data = add_plan(execution, event)
+        self.warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
+        if not run.started and names_data:
             self._start_sql(run, out)
 
     def _on_accum_updates(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        execution = self._executions.get(as_int(event.get("executionId")))  # type: ignore[arg-type]
-        updates = event.get("accumUpdates")
-        if execution is None or not isinstance(updates, Sequence):
-            return
-        for pair in updates:
-            if isinstance(pair, Sequence) and len(pair) == 2:
-                acc, value = as_int(pair[0]), as_number(pair[1])
-                if acc is not None and value is not None:
-                    execution.values[acc] = value
+        execution = self._sql.execution(as_int(event.get("executionId")))
+        if execution is not None:
+            add_metrics(execution, event.get("accumUpdates"))
 
     def _on_sql_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        execution = self._executions.get(as_int(event.get("executionId")))  # type: ignore[arg-type]
+        execution = self._sql.execution(as_int(event.get("executionId")))
         if execution is None or execution.exec_id != execution.root:
             return  # a nested execution: its root's end follows with the same error
         end = self._tick(as_int(event.get("time")))
-        run = self._sql_runs[execution.root]
+        run = self._sql.run_of(execution)
         error = as_str(event.get("errorMessage"))
         if not error:
             self._last = Failure("ok", "")
@@ -357,9 +339,9 @@ class ApplicationTranslator:
         end = self._tick(as_int(event.get("Completion Time")))
         failure = job_failure(event.get("Job Result"))
         self._last = failure or Failure("ok", "")
-        execution = self._executions.get(job.execution) if job.execution is not None else None
+        execution = self._sql.execution(job.execution)
         if failure is not None and execution is not None:
-            self._sql_runs[execution.root].failure = failure
+            self._sql.run_of(execution).failure = failure
         if job.run is not None:
             self._finish(job.run, end, terminal_state(failure), failure, out)
 
@@ -393,10 +375,10 @@ class ApplicationTranslator:
             return None, None
         if job.run is not None:
             return (job.run if job.run.state == "RUNNING" else None), None
-        execution = self._executions.get(job.execution) if job.execution is not None else None
+        execution = self._sql.execution(job.execution)
         if execution is None:
             return None, None
-        return self._sql_runs[execution.root], execution
+        return self._sql.run_of(execution), execution
 
     # -- RunEvents -------------------------------------------------------------------------
 
@@ -412,10 +394,7 @@ class ApplicationTranslator:
         if run.state != "RUNNING":
             return
         if run.kind == "sql":
-            del self._sql_runs[run.key]
-            remember(self._ended_roots, run.key)
-            for execution in run.executions:
-                self._executions.pop(execution.exec_id, None)
+            self._sql.close(run)
             if not run.started:
                 if not (any(e.refs for e in run.executions) or self.options.emit_empty_executions):
                     run.state = state
@@ -436,7 +415,7 @@ class ApplicationTranslator:
         interval = self.options.running_interval_ms
         if interval <= 0 or self._app is None or self._finished:
             return
-        for run in (self._app, *self._sql_runs.values(), *self._rdd_runs.values()):
+        for run in (self._app, *self._sql.runs(), *self._rdd_runs.values()):
             if run.started and self._clock - run.last_emit_ms >= interval:
                 run.last_emit_ms = self._clock
                 out.append(self._event("RUNNING", run, self._clock, None))

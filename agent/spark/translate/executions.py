@@ -1,0 +1,83 @@
+"""The SQL executions of one application that are open now, grouped into runs by their root.
+
+Pure bookkeeping for the translator: nested executions (a CTAS and the insert it runs share
+`rootExecutionId`) belong to one run, keyed by the root; what an execution's plans name is
+merged onto it (`add_plan`), its SQL metric values too (`add_metrics`). A root that ended is
+remembered (recent ones: see `remember`), so a late nested execution cannot reopen it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence, ValuesView
+from typing import Any
+
+from agent.spark.plan.read import read_plan
+from agent.spark.translate.datasets import names_dataset
+from agent.spark.translate.runs import Execution, Run, remember
+from agent.spark.translate.values import as_int, as_number
+
+
+class SqlRuns:
+    """Open SQL runs by root execution id, and their executions by id."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, Run] = {}
+        self._executions: dict[int, Execution] = {}
+        self._ended_roots: set[int] = set()
+
+    def __bool__(self) -> bool:
+        """Whether any SQL run is still open."""
+        return bool(self._runs)
+
+    def runs(self) -> ValuesView[Run]:
+        return self._runs.values()
+
+    def execution(self, exec_id: int | None) -> Execution | None:
+        return self._executions.get(exec_id) if exec_id is not None else None
+
+    def run_of(self, execution: Execution) -> Run:
+        return self._runs[execution.root]
+
+    def ended(self, root: int) -> bool:
+        """Whether the run of this root execution ended recently."""
+        return root in self._ended_roots
+
+    def open(self, exec_id: int, root: int, new_run: Callable[[], Run]) -> tuple[Run, Execution]:
+        """Add an execution to its root's run, opening the run (`new_run`) if need be."""
+        run = self._runs.get(root)
+        if run is None:
+            run = self._runs[root] = new_run()
+        execution = self._executions[exec_id] = Execution(exec_id, root)
+        run.executions.append(execution)
+        return run, execution
+
+    def close(self, run: Run) -> None:
+        """Forget an ended run and its executions; remember its root as ended."""
+        del self._runs[run.key]
+        remember(self._ended_roots, run.key)
+        for execution in run.executions:
+            self._executions.pop(execution.exec_id, None)
+
+
+def add_plan(execution: Execution, event: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """Merge what the event's plan names onto the execution: (new notes on what could not be
+    read, whether the execution now names a dataset)."""
+    plan = read_plan(event.get("sparkPlanInfo"), event.get("physicalPlanDescription"))
+    notes = [note for note in plan.notes if note not in execution.notes]
+    execution.notes.update(notes)
+    execution.command = execution.command or plan.command
+    execution.writes = execution.writes or plan.writes
+    for ref in plan.datasets:
+        execution.refs[(ref.role, ref.node, ref.location, ref.table, ref.jdbc)] = ref
+    return notes, any(map(names_dataset, execution.refs.values()))
+
+
+def add_metrics(execution: Execution, updates: object) -> None:
+    """Record a DriverAccumUpdates event's `[accumulator id, value]` pairs."""
+    if not isinstance(updates, Sequence):
+        return
+    for pair in updates:
+        if isinstance(pair, Sequence) and len(pair) == 2:
+            acc, value = as_int(pair[0]), as_number(pair[1])
+            if acc is not None and value is not None:
+                execution.values[acc] = value
