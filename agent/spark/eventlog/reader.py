@@ -34,6 +34,7 @@ from typing import Final
 from agent.errors import CodecError, CorruptStream
 from agent.spark.eventlog.codecs import Decoder, decoder_for
 from agent.spark.eventlog.layout import EventFile, LogRef, restat
+from agent.spark.eventlog.lines import LineSplitter
 
 READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; output scales with the ratio
 BATCH_BYTES: Final = 16 * 1024 * 1024  # decoded bytes per read_available call, about
@@ -108,10 +109,7 @@ class LogReader:
         self._offset = 0
         self._produced = 0  # decoded bytes of the file, including those dropped on resume
         self._discard = 0  # decoded bytes still to drop (consumed before a resume)
-        self._lines = 0
-        self._held = 0  # decoded bytes of the unfinished line (kept or being skipped)
-        self._partial: list[bytes] = []
-        self._skipping = False
+        self._splitter = LineSplitter(max_line_bytes, self._skip_line)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -139,7 +137,7 @@ class LogReader:
         clean = (
             self._decoder is not None
             and self._decoder.idle
-            and not self._held
+            and not self._splitter.held
             and not self._discard
             and not self._stopped
         )
@@ -149,8 +147,8 @@ class LogReader:
             dev=self._dev,
             ino=self._ino,
             offset=self._offset,
-            decoded=self._produced + self._discard - self._held,
-            lines=self._lines,
+            decoded=self._produced + self._discard - self._splitter.held,
+            lines=self._splitter.lines,
             clean=clean,
             consumed=self._earlier + self._offset,
         )
@@ -241,9 +239,8 @@ class LogReader:
         self.close()
         self._file = file
         self._stopped = False
-        self._offset = self._produced = self._discard = self._lines = self._held = 0
-        self._partial = []
-        self._skipping = False
+        self._offset = self._produced = self._discard = 0
+        self._splitter.reset()
         self._decoder = None
         fd: int | None
         try:
@@ -258,7 +255,7 @@ class LogReader:
         stat = os.fstat(fd)
         self._fd, self._dev, self._ino = fd, stat.st_dev, stat.st_ino
         if start is not None and (start.dev, start.ino) == (stat.st_dev, stat.st_ino):
-            self._lines = start.lines
+            self._splitter.lines = start.lines
             if start.clean or self.ref.codec == "none":
                 # Uncompressed, the end of the last consumed line is a file offset too.
                 resume_at = start.offset if start.clean else start.decoded
@@ -326,18 +323,14 @@ class LogReader:
                 self._decoder.finish()
             except CorruptStream as error:
                 self._fail(error.detail, error.offset)
-        if not self._stopped:
-            if self._partial:
-                lines.append(b"".join(self._partial))
-            if self._partial or self._skipping:
-                self._lines += 1
-                self._held = 0
-        self._partial = []
-        self._skipping = False
+        if self._stopped:
+            self._splitter.drop_partial()
+        else:
+            self._splitter.finish(lines)
         self.close()
 
     def _split(self, data: bytes, lines: list[bytes]) -> None:
-        """Cut decoded bytes into lines with bytes.split; only overlong lines cost per line."""
+        """Hand decoded bytes to the line splitter, after those consumed before a resume."""
         self._produced += len(data)
         if self._discard:
             if len(data) <= self._discard:
@@ -345,60 +338,13 @@ class LogReader:
                 return
             data = data[self._discard :]
             self._discard = 0
-        parts = data.split(b"\n")
-        tail = parts.pop()
-        if parts:
-            first = 0
-            if self._skipping:  # the overlong line ends here; it was reported already
-                self._skipping = False
-                self._lines += 1
-                first = 1
-            elif self._partial:
-                self._partial.append(parts[0])
-                self._take(b"".join(self._partial), lines)
-                self._partial = []
-                first = 1
-            body = parts[first:] if first else parts
-            if body and max(map(len, body)) > self.max_line_bytes:
-                for line in body:
-                    self._take(line, lines)
-            else:
-                lines.extend(body)
-                self._lines += len(body)
-            self._held = 0
-        if tail:
-            self._hold(tail)
+        self._splitter.feed(data, lines)
 
-    def _take(self, line: bytes, lines: list[bytes]) -> None:
-        if len(line) > self.max_line_bytes:
-            self._skip_line()
-        else:
-            lines.append(line)
-        self._lines += 1
-
-    def _hold(self, piece: bytes) -> None:
-        """Keep the start of an unfinished line, or switch to skipping it once it is too
-        long: then nothing of it is kept, only its length counted."""
-        self._held += len(piece)
-        if self._skipping:
-            return
-        if self._held > self.max_line_bytes:
-            self._partial = []
-            self._skipping = True
-            self._skip_line()
-            return
-        self._partial.append(piece)
-
-    def _skip_line(self) -> None:
+    def _skip_line(self, line_no: int) -> None:
         assert self._file is not None
         self.skipped_long_lines += 1
-        self._skipped.append(
-            SkippedLine(
-                self._file.path,
-                self._lines + 1,
-                f"line longer than max_line_bytes ({self.max_line_bytes})",
-            )
-        )
+        reason = f"line longer than max_line_bytes ({self.max_line_bytes})"
+        self._skipped.append(SkippedLine(self._file.path, line_no, reason))
 
     # -- the log around the current file ------------------------------------------------------
 
@@ -432,8 +378,7 @@ class LogReader:
         path = self._file.path if self._file is not None else self.ref.path
         self._record(ReadError(path, offset, detail))
         self._stopped = True
-        self._partial = []
-        self._skipping = False
+        self._splitter.drop_partial()
         self.close()
 
     def _record(self, error: ReadError) -> None:
