@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import grp
 import json
+import math
 import os
 import pwd
 import socket
@@ -41,6 +42,7 @@ log = structlog.get_logger("agent.control")
 
 SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
+MAX_STOP_GRACE = 3600.0  # the largest grace a request may ask for
 MAX_REQUEST = 64 * 1024
 
 
@@ -249,6 +251,7 @@ class ControlServer:
     async def _job_stop(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         app_id = _app_id(request)
         reason = str(request.get("reason") or "stopped with lineage-agent job stop")
+        grace = _grace(request.get("grace", STOP_GRACE))
         apps = self.agent.applications
         if apps is None:
             raise ControlError(f"application {app_id} is not running on this node")
@@ -256,7 +259,7 @@ class ControlServer:
             app_id,
             reason=reason,
             requested_by=user_name(uid),
-            grace=float(request.get("grace", STOP_GRACE)),
+            grace=grace,
         )
         return {**dataclasses.asdict(outcome), "pids": list(outcome.pids)}
 
@@ -267,6 +270,14 @@ def _prepare(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         if stat.S_ISSOCK(os.lstat(path).st_mode):
             os.unlink(path)
+
+
+def _grace(value: object) -> float:
+    """A request's grace: a finite number of seconds from 0 to MAX_STOP_GRACE."""
+    seconds = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else -1
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_STOP_GRACE):
+        raise ControlError(f"grace: expected seconds from 0 to {MAX_STOP_GRACE:g}, got {value!r}")
+    return seconds
 
 
 def _app_id(request: dict[str, Any]) -> str:
