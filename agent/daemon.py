@@ -29,7 +29,7 @@ from agent import __version__, logs
 from agent.config import AgentConfig, LineageConfig
 from agent.configfile import load_config
 from agent.control import ControlServer
-from agent.errors import ConfigError, KeyFileError, StartError, StateError
+from agent.errors import AgentError, KeyFileError, StartError, StateError
 from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
 from agent.pipeline import Delivery, Pipeline
@@ -315,13 +315,18 @@ class Daemon:
         try:
             new = load_config(self.config.source)
             await self._apply(new)
-        except (ConfigError, StartError, KeyFileError) as error:
+        except Exception as error:
+            # Whatever went wrong, a reload never ends the agent: the running configuration
+            # stays. An error of the agent's own tree is the operator's to fix and needs no
+            # traceback; anything else is a bug, logged with its traceback.
             self.metrics.reloads.labels(result="error").inc()
+            known = isinstance(error, AgentError)
             log.error(
                 "reload_failed",
                 config=self.config.source,
-                error=str(error),
+                error=str(error) if known else f"internal error: {error!r}",
                 detail="keeping the running configuration",
+                exc_info=None if known else error,
             )
             return False
         finally:
@@ -364,6 +369,26 @@ class Daemon:
             None,
         )
         transports = await build_transports(new.lineage, rebuild, file_lock_of=holder)
+        try:
+            self._commit(new, signer, transports)
+        except BaseException:
+            # Not reached with a config the loader accepted; if it were, the transports built
+            # for it must not leak (the file transport's would hold its path's lock).
+            for transport in transports.values():
+                with contextlib.suppress(Exception):
+                    await transport.aclose()
+            raise
+        for name, transport in transports.items():
+            delivery = pipeline.deliveries[name]
+            if delivery.transport is not transport:
+                await delivery.swap(transport)
+        self.config = new
+
+    def _commit(self, new: AgentConfig, signer: Signer, transports: dict[str, Transport]) -> None:
+        """Put the checked new config in force: signer, logging, queues, added and removed
+        transports (replaced transports are swapped in by the caller)."""
+        pipeline = self.pipeline
+        assert pipeline is not None
         pipeline.set_signer(signer.sign_event)
         logs.configure(new.logging.level, new.logging.format)
         removed = [n for n in pipeline.deliveries if n not in new.lineage.transport]
@@ -376,15 +401,12 @@ class Daemon:
                 continue
             delivery.queue.resize(new.lineage.queue_size)
             self.metrics.queue_capacity.labels(transport=name).set(new.lineage.queue_size)
-            if transport is not None:
-                await delivery.swap(transport)
         for gone in removed:
             delivery = pipeline.retire(gone)
             # Deliver what it holds with the transport it was queued for, then close it.
             task = asyncio.create_task(self._retire(delivery, new.lineage.drain_timeout))
             self._retiring.add(task)
             task.add_done_callback(self._retiring.discard)
-        self.config = new
 
     async def _retire(self, delivery: Delivery, seconds: float) -> None:
         try:

@@ -5,22 +5,35 @@
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
+import os
+import signal
 import subprocess
 import sys
+import typing
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, Any, get_args, get_origin
 
 import pytest
+import yaml
 
+from agent.config import AgentConfig, Bounds, fields_of
 from agent.control import request
+from tests.agentproc import AgentProcess, metric
 from tests.reliability.harness import (
     PATIENCE,
     ROOT,
+    agent,
     assert_healthy,
     config_file,
     file_lineage,
     memory_agent,
+    read_jsonl,
     settle,
     stop_and_account,
+    wait_until,
 )
 
 
@@ -112,3 +125,187 @@ def test_job_stop_grace_checked_by_the_agent_too(workdir: Path) -> None:
             1,
             f"lineage-agent: {socket}: no agent is listening (is lineage-agent running?)\n",
         )
+
+
+# -- numbers in the config ---------------------------------------------------------------------
+
+#: Every number of the config and the range its error message states; a number field added
+#: without an entry here fails `test_every_number_has_both_bounds`.
+RANGES = {
+    "lineage.queue_size": "an integer from 0 to 1000000",
+    "lineage.drain_timeout": "a duration from 0s to 1h",
+    "lineage.http.timeout": "a duration > 0s and <= 10m",
+    "lineage.http.batch_size": "an integer from 1 to 10000",
+    "lineage.http.concurrency": "an integer from 1 to 64",
+    "lineage.file.rotation_size_mb": "a number from 0 to 1048576",
+    "spark.poll_interval": "a duration > 0s and <= 1h",
+    "spark.stale_after": "a duration > 0s and <= 30d",
+    "spark.running_interval": "a duration from 0s to 1d",
+    "spark.replay_horizon": "a duration from 0s to 3650d",
+    "spark.max_line_bytes": "an integer from 1024 to 1073741824",
+    "spark.column_lineage_max_fields": "an integer from 0 to 100000",
+}
+HUGE = int("9" * 400)
+HUGE_SHOWN = "9" * 77 + "..."
+
+
+def numbers(cls: type = AgentConfig, prefix: str = "") -> Iterator[tuple[str, Bounds]]:
+    """(dotted key, bounds) of every number field of the config schema."""
+    for name, hint in fields_of(cls).items():
+        key = f"{prefix}{name}"
+        if get_origin(hint) in (typing.Union, type(int | None)):
+            (hint,) = (a for a in get_args(hint) if a is not type(None))
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            yield from numbers(hint, f"{key}.")
+        elif get_origin(hint) is Annotated:
+            bounds = [e for e in get_args(hint)[1:] if isinstance(e, Bounds)]
+            if bounds:
+                yield key, bounds[0]
+
+
+def numbers_config(directory: Path, **values: Any) -> Path:
+    """A file-transport config with an (unused) http section, so every number has a place;
+    `values` maps dotted keys to what is written there."""
+    config = config_file(
+        directory,
+        {
+            **file_lineage(directory / "events.jsonl"),
+            "http": {"endpoint": "http://127.0.0.1:9/api/v1/lineage"},
+        },
+        spark={"event_log_dirs": [str(directory / "spark-events")]},
+    )
+    document = yaml.safe_load(config.read_text())
+    for key, value in values.items():
+        *parents, leaf = key.split(".")
+        node = document
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    staged = config.with_suffix(".new")
+    staged.write_text(yaml.safe_dump(document))
+    staged.rename(config)  # whole files only: a reload never reads half of one
+    return config
+
+
+def line_of(config: Path, key: str) -> int:
+    """The line of the last part of a dotted key (each leaf name occurs once in these files)."""
+    leaf = key.rsplit(".", 1)[-1] + ":"
+    (line,) = (
+        n
+        for n, text in enumerate(config.read_text().splitlines(), 1)
+        if text.strip().startswith(leaf)
+    )
+    return line
+
+
+def refusal(config: Path, key: str, shown: str) -> str:
+    return f"{config}:{line_of(config, key)}: {key}: expected {RANGES[key]}, got {shown}"
+
+
+def above(bounds: Bounds) -> int:
+    return int(bounds.high) + 1
+
+
+def test_every_number_has_both_bounds() -> None:
+    """Every number of the config schema has a finite upper bound, stated in RANGES."""
+    found = dict(numbers())
+    assert sorted(found) == sorted(RANGES)
+    assert all(b.high < 2**53 for b in found.values())
+
+
+def test_numbers_out_of_range_refused_by_check_and_run(workdir: Path) -> None:
+    """A 400-digit number, or one just past its maximum, at any numeric key: `config check`
+    and `run` refuse it with the same message (exit 78, no traceback); the maxima pass."""
+    for key, bounds in numbers():
+        for value, shown in ((HUGE, HUGE_SHOWN), (above(bounds), str(above(bounds)))):
+            config = numbers_config(workdir, **{key: value})
+            result = cli("config", "check", str(config))
+            assert (result.returncode, result.stdout, result.stderr) == (
+                78,
+                "",
+                f"lineage-agent: {refusal(config, key, shown)}\n",
+            )
+    highest = {key: int(b.high) if float(b.high).is_integer() else b.high for key, b in numbers()}
+    config = numbers_config(workdir, **highest)
+    assert cli("config", "check", str(config)).stdout == "ok\n"
+    config = numbers_config(workdir, **{"lineage.queue_size": HUGE})
+    with agent(config, wait=False) as process:
+        assert process.proc.wait(PATIENCE) == 78
+    assert process.raw_output() == (
+        f"lineage-agent: {refusal(config, 'lineage.queue_size', HUGE_SHOWN)}\n"
+    )
+
+
+def reload_failures(process: AgentProcess) -> list[str]:
+    return [str(line["error"]) for line in process.logs() if line.get("event") == "reload_failed"]
+
+
+def test_sighup_with_out_of_range_numbers_keeps_the_agent_running(workdir: Path) -> None:
+    """SIGHUP with any number out of range: `reload_failed` naming it, the old config keeps
+    shipping, and a good file afterwards applies."""
+    events = 3000
+    config = numbers_config(workdir)
+    with memory_agent(config, events, 200.0) as process:
+        expected = []
+        for key, _bounds in numbers():
+            numbers_config(workdir, **{key: HUGE})
+            expected.append(refusal(config, key, HUGE_SHOWN))
+            process.signal(signal.SIGHUP)
+            wait_until(
+                f"reload of {key} refused", lambda: len(reload_failures(process)) == len(expected)
+            )
+            assert_healthy(process)
+        assert reload_failures(process) == expected
+        numbers_config(workdir, **{"lineage.queue_size": 7})
+        process.signal(signal.SIGHUP)
+        process.wait_log("reload_ok", timeout=PATIENCE)
+        samples = settle(process, "file", events)
+        assert metric(samples, "lineage_config_reloads_total", result="error") == len(expected)
+        assert metric(samples, "lineage_queue_capacity", transport="file") == 7
+        assert_healthy(process)
+        accounting = stop_and_account(process)
+    assert accounting["file"]["delivered"] == len(read_jsonl(workdir / "events.jsonl"))
+
+
+def lock_is_free(path: Path) -> bool:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def test_unexpected_error_while_applying_a_reload_keeps_the_old_config(workdir: Path) -> None:
+    """An exception of any kind while a reload is applied (injected after the new transports
+    were built) is `reload_failed`; the old config keeps shipping, nothing built leaks."""
+    events, old, new = 4000, workdir / "events.jsonl", workdir / "other" / "events.jsonl"
+    config = config_file(workdir, file_lineage(old))
+    document = yaml.safe_load(config.read_text())
+
+    def write(lineage: dict[str, Any]) -> None:
+        staged = config.with_suffix(".new")
+        staged.write_text(yaml.safe_dump({**document, "lineage": {"enabled": True, **lineage}}))
+        staged.rename(config)
+
+    faulty = ("tests.reliability.faultagent", "--events", str(events), "--rate", "200")
+    with agent(config, *faulty) as process:
+        write({**file_lineage(new), "namespace": "fail-on-apply"})
+        process.signal(signal.SIGHUP)
+        failed = process.wait_log("reload_failed", timeout=PATIENCE)
+        assert failed["error"] == "internal error: RuntimeError('injected fault')"
+        assert failed["detail"] == "keeping the running configuration"
+        assert lock_is_free(Path(f"{new}.lock"))  # the transport built for it was closed
+        before = len(read_jsonl(old))
+        wait_until("the old config still ships", lambda: len(read_jsonl(old)) > before + 50)
+        assert_healthy(process)
+        write(file_lineage(new))
+        process.signal(signal.SIGHUP)
+        process.wait_log("reload_ok", timeout=PATIENCE)
+        wait_until("the new file is written", lambda: new.exists() and len(read_jsonl(new)) > 0)
+        samples = settle(process, "file", events)
+        assert metric(samples, "lineage_config_reloads_total", result="error") == 1
+        accounting = stop_and_account(process)
+    assert accounting["file"]["delivered"] == len(read_jsonl(old)) + len(read_jsonl(new))
