@@ -90,6 +90,8 @@ class Daemon:
         self.applications: ApplicationControl | None = None  # the source's, if it follows any
         self._retiring: set[asyncio.Task[None]] = set()
         self.control: ControlServer | None = None
+        # The socket bound at start; a reload may rebind it, a new path needs a restart.
+        self._control_path = self.config.control_socket
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -132,39 +134,17 @@ class Daemon:
 
     async def _run_enabled(self) -> Outcome:
         config = self.config
-        try:
-            signer = Signer(load_signing_key(config.signing.key_path))
-        except KeyFileError as error:
-            raise StartError(f"signing.key_path: {error}") from error
-        try:
-            self.state_db = StateDB(config.state_dir)
-        except StateError as error:
-            raise StartError(str(error)) from error
-        try:
-            transports = await build_transports(config.lineage)
-        except BaseException:
-            self.state_db.close()
-            raise
-        pipeline = self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health)
-        for name, transport in transports.items():
-            self._add_delivery(name, transport, config.lineage)
-        if config.metrics.listen:
-            try:
-                self.metrics_server = MetricsServer(
-                    self.registry, config.metrics.listen, self.healthz
-                )
-            except OSError as error:
-                await self._close_deliveries()
-                raise StartError(
-                    f"metrics.listen: cannot listen on {config.metrics.listen}: {error.strerror}"
-                ) from error
-            self.metrics_server.start()
-        source = self.source_factory(
-            config, SourceContext(self.state_db, self.metrics, self.health)
-        )
-        if isinstance(source, ApplicationControl):
-            self.applications = source
+        # First: a second agent configured with a live agent's socket refuses (StartError)
+        # before it opens anything. The socket answers `status` while the rest starts.
         await self._start_control()
+        try:
+            signer, transports, source = await self._open(config)
+        except BaseException:
+            if self.control is not None:
+                await self.control.stop()
+            raise
+        pipeline = self.pipeline
+        assert pipeline is not None
         for delivery in pipeline.deliveries.values():
             delivery.start()
         source_task = asyncio.create_task(
@@ -190,6 +170,42 @@ class Daemon:
             flusher.cancel()
             await self._shutdown(source_task)
         return "source_failed" if failed else "stopped"
+
+    async def _open(self, config: AgentConfig) -> tuple[Signer, dict[str, Transport], Source]:
+        """Key, state database, transports, metrics endpoint and source, in that order."""
+        try:
+            signer = Signer(load_signing_key(config.signing.key_path))
+        except KeyFileError as error:
+            raise StartError(f"signing.key_path: {error}") from error
+        try:
+            self.state_db = StateDB(config.state_dir)
+        except StateError as error:
+            raise StartError(str(error)) from error
+        try:
+            transports = await build_transports(config.lineage)
+        except BaseException:
+            self.state_db.close()
+            raise
+        self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health)
+        for name, transport in transports.items():
+            self._add_delivery(name, transport, config.lineage)
+        if config.metrics.listen:
+            try:
+                self.metrics_server = MetricsServer(
+                    self.registry, config.metrics.listen, self.healthz
+                )
+            except OSError as error:
+                await self._close_deliveries()
+                raise StartError(
+                    f"metrics.listen: cannot listen on {config.metrics.listen}: {error.strerror}"
+                ) from error
+            self.metrics_server.start()
+        source = self.source_factory(
+            config, SourceContext(self.state_db, self.metrics, self.health)
+        )
+        if isinstance(source, ApplicationControl):
+            self.applications = source
+        return signer, transports, source
 
     async def _serve(self, source_task: asyncio.Task[None]) -> bool:
         """Handle reloads until a stop request or the source's end; True if the source failed."""
@@ -253,17 +269,35 @@ class Daemon:
             with contextlib.suppress(Exception):
                 await delivery.aclose()
 
-    async def _start_control(self) -> None:
-        control = ControlServer(self, self.config.control_socket)
+    async def _start_control(self, *, at_reload: bool = False) -> None:
+        """Bind the control socket. At start, StartError when another agent answers on it;
+        at a reload, that is logged like any other reason the socket is unavailable."""
+        path = self._control_path
+        control = ControlServer(self, path)
         try:
             await control.start()
+        except StartError as error:
+            if not at_reload:
+                raise
+            log.error("control_socket_unavailable", path=path, error=str(error))
+            return
         except OSError as error:
             # Lineage matters more than the operator's commands: carry on without them.
-            log.error(
-                "control_socket_unavailable", path=self.config.control_socket, error=error.strerror
-            )
+            log.error("control_socket_unavailable", path=path, error=error.strerror or str(error))
             return
         self.control = control
+        if at_reload:
+            log.info("control_socket_restored", path=path)
+
+    async def _restore_control(self) -> None:
+        """At a reload: bind the control socket again when its file was removed or replaced
+        by a socket nobody listens on (never over one another agent answers on)."""
+        if self.control is not None:
+            if self.control.bound():
+                return
+            await self.control.stop()  # closes it; removes nothing it did not bind
+            self.control = None
+        await self._start_control(at_reload=True)
 
     async def _flush_state(self) -> None:
         """Write the delivery ledger in batches, off the per-event path."""
@@ -312,6 +346,7 @@ class Daemon:
     async def reload(self) -> bool:
         """Load the config file again and apply it; a bad one keeps the old config running."""
         self.notifier.reloading()
+        await self._restore_control()
         try:
             new = load_config(self.config.source)
             await self._apply(new)

@@ -309,3 +309,96 @@ def test_unexpected_error_while_applying_a_reload_keeps_the_old_config(workdir: 
         assert metric(samples, "lineage_config_reloads_total", result="error") == 1
         accounting = stop_and_account(process)
     assert accounting["file"]["delivered"] == len(read_jsonl(old)) + len(read_jsonl(new))
+
+
+# -- the control socket ------------------------------------------------------------------------
+
+
+def inode(path: Path) -> tuple[int, int]:
+    info = path.lstat()
+    return (info.st_dev, info.st_ino)
+
+
+def pid_on(path: Path) -> int:
+    """The pid the agent answering on the control socket at `path` reports."""
+    answer = request(str(path), {"command": "status"}, timeout=30)
+    assert answer["ok"], answer
+    return int(answer["pid"])
+
+
+def test_second_agent_on_the_same_control_socket_refuses(workdir: Path) -> None:
+    """A second agent (own state, file and metrics port) configured with a live agent's control
+    socket refuses to start (exit 78) and leaves the socket to the first."""
+    shared = workdir / "run" / "control.sock"
+    first_dir, second_dir = workdir / "first", workdir / "second"
+    for directory in (first_dir, second_dir):
+        directory.mkdir()
+        (directory / "ed25519.key").hardlink_to(workdir / "ed25519.key")
+    first = config_file(
+        first_dir, file_lineage(first_dir / "events.jsonl"), control_socket=str(shared)
+    )
+    second = config_file(
+        second_dir, file_lineage(second_dir / "events.jsonl"), control_socket=str(shared)
+    )
+    with memory_agent(first, 500, 50.0) as process:
+        bound = inode(shared)
+        with memory_agent(second, 10, wait=False) as intruder:
+            assert intruder.proc.wait(PATIENCE) == 78
+        message = (
+            f"control_socket: another lineage-agent (pid {process.proc.pid}) is listening on "
+            f"{shared}; give each agent its own control_socket, or stop the other one first"
+        )
+        assert intruder.wait_log("start_refused")["error"] == message
+        assert intruder.raw_output().splitlines()[-1] == f"lineage-agent: {message}"
+        assert "Traceback" not in intruder.raw_output()
+        assert not (second_dir / "events.jsonl").exists()  # it opened nothing
+        assert inode(shared) == bound
+        assert pid_on(shared) == process.proc.pid
+        process.signal(signal.SIGHUP)
+        process.wait_log("reload_ok", timeout=PATIENCE)
+        assert pid_on(shared) == process.proc.pid
+        assert_healthy(process)
+        stop_and_account(process)
+    assert not shared.exists()  # its own socket is removed at stop
+
+
+def listener(path: Path) -> Any:
+    """A socket listening at `path` that never answers (another program's)."""
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen(8)
+    return sock
+
+
+def test_control_socket_of_another_process_is_never_removed(workdir: Path) -> None:
+    """A stale socket is replaced at start; a socket another process put in place of the
+    agent's is never removed (not at reload, not at stop); SIGHUP rebinds a removed one."""
+    import socket
+
+    path = workdir / "run" / "control.sock"
+    path.parent.mkdir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stale:
+        stale.bind(str(path))  # bound, never listening: what a killed agent leaves
+    config = config_file(workdir, file_lineage(workdir / "events.jsonl"), control_socket=str(path))
+    with memory_agent(config, 500, 50.0) as process:
+        assert pid_on(path) == process.proc.pid
+        path.unlink()  # an operator's mistake: the agent is unreachable until a reload
+        process.signal(signal.SIGHUP)
+        process.wait_log("control_socket_restored", timeout=PATIENCE, path=str(path))
+        assert pid_on(path) == process.proc.pid
+        path.unlink()
+        with listener(path) as foreign:
+            bound = inode(path)
+            process.signal(signal.SIGHUP)
+            refused = process.wait_log("control_socket_unavailable", timeout=PATIENCE)
+            assert refused["error"] == (
+                f"control_socket: another process is listening on {path}; give each agent "
+                "its own control_socket, or stop the other one first"
+            )
+            process.wait_log("reload_ok", timeout=PATIENCE)
+            assert_healthy(process)
+            stop_and_account(process)
+            assert inode(path) == bound  # neither the reload nor the stop removed it
+            assert foreign.fileno() >= 0
