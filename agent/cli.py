@@ -73,15 +73,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
+    """The file, then every check `run` makes before it opens anything (agent.preflight);
+    what only the service's user or environment can tell is printed as a note after `ok`."""
     from agent.configfile import load_config
-    from agent.errors import ConfigError
+    from agent.errors import ConfigError, StartError
+    from agent.preflight import check_startup
 
     try:
-        load_config(args.file)
-    except ConfigError as error:
+        checked = check_startup(load_config(args.file), service=False, root=args.root)
+    except (ConfigError, StartError) as error:
         _err(str(error))
         return EX_CONFIG
     print("ok")
+    for note in checked.notes:
+        print(f"note: {note}")
     return EX_OK
 
 
@@ -254,8 +259,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    check = config_sub.add_parser("check", help="validate a config file without starting")
+    check = config_sub.add_parser(
+        "check",
+        help="validate a config file and everything `run` checks before it starts",
+        description="Read the file and make every check `run` makes before it opens sockets "
+        "and files: the signing key, the http endpoints, bearer token and CA bundle, the "
+        "events file's directory. Prints `ok` (exit 0) or the problem (exit 78); what only "
+        "the service's user or environment can tell (a file this user may not read, a token "
+        "variable not set here) follows `ok` as `note: ...` lines.",
+    )
     check.add_argument("file")
+    check.add_argument(
+        "--root",
+        metavar="DIR",
+        help="look for the files the config names below DIR (a tree staged for an image)",
+    )
     check.set_defaults(func=_cmd_config_check)
 
     keygen = sub.add_parser("keygen", help="create this node's Ed25519 signing key")

@@ -29,13 +29,14 @@ from agent import __version__, logs
 from agent.config import AgentConfig, LineageConfig
 from agent.configfile import load_config
 from agent.control import ControlServer
-from agent.errors import AgentError, KeyFileError, StartError, StateError
+from agent.errors import AgentError, StartError, StateError
 from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
 from agent.pipeline import Delivery, Pipeline
+from agent.preflight import Checked, check_startup
 from agent.queue import BoundedQueue
 from agent.sdnotify import Notifier, watchdog_interval
-from agent.signing import Signer, load_signing_key
+from agent.signing import Signer
 from agent.source import ApplicationControl, Source, SourceContext
 from agent.state import StateDB
 from agent.transports.base import Transport
@@ -48,6 +49,11 @@ SourceFactory = Callable[[AgentConfig, SourceContext], Source]
 Outcome = Literal["stopped", "source_failed"]
 #: Where the agent is in its life, as `status` and /healthz show it.
 Phase = Literal["starting", "running", "stopping", "stopped", "disabled"]
+
+
+def _signer_of(checked: Checked) -> Signer:
+    assert checked.signing_key is not None  # the service's checks read the key or raise
+    return Signer(checked.signing_key)
 
 
 def raise_open_files_limit() -> int:
@@ -134,11 +140,15 @@ class Daemon:
 
     async def _run_enabled(self) -> Outcome:
         config = self.config
-        # First: a second agent configured with a live agent's socket refuses (StartError)
-        # before it opens anything. The socket answers `status` while the rest starts.
+        # What `config check` checks too (key, endpoints, token, CA bundle, events file), before
+        # anything is opened.
+        signer = _signer_of(check_startup(config))
+        # Then the control socket: a second agent configured with a live agent's socket
+        # refuses (StartError) before it opens anything else. It answers `status` while the
+        # rest starts.
         await self._start_control()
         try:
-            signer, transports, source = await self._open(config)
+            transports, source = await self._open(config, signer)
         except BaseException:
             if self.control is not None:
                 await self.control.stop()
@@ -171,12 +181,10 @@ class Daemon:
             await self._shutdown(source_task)
         return "source_failed" if failed else "stopped"
 
-    async def _open(self, config: AgentConfig) -> tuple[Signer, dict[str, Transport], Source]:
-        """Key, state database, transports, metrics endpoint and source, in that order."""
-        try:
-            signer = Signer(load_signing_key(config.signing.key_path))
-        except KeyFileError as error:
-            raise StartError(f"signing.key_path: {error}") from error
+    async def _open(
+        self, config: AgentConfig, signer: Signer
+    ) -> tuple[dict[str, Transport], Source]:
+        """State database, transports, metrics endpoint and source, in that order."""
         try:
             self.state_db = StateDB(config.state_dir)
         except StateError as error:
@@ -205,7 +213,7 @@ class Daemon:
         )
         if isinstance(source, ApplicationControl):
             self.applications = source
-        return signer, transports, source
+        return transports, source
 
     async def _serve(self, source_task: asyncio.Task[None]) -> bool:
         """Handle reloads until a stop request or the source's end; True if the source failed."""
@@ -380,7 +388,6 @@ class Daemon:
         ):
             if before != after:
                 log.warning("reload_needs_restart", key=key, running=before, configured=after)
-        signer = Signer(load_signing_key(new.signing.key_path))
         pipeline = self.pipeline
         assert pipeline is not None
         # The file transport holds the path's lock: keep it when its settings did not change.
@@ -395,6 +402,7 @@ class Daemon:
         )
         # This agent's own file transport of that path (running, or retiring after an earlier
         # reload) holds the path's lock: the new one shares it rather than refusing itself.
+        signer = _signer_of(check_startup(new, transports=rebuild))
         holder = next(
             (
                 d.transport

@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +23,7 @@ import yaml
 
 from agent.config import AgentConfig, Bounds, fields_of
 from agent.control import request
-from tests.agentproc import AgentProcess, metric
+from tests.agentproc import AgentProcess, keygen, metric
 from tests.reliability.harness import (
     PATIENCE,
     ROOT,
@@ -402,3 +404,206 @@ def test_control_socket_of_another_process_is_never_removed(workdir: Path) -> No
             stop_and_account(process)
             assert inode(path) == bound  # neither the reload nor the stop removed it
             assert foreign.fileno() >= 0
+
+
+# -- config check and run: one set of start-up checks --------------------------------------
+
+
+def ssl_refusal(ca_file: Path) -> str:
+    """What the ssl module says of a CA bundle it cannot load."""
+    import ssl
+
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        return str(exc)
+    raise AssertionError(f"{ca_file} loads")
+
+
+def http_with(**http: Any) -> dict[str, Any]:
+    return {"transport": "http", "http": {"endpoint": "http://127.0.0.1:9/api/v1/lineage", **http}}
+
+
+def start_refusals(workdir: Path) -> Iterator[tuple[str, dict[str, Any], dict[str, Any], str]]:
+    """(case, lineage, other sections, message): configs the loader accepts that `run`
+    refuses; each case sets up the files it needs below `workdir`."""
+    key = workdir / "ed25519.key"
+    yield (
+        "credentials in the endpoint",
+        http_with(endpoint="http://user:secret@127.0.0.1:9/api/v1/lineage"),
+        {},
+        "lineage.http.endpoint: credentials in the URL are not supported; use lineage.http.auth",
+    )
+    yield (
+        "credentials in the batch endpoint",
+        http_with(batch_endpoint="http://user@127.0.0.1:9/api/v1/lineage/batch", batch_size=10),
+        {},
+        "lineage.http.batch_endpoint: credentials in the URL are not supported; use "
+        "lineage.http.auth",
+    )
+    yield (
+        "missing ca_file",
+        http_with(ca_file=str(workdir / "missing-ca.pem")),
+        {},
+        f"lineage.http.ca_file: cannot load CA bundle {workdir / 'missing-ca.pem'}: "
+        f"{ssl_refusal(workdir / 'missing-ca.pem')}",
+    )
+    garbage = workdir / "garbage-ca.pem"
+    garbage.write_text("not a certificate\n")
+    yield (
+        "ca_file that is not PEM",
+        http_with(ca_file=str(garbage)),
+        {},
+        f"lineage.http.ca_file: cannot load CA bundle {garbage}: {ssl_refusal(garbage)}",
+    )
+    yield (
+        "empty token variable",
+        {
+            **http_with(endpoint="https://127.0.0.1:9/api/v1/lineage"),
+            "http": {
+                "endpoint": "https://127.0.0.1:9/api/v1/lineage",
+                "auth": {"type": "bearer", "token_env": "OL_EMPTY_TOKEN"},
+            },
+        },
+        {},
+        "lineage.http.auth.token_env: environment variable OL_EMPTY_TOKEN is empty",
+    )
+    missing = workdir / "missing.key"
+    yield (
+        "missing key file",
+        file_lineage(workdir / "events.jsonl"),
+        {"signing": {"key_path": str(missing)}},
+        f"signing.key_path: {missing}: private key file does not exist",
+    )
+    malformed = workdir / "malformed.key"
+    malformed.write_text("this is no key\n")
+    malformed.chmod(0o600)
+    yield (
+        "malformed key file",
+        file_lineage(workdir / "events.jsonl"),
+        {"signing": {"key_path": str(malformed)}},
+        f"signing.key_path: {malformed}: private key is not valid base64 (expected the base64 "
+        "of 32 bytes on one line)",
+    )
+    open_key = workdir / "open.key"
+    open_key.write_bytes(key.read_bytes())
+    open_key.chmod(0o644)
+    yield (
+        "key readable by others",
+        file_lineage(workdir / "events.jsonl"),
+        {"signing": {"key_path": str(open_key)}},
+        f"signing.key_path: {open_key}: private key is accessible by group or others "
+        f"(mode 0644); run chmod 600 {open_key}",
+    )
+    blocker = workdir / "not-a-directory"
+    blocker.write_text("a file where the events directory should be\n")
+    yield (
+        "events directory is a file",
+        file_lineage(blocker / "events.jsonl"),
+        {},
+        f"cannot create directory {blocker}: Not a directory",
+    )
+    link = workdir / "link.jsonl"
+    link.symlink_to(workdir / "elsewhere.jsonl")
+    yield (
+        "events file is a symbolic link",
+        file_lineage(link),
+        {},
+        f"refusing to write {link}: it is a symbolic link",
+    )
+    (workdir / "a-directory.jsonl").mkdir()
+    yield (
+        "events file is a directory",
+        file_lineage(workdir / "a-directory.jsonl"),
+        {},
+        f"refusing to write {workdir / 'a-directory.jsonl'}: not a regular file",
+    )
+
+
+def test_config_check_refuses_every_config_run_refuses(workdir: Path) -> None:
+    """Each config `run` refuses before opening anything (key, endpoints, token, CA bundle,
+    events file) is refused by `config check` with the same message; neither starts."""
+    env = {**os.environ, "OL_EMPTY_TOKEN": ""}
+    for case, lineage, sections, message in list(start_refusals(workdir)):
+        config = config_file(workdir, lineage, **sections)
+        result = cli("config", "check", str(config), env=env)
+        assert (result.returncode, result.stdout, result.stderr) == (
+            78,
+            "",
+            f"lineage-agent: {message}\n",
+        ), case
+        with memory_agent(config, 5, env={"OL_EMPTY_TOKEN": ""}, wait=False) as process:
+            assert process.proc.wait(PATIENCE) == 78, case
+        assert process.wait_log("start_refused")["error"] == message, case
+        assert "Traceback" not in process.raw_output(), case
+        assert not (workdir / "control.sock").exists(), case
+
+
+NOBODY = 65534
+#: Everything `config check` imports, loaded before the check drops to the nobody user (the
+#: interpreter's own files may not be readable by that user).
+AS_NOBODY = (
+    "import os, sys; import agent.cli, agent.configfile, agent.preflight; "
+    f"os.setgid({NOBODY}); os.setuid({NOBODY}); "
+    "sys.exit(agent.cli.main(['config', 'check', sys.argv[1]]))"
+)
+
+
+@pytest.fixture
+def public_dir() -> Iterator[Path]:
+    """A directory other users can reach (pytest's own are root's alone)."""
+    if os.geteuid() != 0:
+        pytest.skip("checking as another user needs root")
+    path = Path(tempfile.mkdtemp(prefix="lineage-check-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_config_check_notes_what_only_the_service_can_tell(public_dir: Path) -> None:
+    """A token variable not set in this shell, or files this user may not read or write, are
+    notes after `ok` in `config check`; `run` refuses them."""
+    tmp_path = public_dir
+    key = keygen(tmp_path)  # 0600, root's: not readable by nobody
+    events = tmp_path / "events"
+    events.mkdir(mode=0o755)
+    lineage = {
+        "transport": ["http", "file"],
+        "http": {
+            "endpoint": "https://127.0.0.1:9/api/v1/lineage",
+            "auth": {"type": "bearer", "token_env": "OL_NOT_SET"},
+        },
+        "file": {"path": str(events / "events.jsonl")},
+    }
+    config = config_file(tmp_path, lineage)
+    config.chmod(0o644)
+    env = {k: v for k, v in os.environ.items() if k != "OL_NOT_SET"}
+    token_note = (
+        "note: lineage.http.auth.token_env: environment variable OL_NOT_SET is not set here; "
+        "the service refuses to start unless its environment sets it\n"
+    )
+    result = cli("config", "check", str(config), env=env)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "ok\n" + token_note, "")
+    nobody = subprocess.run(
+        [sys.executable, "-c", AS_NOBODY, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        cwd=ROOT,
+        env=env,
+    )
+    assert (nobody.returncode, nobody.stderr) == (0, "")
+    assert nobody.stdout == (
+        "ok\n"
+        f"note: signing.key_path: {key}: not readable by uid {NOBODY} (nobody); check again as "
+        "the service's user to check the key\n"
+        + token_note
+        + f"note: lineage.file.path: cannot open {events / 'events.jsonl'}: Permission denied\n"
+    )
+    with memory_agent(config, 5, env=env, wait=False) as process:
+        assert process.proc.wait(PATIENCE) == 78
+    assert process.wait_log("start_refused")["error"] == (
+        "lineage.http.auth.token_env: environment variable OL_NOT_SET is not set"
+    )
