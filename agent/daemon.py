@@ -354,7 +354,10 @@ class Daemon:
     async def reload(self) -> bool:
         """Load the config file again and apply it; a bad one keeps the old config running."""
         self.notifier.reloading()
-        await self._restore_control()
+        try:
+            await self._restore_control()
+        except Exception as error:  # the socket is a convenience; the reload goes on
+            log.error("control_socket_unavailable", path=self._control_path, error=repr(error))
         try:
             new = load_config(self.config.source)
             await self._apply(new)
