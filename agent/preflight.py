@@ -3,11 +3,12 @@
 
 `check_startup` checks the signing key (readable, private, well-formed), the http transport's
 endpoints, bearer token and CA bundle (`transports.http`: the rules the transport applies),
-and the file transport's path (`transports.file.check_path`). For `run` (`service=True`)
-every problem is a StartError. For `config check` (`service=False`) a problem that may be
-only this shell's (a file this user may not read or write, a token variable not set here) is
-returned as a note instead, because the service runs as another user with its own
-environment; every other problem is the same StartError `run` would raise.
+the file transport's path (`transports.file.check_path`) and that the state directory can be
+created. For `run` (`service=True`) every problem is a StartError. For `config check`
+(`service=False`) a problem that may be only this shell's (a file this user may not read or
+write, a token variable not set here) is returned as a note instead, because the service runs
+as another user with its own environment; every other problem is the same StartError `run`
+would raise.
 
 What is checked only by opening (the state database and its lock, the events file's lock,
 the metrics address, the control socket) stays with `run`: another agent may hold them.
@@ -15,6 +16,8 @@ the metrics address, the control socket) stays with `run`: another agent may hol
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import pwd
 from collections.abc import Mapping
@@ -108,7 +111,32 @@ def check_startup(
         note = check_path(at(lineage.file.path))
         if note is not None:
             problem(f"lineage.file.path: {note}" if not service else note)
+    if transports is None:  # at start; a reload keeps the state directory it has
+        note = _check_state_dir(at(config.state_dir))
+        if note is not None:
+            problem(f"state_dir: {note}" if not service else note)
     return Checked(key, tuple(notes))
+
+
+def _check_state_dir(directory: str) -> str | None:
+    """What creating the state directory (`agent.state`) would refuse, without creating it:
+    StartError when it cannot be a directory, a note when this user may not create it."""
+    existing = directory
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        reason = errno.EEXIST if existing == directory else errno.ENOTDIR
+        raise StartError(f"{directory}: cannot create state directory: {os.strerror(reason)}")
+    if existing == directory:
+        return None  # the database and its lock are checked by opening them, at start
+    with contextlib.suppress(OSError):
+        if os.statvfs(existing).f_flag & os.ST_RDONLY:
+            raise StartError(
+                f"{directory}: cannot create state directory: {os.strerror(errno.EROFS)}"
+            )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{directory}: cannot create state directory: {os.strerror(errno.EACCES)}"
+    return None
 
 
 def _user() -> str:

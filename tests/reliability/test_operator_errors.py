@@ -511,6 +511,18 @@ def start_refusals(workdir: Path) -> Iterator[tuple[str, dict[str, Any], dict[st
         {},
         f"refusing to write {link}: it is a symbolic link",
     )
+    yield (
+        "state directory is a file",
+        file_lineage(workdir / "events.jsonl"),
+        {"state_dir": str(blocker)},
+        f"{blocker}: cannot create state directory: File exists",
+    )
+    yield (
+        "state directory below a file",
+        file_lineage(workdir / "events.jsonl"),
+        {"state_dir": str(blocker / "state")},
+        f"{blocker / 'state'}: cannot create state directory: Not a directory",
+    )
     (workdir / "a-directory.jsonl").mkdir()
     yield (
         "events file is a directory",
@@ -601,6 +613,8 @@ def test_config_check_notes_what_only_the_service_can_tell(public_dir: Path) -> 
         "the service's user to check the key\n"
         + token_note
         + f"note: lineage.file.path: cannot open {events / 'events.jsonl'}: Permission denied\n"
+        f"note: state_dir: {tmp_path / 'state'}: cannot create state directory: "
+        "Permission denied\n"
     )
     with memory_agent(config, 5, env=env, wait=False) as process:
         assert process.proc.wait(PATIENCE) == 78
