@@ -1,7 +1,8 @@
 """Startup -> run -> drain -> shutdown; signals, reloads and sd_notify.
 
-Raises StartError (`agent.errors`) when the agent cannot start as configured (key file,
-token, transport lock); `cli.py` maps it, like ConfigError, to exit 78 so that systemd does
+Raises StartError (`agent.errors`) when the agent cannot start as configured (what
+`agent.preflight` checks, the state database, a transport lock, another agent answering on
+the control socket); `cli.py` maps it, like ConfigError, to exit 78 so that systemd does
 not restart in a loop.
 
 `Daemon.run` returns "stopped" after a stop request (or when a finite source ran out), and
