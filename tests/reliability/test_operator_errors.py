@@ -166,8 +166,7 @@ def numbers(cls: type = AgentConfig, prefix: str = "") -> Iterator[tuple[str, Bo
 
 
 def numbers_config(directory: Path, **values: Any) -> Path:
-    """A file-transport config with an (unused) http section, so every number has a place;
-    `values` maps dotted keys to what is written there."""
+    """A file-transport config with an unused http section, `values` (dotted keys) set in it."""
     config = config_file(
         directory,
         {
@@ -216,8 +215,7 @@ def test_every_number_has_both_bounds() -> None:
 
 
 def test_numbers_out_of_range_refused_by_check_and_run(workdir: Path) -> None:
-    """A 400-digit number, or one just past its maximum, at any numeric key: `config check`
-    and `run` refuse it with the same message (exit 78, no traceback); the maxima pass."""
+    """Numbers past their bounds: `config check` and `run` refuse them alike; the maxima pass."""
     for key, bounds in numbers():
         for value, shown in ((HUGE, HUGE_SHOWN), (above(bounds), str(above(bounds)))):
             config = numbers_config(workdir, **{key: value})
@@ -243,8 +241,7 @@ def reload_failures(process: AgentProcess) -> list[str]:
 
 
 def test_sighup_with_out_of_range_numbers_keeps_the_agent_running(workdir: Path) -> None:
-    """SIGHUP with any number out of range: `reload_failed` naming it, the old config keeps
-    shipping, and a good file afterwards applies."""
+    """SIGHUP with any number out of range is reload_failed; the old config keeps shipping."""
     events = 3000
     config = numbers_config(workdir)
     with memory_agent(config, events, 200.0) as process:
@@ -281,8 +278,7 @@ def lock_is_free(path: Path) -> bool:
 
 
 def test_unexpected_error_while_applying_a_reload_keeps_the_old_config(workdir: Path) -> None:
-    """An exception of any kind while a reload is applied (injected after the new transports
-    were built) is `reload_failed`; the old config keeps shipping, nothing built leaks."""
+    """Any exception while a reload is applied is reload_failed; nothing built for it leaks."""
     events, old, new = 4000, workdir / "events.jsonl", workdir / "other" / "events.jsonl"
     config = config_file(workdir, file_lineage(old))
     document = yaml.safe_load(config.read_text())
@@ -329,8 +325,7 @@ def pid_on(path: Path) -> int:
 
 
 def test_second_agent_on_the_same_control_socket_refuses(workdir: Path) -> None:
-    """A second agent (own state, file and metrics port) configured with a live agent's control
-    socket refuses to start (exit 78) and leaves the socket to the first."""
+    """A second agent on a live agent's control socket refuses to start and leaves it alone."""
     shared = workdir / "run" / "control.sock"
     first_dir, second_dir = workdir / "first", workdir / "second"
     for directory in (first_dir, second_dir):
@@ -375,8 +370,7 @@ def listener(path: Path) -> Any:
 
 
 def test_control_socket_of_another_process_is_never_removed(workdir: Path) -> None:
-    """A stale socket is replaced at start; a socket another process put in place of the
-    agent's is never removed (not at reload, not at stop); SIGHUP rebinds a removed one."""
+    """Stale sockets are replaced, removed ones rebound at SIGHUP, foreign ones never removed."""
     import socket
 
     path = workdir / "run" / "control.sock"
@@ -425,8 +419,7 @@ def http_with(**http: Any) -> dict[str, Any]:
 
 
 def start_refusals(workdir: Path) -> Iterator[tuple[str, dict[str, Any], dict[str, Any], str]]:
-    """(case, lineage, other sections, message): configs the loader accepts that `run`
-    refuses; each case sets up the files it needs below `workdir`."""
+    """(case, lineage, sections, message) of configs the loader accepts and `run` refuses."""
     key = workdir / "ed25519.key"
     yield (
         "credentials in the endpoint",
@@ -533,8 +526,7 @@ def start_refusals(workdir: Path) -> Iterator[tuple[str, dict[str, Any], dict[st
 
 
 def test_config_check_refuses_every_config_run_refuses(workdir: Path) -> None:
-    """Each config `run` refuses before opening anything (key, endpoints, token, CA bundle,
-    events file) is refused by `config check` with the same message; neither starts."""
+    """Each config `run` refuses before opening anything, `config check` refuses alike."""
     env = {**os.environ, "OL_EMPTY_TOKEN": ""}
     for case, lineage, sections, message in list(start_refusals(workdir)):
         config = config_file(workdir, lineage, **sections)
@@ -575,8 +567,7 @@ def public_dir() -> Iterator[Path]:
 
 
 def test_config_check_notes_what_only_the_service_can_tell(public_dir: Path) -> None:
-    """A token variable not set in this shell, or files this user may not read or write, are
-    notes after `ok` in `config check`; `run` refuses them."""
+    """What only the service's user or environment can tell is a note of `config check`."""
     tmp_path = public_dir
     key = keygen(tmp_path)  # 0600, root's: not readable by nobody
     events = tmp_path / "events"
