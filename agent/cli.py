@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,10 @@ EX_USAGE = 2
 EX_CONFIG = 78
 EX_INTERRUPTED = 130
 DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
+#: `job stop --grace`: default and largest seconds between SIGTERM and SIGKILL; the same
+#: bounds as the control socket's (agent.control), repeated so --help needs no import.
+STOP_GRACE = 10.0
+MAX_STOP_GRACE = 3600.0
 
 
 def _err(message: str) -> None:
@@ -68,15 +73,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
+    """The file, then every check `run` makes before it opens anything (agent.preflight);
+    what only the service's user or environment can tell is printed as a note after `ok`."""
     from agent.configfile import load_config
-    from agent.errors import ConfigError
+    from agent.errors import ConfigError, StartError
+    from agent.preflight import check_startup
 
     try:
-        load_config(args.file)
-    except ConfigError as error:
+        checked = check_startup(load_config(args.file), service=False, root=args.root)
+    except (ConfigError, StartError) as error:
         _err(str(error))
         return EX_CONFIG
     print("ok")
+    for note in checked.notes:
+        print(f"note: {note}")
     return EX_OK
 
 
@@ -104,8 +114,13 @@ def _cmd_pubkey(args: argparse.Namespace) -> int:
     except KeyFileError as error:
         _err(str(error))
         return EX_CONFIG
-    print(public_key_text(verify_key))
-    print(key_id(verify_key))
+    if args.id:
+        print(key_id(verify_key))
+    else:
+        # The key alone on stdout, so that `--public-key "$(lineage-agent pubkey --key K)"`
+        # works; the id goes to stderr, where a person still sees it.
+        print(public_key_text(verify_key))
+        print(f"key id: {key_id(verify_key)}", file=sys.stderr)
     return EX_OK
 
 
@@ -209,6 +224,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return code
 
 
+def _grace(text: str) -> float:
+    """`job stop --grace`: a finite number of seconds from 0 to MAX_STOP_GRACE."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_STOP_GRACE):
+        raise argparse.ArgumentTypeError(
+            f"expected seconds from 0 to {MAX_STOP_GRACE:g}, got {text!r}"
+        )
+    return seconds
+
+
 def _control_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", "-c", default=DEFAULT_CONFIG, help="config file naming the control socket"
@@ -231,16 +259,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    check = config_sub.add_parser("check", help="validate a config file without starting")
+    check = config_sub.add_parser(
+        "check",
+        help="validate a config file and everything `run` checks before it starts",
+        description="Read the file and make every check `run` makes before it opens sockets "
+        "and files: the signing key, the http endpoints, bearer token and CA bundle, the "
+        "events file's directory. Prints `ok` (exit 0) or the problem (exit 78); what only "
+        "the service's user or environment can tell (a file this user may not read, a token "
+        "variable not set here) follows `ok` as `note: ...` lines.",
+    )
     check.add_argument("file")
+    check.add_argument(
+        "--root",
+        metavar="DIR",
+        help="look for the files the config names below DIR (a tree staged for an image)",
+    )
     check.set_defaults(func=_cmd_config_check)
 
     keygen = sub.add_parser("keygen", help="create this node's Ed25519 signing key")
     keygen.add_argument("--out", required=True, help="private key file to create (mode 0600)")
     keygen.set_defaults(func=_cmd_keygen)
 
-    pubkey = sub.add_parser("pubkey", help="print the public key and key id of a private key")
-    pubkey.add_argument("--key", required=True)
+    pubkey = sub.add_parser(
+        "pubkey",
+        help="print the public key of a private key on stdout (its key id on stderr)",
+        description="Print the base64 public key alone on stdout, ready for "
+        '`verify --public-key "$(lineage-agent pubkey --key K)"`, and the key id on stderr; '
+        "--id prints the key id alone on stdout instead.",
+    )
+    pubkey.add_argument("--key", required=True, help="the private key file")
+    pubkey.add_argument(
+        "--id", action="store_true", help="print the key id (sha256:...) instead of the key"
+    )
     pubkey.set_defaults(func=_cmd_pubkey)
 
     verify = sub.add_parser("verify", help="verify signed events in JSON or JSON-lines files")
@@ -277,7 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="recorded with the stop and carried by the ABORT events",
     )
     stop.add_argument(
-        "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL (default 10)"
+        "--grace",
+        type=_grace,
+        default=STOP_GRACE,
+        metavar="SECONDS",
+        help=f"seconds between SIGTERM and SIGKILL, 0 to {MAX_STOP_GRACE:g} (default "
+        f"{STOP_GRACE:g})",
     )
     _control_args(stop)
     stop.set_defaults(func=_cmd_job_stop)

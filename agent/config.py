@@ -16,7 +16,7 @@ import enum
 import typing
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 TransportName = Literal["http", "file"]
 
@@ -33,15 +33,20 @@ class Kind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """Inclusive range of a number field; `low_open` excludes `low` itself (timeouts > 0)."""
+    """Inclusive range of a number field; `low_open` excludes `low` itself (timeouts > 0).
 
-    low: float | None = None
-    high: float | None = None
+    Every number of the config has both ends (`tests/test_config.py` checks it): a value the
+    loader accepts is one every part of the agent can hold (a queue, a gauge, a timer).
+    """
+
+    low: float
+    high: float
     low_open: bool = False
 
 
-Seconds = Annotated[float, Kind.DURATION, Bounds(low=0)]
-PositiveSeconds = Annotated[float, Kind.DURATION, Bounds(low=0, low_open=True)]
+MINUTE: Final = 60.0
+HOUR: Final = 3600.0
+DAY: Final = 86400.0
 LocalPath = Annotated[str, Kind.PATH]
 HttpUrl = Annotated[str, Kind.HTTP_URL]
 EnvName = Annotated[str, Kind.ENV_NAME]
@@ -57,21 +62,22 @@ class HttpAuth:
 @dataclass(frozen=True, slots=True)
 class HttpConfig:
     endpoint: HttpUrl
-    timeout: PositiveSeconds = 3.0  # seconds, per request
+    timeout: Annotated[float, Kind.DURATION, Bounds(0, 10 * MINUTE, low_open=True)] = 3.0
     auth: HttpAuth | None = None
     ca_file: LocalPath | None = None  # extra CA bundle for TLS verification (verification stays on)
     compression: Literal["none", "gzip"] = "none"
     # 1: one event per POST to `endpoint`; >1: POST arrays to `batch_endpoint`
-    batch_size: Annotated[int, Bounds(low=1)] = 1
+    batch_size: Annotated[int, Bounds(1, 10_000)] = 1
     batch_endpoint: HttpUrl | None = None  # default: `endpoint` + "/batch"
     # requests in flight; events of one run still leave in order
-    concurrency: Annotated[int, Bounds(low=1, high=64)] = 4
+    concurrency: Annotated[int, Bounds(1, 64)] = 4
 
 
 @dataclass(frozen=True, slots=True)
 class FileConfig:
     path: LocalPath = "/var/lib/lineage-agent/events.jsonl"
-    rotation_size_mb: Annotated[float, Bounds(low=0)] = 64.0  # 0 disables rotation
+    # 0 disables rotation; at most 1 TiB
+    rotation_size_mb: Annotated[float, Bounds(0, 1024 * 1024)] = 64.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +85,8 @@ class LineageConfig:
     enabled: bool = True
     namespace: str = "spark"  # job namespace of the emitted runs
     transport: tuple[TransportName, ...] = ("file",)
-    queue_size: Annotated[int, Bounds(low=0)] = 1024
-    drain_timeout: Seconds = 5.0
+    queue_size: Annotated[int, Bounds(0, 1_000_000)] = 1024
+    drain_timeout: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 5.0
     http: HttpConfig | None = None
     file: FileConfig = field(default_factory=FileConfig)
 
@@ -95,17 +101,19 @@ class SparkConfig:
     event_log_dirs: tuple[LocalPath, ...] = ("/var/log/spark-events",)
     namespace: str | None = None  # overrides lineage.namespace for Spark runs
     # fallback scan when inotify is unavailable or on network mounts
-    poll_interval: PositiveSeconds = 1.0
+    poll_interval: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 1.0
     # an in-progress log that has not grown this long is checked
-    stale_after: PositiveSeconds = 600.0
-    running_interval: Seconds = 0.0  # RUNNING events with live counters; 0 disables
+    stale_after: Annotated[float, Kind.DURATION, Bounds(0, 30 * DAY, low_open=True)] = 600.0
+    # RUNNING events with live counters; 0 disables
+    running_interval: Annotated[float, Kind.DURATION, Bounds(0, DAY)] = 0.0
     emit_empty_executions: bool = False  # SQL executions with no datasets
-    replay_horizon: Seconds = 86400.0  # completed logs older than this are skipped at first start
+    # completed logs older than this are skipped at first start; 0 replays every log
+    replay_horizon: Annotated[float, Kind.DURATION, Bounds(0, 3650 * DAY)] = DAY
     # longer event-log lines are counted and skipped
-    max_line_bytes: Annotated[int, Bounds(low=1024)] = 64 * 1024 * 1024
+    max_line_bytes: Annotated[int, Bounds(1024, 1024 * 1024 * 1024)] = 64 * 1024 * 1024
     # input-field entries one columnLineage facet may carry (~200 bytes each), so a wide
     # table cannot make a multi-megabyte event; 0 leaves column lineage out
-    column_lineage_max_fields: Annotated[int, Bounds(low=0)] = 1000
+    column_lineage_max_fields: Annotated[int, Bounds(0, 100_000)] = 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,25 +116,35 @@ def _unknown_key(name: str, known: list[str]) -> str:
     return f"unknown key (expected one of {', '.join(map(repr, known))})"
 
 
-def _bounds_text(bounds: Bounds) -> str:
-    def num(value: float) -> str:
-        return str(int(value)) if float(value).is_integer() else str(value)
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
-    if bounds.low is not None and bounds.high is not None:
-        return f" from {num(bounds.low)} to {num(bounds.high)}"
-    if bounds.low is not None:
-        return f" {'>' if bounds.low_open else '>='} {num(bounds.low)}"
-    if bounds.high is not None:
-        return f" <= {num(bounds.high)}"
-    return ""
+
+_SPANS = ((86400.0, "d"), (3600.0, "h"), (60.0, "m"), (1.0, "s"))
+
+
+def duration_text(seconds: float) -> str:
+    """`seconds` in the largest unit that writes it whole: 3600 -> 1h, 90 -> 90s, 0.5 -> 500ms."""
+    for size, unit in _SPANS:
+        if seconds and seconds >= size and (seconds / size).is_integer():
+            return f"{int(seconds / size)}{unit}"
+    if seconds and (seconds * 1000).is_integer():
+        return f"{int(seconds * 1000)}ms"
+    return f"{_number_text(seconds)}s"
+
+
+def _bounds_text(bounds: Bounds, show: typing.Callable[[float], str] = _number_text) -> str:
+    if bounds.low_open:
+        return f" > {show(bounds.low)} and <= {show(bounds.high)}"
+    return f" from {show(bounds.low)} to {show(bounds.high)}"
 
 
 def _within(value: float, bounds: Bounds) -> bool:
     if isinstance(value, float) and not math.isfinite(value):
         return False
-    if bounds.low is not None and (value < bounds.low or (bounds.low_open and value == bounds.low)):
+    if value < bounds.low or (bounds.low_open and value == bounds.low):
         return False
-    return bounds.high is None or value <= bounds.high
+    return value <= bounds.high
 
 
 class _Reader:
@@ -158,10 +168,12 @@ class _Reader:
         origin = get_origin(hint)
         if origin is Annotated:
             base, *extras = get_args(hint)
-            bounds = next((e for e in extras if isinstance(e, Bounds)), Bounds())
+            bounds = next((e for e in extras if isinstance(e, Bounds)), None)
             kind = next((e for e in extras if isinstance(e, Kind)), None)
             if kind is not None:
                 return _KIND_READERS[kind](self, node, path, bounds)
+            if bounds is None:
+                raise TypeError(f"{path}: a number field needs Bounds (both ends)")
             return self.number(node, base, path, bounds)
         if origin in (typing.Union, types.UnionType):
             (arm,) = (a for a in get_args(hint) if a is not type(None))
@@ -177,8 +189,6 @@ class _Reader:
             if value is None:
                 raise self.error(node, path, f"expected true or false, got {describe(node)}")
             return value
-        if hint is int or hint is float:
-            return self.number(node, hint, path, Bounds())
         if hint is str:
             return self.string(node, path)
         raise TypeError(f"{path}: the loader cannot read fields of type {hint!r}")
@@ -271,7 +281,7 @@ _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 
-def _read_duration(reader: _Reader, node: Node, path: str, bounds: Bounds) -> float:
+def _read_duration(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> float:
     # Read from the text as written: YAML 1.1 would turn `1:30` into 90 (base 60).
     text = node.value if isinstance(node, ScalarNode) and node.tag in (STR, INT, FLOAT) else ""
     match = _DURATION.fullmatch(str(text))
@@ -279,15 +289,19 @@ def _read_duration(reader: _Reader, node: Node, path: str, bounds: Bounds) -> fl
         raise reader.error(
             node, path, f"expected a duration like 5s or 500ms, got {describe(node)}"
         )
+    if bounds is None:
+        raise TypeError(f"{path}: a duration field needs Bounds (both ends)")
     seconds = float(match[1]) * _DURATION_UNITS[match[2]]
     if not _within(seconds, bounds):
         raise reader.error(
-            node, path, f"expected a duration{_bounds_text(bounds)}, got {describe(node)}"
+            node,
+            path,
+            f"expected a duration{_bounds_text(bounds, duration_text)}, got {describe(node)}",
         )
     return seconds
 
 
-def _read_path(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str:
+def _read_path(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> str:
     text = reader.string(node, path)
     if text.startswith("file:"):
         parts = urlsplit(text)
@@ -308,7 +322,7 @@ def _read_path(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str:
     return os.path.normpath(os.path.join(reader.base_dir, text))
 
 
-def _read_http_url(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str:
+def _read_http_url(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> str:
     text = reader.string(node, path)
     try:
         parts = urlsplit(text)
@@ -323,7 +337,7 @@ def _read_http_url(reader: _Reader, node: Node, path: str, bounds: Bounds) -> st
     return text
 
 
-def _read_env_name(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str:
+def _read_env_name(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> str:
     text = reader.string(node, path)
     if not _ENV_NAME.fullmatch(text):
         raise reader.error(
@@ -334,7 +348,7 @@ def _read_env_name(reader: _Reader, node: Node, path: str, bounds: Bounds) -> st
     return text
 
 
-def _read_listen(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str | None:
+def _read_listen(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> str | None:
     if scalar(node, (BOOL,)) is False or scalar(node, (STR,)) == "":
         return None
     # The text as written: a plain `10:20` is a YAML 1.1 base-60 integer, still host:port here.
@@ -365,7 +379,7 @@ def _read_listen(reader: _Reader, node: Node, path: str, bounds: Bounds) -> str 
     return text
 
 
-_KIND_READERS: dict[Kind, typing.Callable[[_Reader, Node, str, Bounds], Any]] = {
+_KIND_READERS: dict[Kind, typing.Callable[[_Reader, Node, str, Bounds | None], Any]] = {
     Kind.DURATION: _read_duration,
     Kind.PATH: _read_path,
     Kind.HTTP_URL: _read_http_url,

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import grp
 import json
+import math
 import os
 import pwd
 import socket
@@ -30,7 +32,7 @@ import structlog
 
 from agent import __version__
 from agent.config import AgentConfig
-from agent.errors import ControlError
+from agent.errors import ControlError, StartError
 from agent.health import HealthTracker
 from agent.metrics import Metrics
 from agent.pipeline import Pipeline
@@ -41,6 +43,7 @@ log = structlog.get_logger("agent.control")
 
 SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
+MAX_STOP_GRACE = 3600.0  # the largest grace a request may ask for
 MAX_REQUEST = 64 * 1024
 
 
@@ -105,6 +108,7 @@ class ControlServer:
         self.agent = agent
         self.path = path
         self._server: asyncio.AbstractServer | None = None
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the bound socket
         self._handlers: dict[str, Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]] = {
             "status": self._status,
             "describe": self._describe,
@@ -112,17 +116,36 @@ class ControlServer:
         }
 
     async def start(self) -> None:
-        _prepare(self.path)
-        self._server = await asyncio.start_unix_server(self._client, path=self.path)
-        os.chmod(self.path, SOCKET_MODE)
+        """Bind the socket. Raises StartError when another agent answers on the path (it is
+        never taken over), OSError when the path cannot be bound (something else is there)."""
+        sock = _bind(self.path)
+        try:
+            self._identity = _identity(self.path)
+            os.chmod(self.path, SOCKET_MODE)
+            self._server = await asyncio.start_unix_server(self._client, sock=sock)
+        except BaseException:
+            sock.close()
+            self._unlink_own()
+            raise
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        self._unlink_own()
+
+    def bound(self) -> bool:
+        """Whether the path still is the socket this server bound (not removed or replaced)."""
+        return self._identity is not None and _identity(self.path) == self._identity
+
+    def _unlink_own(self) -> None:
+        """Remove the path only if it is still the socket this process bound: a socket another
+        agent bound there since is never removed."""
+        if self.bound():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        self._identity = None
 
     def _allowed(self, uid: int) -> bool:
         if uid in (0, os.getuid()):
@@ -249,6 +272,7 @@ class ControlServer:
     async def _job_stop(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         app_id = _app_id(request)
         reason = str(request.get("reason") or "stopped with lineage-agent job stop")
+        grace = _grace(request.get("grace", STOP_GRACE))
         apps = self.agent.applications
         if apps is None:
             raise ControlError(f"application {app_id} is not running on this node")
@@ -256,17 +280,96 @@ class ControlServer:
             app_id,
             reason=reason,
             requested_by=user_name(uid),
-            grace=float(request.get("grace", STOP_GRACE)),
+            grace=grace,
         )
         return {**dataclasses.asdict(outcome), "pids": list(outcome.pids)}
 
 
-def _prepare(path: str) -> None:
-    """Create the socket's directory and remove a stale socket of a previous run."""
+_BIND_ATTEMPTS = 3
+_PROBE_TIMEOUT = 2.0  # seconds a live agent has to accept a connection and answer
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def _bind(path: str) -> socket.socket:
+    """A unix socket bound at `path`, after removing a stale socket of a previous run.
+
+    bind(2) never replaces an existing file, so what is at the path is looked at first: a
+    socket nobody listens on is stale and removed (only if it is still the same file when
+    removed); a socket an agent answers on is StartError.
+    """
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
+    for _attempt in range(_BIND_ATTEMPTS):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)
+            return sock
+        except OSError as error:
+            sock.close()
+            if error.errno != errno.EADDRINUSE:
+                raise
+        _remove_stale(path)
+    raise OSError(errno.EADDRINUSE, f"{path} keeps being taken by another process")
+
+
+def _remove_stale(path: str) -> None:
+    """Remove the socket at `path` if nobody listens on it; StartError if an agent does."""
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(before.st_mode):
+        raise OSError(errno.EADDRINUSE, f"{path} exists and is not a socket")
+    pid = _probe(path)
+    if pid is not None:
+        who = f"another lineage-agent (pid {pid})" if pid else "another process"
+        raise StartError(
+            f"control_socket: {who} is listening on {path}; give each agent its own "
+            "control_socket, or stop the other one first"
+        )
+    if _identity(path) == (before.st_dev, before.st_ino):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+def _probe(path: str) -> int | None:
+    """None when nobody listens at `path`; else the pid a live agent gives in its status
+    answer, or 0 when the listener does not say (not an agent, or it refused us)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(_PROBE_TIMEOUT)
+        try:
+            sock.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return None
+        except TimeoutError:
+            return 0  # a listener whose backlog is full is alive
+        try:
+            sock.sendall(b'{"command": "status"}\n')
+            data = b""
+            while not data.endswith(b"\n") and len(data) < 4 * MAX_REQUEST:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            answer = json.loads(data)
+            pid = answer.get("pid") if isinstance(answer, dict) else None
+        except (OSError, ValueError):
+            return 0
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else 0
+
+
+def _grace(value: object) -> float:
+    """A request's grace: a finite number of seconds from 0 to MAX_STOP_GRACE."""
+    seconds = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else -1
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_STOP_GRACE):
+        raise ControlError(f"grace: expected seconds from 0 to {MAX_STOP_GRACE:g}, got {value!r}")
+    return seconds
 
 
 def _app_id(request: dict[str, Any]) -> str:

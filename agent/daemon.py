@@ -1,7 +1,8 @@
 """Startup -> run -> drain -> shutdown; signals, reloads and sd_notify.
 
-Raises StartError (`agent.errors`) when the agent cannot start as configured (key file,
-token, transport lock); `cli.py` maps it, like ConfigError, to exit 78 so that systemd does
+Raises StartError (`agent.errors`) when the agent cannot start as configured (what
+`agent.preflight` checks, the state database, a transport lock, another agent answering on
+the control socket); `cli.py` maps it, like ConfigError, to exit 78 so that systemd does
 not restart in a loop.
 
 `Daemon.run` returns "stopped" after a stop request (or when a finite source ran out), and
@@ -29,13 +30,14 @@ from agent import __version__, logs
 from agent.config import AgentConfig, LineageConfig
 from agent.configfile import load_config
 from agent.control import ControlServer
-from agent.errors import ConfigError, KeyFileError, StartError, StateError
+from agent.errors import AgentError, StartError, StateError
 from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
 from agent.pipeline import Delivery, Pipeline
+from agent.preflight import Checked, check_startup
 from agent.queue import BoundedQueue
 from agent.sdnotify import Notifier, watchdog_interval
-from agent.signing import Signer, load_signing_key
+from agent.signing import Signer
 from agent.source import ApplicationControl, Source, SourceContext
 from agent.state import StateDB
 from agent.transports.base import Transport
@@ -48,6 +50,11 @@ SourceFactory = Callable[[AgentConfig, SourceContext], Source]
 Outcome = Literal["stopped", "source_failed"]
 #: Where the agent is in its life, as `status` and /healthz show it.
 Phase = Literal["starting", "running", "stopping", "stopped", "disabled"]
+
+
+def _signer_of(checked: Checked) -> Signer:
+    assert checked.signing_key is not None  # the service's checks read the key or raise
+    return Signer(checked.signing_key)
 
 
 def raise_open_files_limit() -> int:
@@ -90,6 +97,8 @@ class Daemon:
         self.applications: ApplicationControl | None = None  # the source's, if it follows any
         self._retiring: set[asyncio.Task[None]] = set()
         self.control: ControlServer | None = None
+        # The socket bound at start; a reload may rebind it, a new path needs a restart.
+        self._control_path = self.config.control_socket
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -132,39 +141,21 @@ class Daemon:
 
     async def _run_enabled(self) -> Outcome:
         config = self.config
-        try:
-            signer = Signer(load_signing_key(config.signing.key_path))
-        except KeyFileError as error:
-            raise StartError(f"signing.key_path: {error}") from error
-        try:
-            self.state_db = StateDB(config.state_dir)
-        except StateError as error:
-            raise StartError(str(error)) from error
-        try:
-            transports = await build_transports(config.lineage)
-        except BaseException:
-            self.state_db.close()
-            raise
-        pipeline = self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health)
-        for name, transport in transports.items():
-            self._add_delivery(name, transport, config.lineage)
-        if config.metrics.listen:
-            try:
-                self.metrics_server = MetricsServer(
-                    self.registry, config.metrics.listen, self.healthz
-                )
-            except OSError as error:
-                await self._close_deliveries()
-                raise StartError(
-                    f"metrics.listen: cannot listen on {config.metrics.listen}: {error.strerror}"
-                ) from error
-            self.metrics_server.start()
-        source = self.source_factory(
-            config, SourceContext(self.state_db, self.metrics, self.health)
-        )
-        if isinstance(source, ApplicationControl):
-            self.applications = source
+        # What `config check` checks too (key, endpoints, token, CA bundle, events file), before
+        # anything is opened.
+        signer = _signer_of(check_startup(config))
+        # Then the control socket: a second agent configured with a live agent's socket
+        # refuses (StartError) before it opens anything else. It answers `status` while the
+        # rest starts.
         await self._start_control()
+        try:
+            transports, source = await self._open(config, signer)
+        except BaseException:
+            if self.control is not None:
+                await self.control.stop()
+            raise
+        pipeline = self.pipeline
+        assert pipeline is not None
         for delivery in pipeline.deliveries.values():
             delivery.start()
         source_task = asyncio.create_task(
@@ -190,6 +181,40 @@ class Daemon:
             flusher.cancel()
             await self._shutdown(source_task)
         return "source_failed" if failed else "stopped"
+
+    async def _open(
+        self, config: AgentConfig, signer: Signer
+    ) -> tuple[dict[str, Transport], Source]:
+        """State database, transports, metrics endpoint and source, in that order."""
+        try:
+            self.state_db = StateDB(config.state_dir)
+        except StateError as error:
+            raise StartError(str(error)) from error
+        try:
+            transports = await build_transports(config.lineage)
+        except BaseException:
+            self.state_db.close()
+            raise
+        self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health)
+        for name, transport in transports.items():
+            self._add_delivery(name, transport, config.lineage)
+        if config.metrics.listen:
+            try:
+                self.metrics_server = MetricsServer(
+                    self.registry, config.metrics.listen, self.healthz
+                )
+            except OSError as error:
+                await self._close_deliveries()
+                raise StartError(
+                    f"metrics.listen: cannot listen on {config.metrics.listen}: {error.strerror}"
+                ) from error
+            self.metrics_server.start()
+        source = self.source_factory(
+            config, SourceContext(self.state_db, self.metrics, self.health)
+        )
+        if isinstance(source, ApplicationControl):
+            self.applications = source
+        return transports, source
 
     async def _serve(self, source_task: asyncio.Task[None]) -> bool:
         """Handle reloads until a stop request or the source's end; True if the source failed."""
@@ -253,17 +278,35 @@ class Daemon:
             with contextlib.suppress(Exception):
                 await delivery.aclose()
 
-    async def _start_control(self) -> None:
-        control = ControlServer(self, self.config.control_socket)
+    async def _start_control(self, *, at_reload: bool = False) -> None:
+        """Bind the control socket. At start, StartError when another agent answers on it;
+        at a reload, that is logged like any other reason the socket is unavailable."""
+        path = self._control_path
+        control = ControlServer(self, path)
         try:
             await control.start()
+        except StartError as error:
+            if not at_reload:
+                raise
+            log.error("control_socket_unavailable", path=path, error=str(error))
+            return
         except OSError as error:
             # Lineage matters more than the operator's commands: carry on without them.
-            log.error(
-                "control_socket_unavailable", path=self.config.control_socket, error=error.strerror
-            )
+            log.error("control_socket_unavailable", path=path, error=error.strerror or str(error))
             return
         self.control = control
+        if at_reload:
+            log.info("control_socket_restored", path=path)
+
+    async def _restore_control(self) -> None:
+        """At a reload: bind the control socket again when its file was removed or replaced
+        by a socket nobody listens on (never over one another agent answers on)."""
+        if self.control is not None:
+            if self.control.bound():
+                return
+            await self.control.stop()  # closes it; removes nothing it did not bind
+            self.control = None
+        await self._start_control(at_reload=True)
 
     async def _flush_state(self) -> None:
         """Write the delivery ledger in batches, off the per-event path."""
@@ -313,15 +356,24 @@ class Daemon:
         """Load the config file again and apply it; a bad one keeps the old config running."""
         self.notifier.reloading()
         try:
+            await self._restore_control()
+        except Exception as error:  # the socket is a convenience; the reload goes on
+            log.error("control_socket_unavailable", path=self._control_path, error=repr(error))
+        try:
             new = load_config(self.config.source)
             await self._apply(new)
-        except (ConfigError, StartError, KeyFileError) as error:
+        except Exception as error:
+            # Whatever went wrong, a reload never ends the agent: the running configuration
+            # stays. An error of the agent's own tree is the operator's to fix and needs no
+            # traceback; anything else is a bug, logged with its traceback.
             self.metrics.reloads.labels(result="error").inc()
+            known = isinstance(error, AgentError)
             log.error(
                 "reload_failed",
                 config=self.config.source,
-                error=str(error),
+                error=str(error) if known else f"internal error: {error!r}",
                 detail="keeping the running configuration",
+                exc_info=None if known else error,
             )
             return False
         finally:
@@ -340,7 +392,6 @@ class Daemon:
         ):
             if before != after:
                 log.warning("reload_needs_restart", key=key, running=before, configured=after)
-        signer = Signer(load_signing_key(new.signing.key_path))
         pipeline = self.pipeline
         assert pipeline is not None
         # The file transport holds the path's lock: keep it when its settings did not change.
@@ -355,6 +406,7 @@ class Daemon:
         )
         # This agent's own file transport of that path (running, or retiring after an earlier
         # reload) holds the path's lock: the new one shares it rather than refusing itself.
+        signer = _signer_of(check_startup(new, transports=rebuild))
         holder = next(
             (
                 d.transport
@@ -364,6 +416,26 @@ class Daemon:
             None,
         )
         transports = await build_transports(new.lineage, rebuild, file_lock_of=holder)
+        try:
+            self._commit(new, signer, transports)
+        except BaseException:
+            # Not reached with a config the loader accepted; if it were, the transports built
+            # for it must not leak (the file transport's would hold its path's lock).
+            for transport in transports.values():
+                with contextlib.suppress(Exception):
+                    await transport.aclose()
+            raise
+        for name, transport in transports.items():
+            delivery = pipeline.deliveries[name]
+            if delivery.transport is not transport:
+                await delivery.swap(transport)
+        self.config = new
+
+    def _commit(self, new: AgentConfig, signer: Signer, transports: dict[str, Transport]) -> None:
+        """Put the checked new config in force: signer, logging, queues, added and removed
+        transports (replaced transports are swapped in by the caller)."""
+        pipeline = self.pipeline
+        assert pipeline is not None
         pipeline.set_signer(signer.sign_event)
         logs.configure(new.logging.level, new.logging.format)
         removed = [n for n in pipeline.deliveries if n not in new.lineage.transport]
@@ -376,15 +448,12 @@ class Daemon:
                 continue
             delivery.queue.resize(new.lineage.queue_size)
             self.metrics.queue_capacity.labels(transport=name).set(new.lineage.queue_size)
-            if transport is not None:
-                await delivery.swap(transport)
         for gone in removed:
             delivery = pipeline.retire(gone)
             # Deliver what it holds with the transport it was queued for, then close it.
             task = asyncio.create_task(self._retire(delivery, new.lineage.drain_timeout))
             self._retiring.add(task)
             task.add_done_callback(self._retiring.discard)
-        self.config = new
 
     async def _retire(self, delivery: Delivery, seconds: float) -> None:
         try:

@@ -242,7 +242,14 @@ else
   set_owner "$SERVICE_USER:$SERVICE_USER" "$key"
 fi
 
-if ! "${agent[@]}" config check "$config" >/dev/null; then
+# The same checks the service makes before it starts (key, endpoints, CA bundle, events file);
+# a staged tree is checked with its own files in place of the system's.
+check=("${agent[@]}" config check "$config")
+((live)) || check+=(--root "$root")
+if checked=$("${check[@]}"); then
+  # What only the service's user or environment can tell (a token variable, say).
+  printf '%s\n' "$checked" | sed -n 's/^note: /install: note: /p'
+else
   say "warning: $config does not pass 'lineage-agent config check'; the service will refuse" \
     "to start (exit 78) until it is fixed"
 fi

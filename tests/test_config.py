@@ -102,7 +102,8 @@ def test_seed_file_config() -> None:
         ("500ms", 0.5),
         ("2m", 120.0),
         ("1h", 3600.0),
-        ("1d", 86400.0),
+        ("3600", 3600.0),
+        ("60m", 3600.0),
         ("1.5s", 1.5),
         ("7", 7.0),
         ("2.5", 2.5),
@@ -208,7 +209,7 @@ BROKEN = [
           enabled: true
           queue_size: "1024"
         """,
-        "config.yaml:3: lineage.queue_size: expected an integer >= 0, got '1024'",
+        "config.yaml:3: lineage.queue_size: expected an integer from 0 to 1000000, got '1024'",
         id="string-for-int",
     ),
     pytest.param(
@@ -261,19 +262,19 @@ BROKEN = [
     ),
     pytest.param(
         "lineage: {http: {endpoint: 'https://x.example', timeout: 0s}}\n",
-        "config.yaml:1: lineage.http.timeout: expected a duration > 0, got '0s'",
+        "config.yaml:1: lineage.http.timeout: expected a duration > 0s and <= 10m, got '0s'",
         id="zero-timeout",
     ),
     pytest.param(
         "lineage: {file: {rotation_size_mb: 1" + "0" * 400 + "}}\n",
-        "config.yaml:1: lineage.file.rotation_size_mb: expected a number >= 0, got 1"
+        "config.yaml:1: lineage.file.rotation_size_mb: expected a number from 0 to 1048576, got 1"
         + "0" * 76
         + "...",
         id="number-too-large",
     ),
     pytest.param(
         "lineage: {queue_size: !!int twelve}\n",
-        "config.yaml:1: lineage.queue_size: expected an integer >= 0, got twelve",
+        "config.yaml:1: lineage.queue_size: expected an integer from 0 to 1000000, got twelve",
         id="explicit-int-tag-on-text",
     ),
     pytest.param(
@@ -289,7 +290,7 @@ BROKEN = [
     ),
     pytest.param(
         "lineage: {drain_timeout: -1s}\n",
-        "config.yaml:1: lineage.drain_timeout: expected a duration >= 0, got '-1s'",
+        "config.yaml:1: lineage.drain_timeout: expected a duration from 0s to 1h, got '-1s'",
         id="negative-duration",
     ),
     pytest.param(
@@ -297,7 +298,7 @@ BROKEN = [
         lineage:
           queue_size: -5
         """,
-        "config.yaml:2: lineage.queue_size: expected an integer >= 0, got -5",
+        "config.yaml:2: lineage.queue_size: expected an integer from 0 to 1000000, got -5",
         id="negative-queue-size",
     ),
     pytest.param(
@@ -307,12 +308,14 @@ BROKEN = [
     ),
     pytest.param(
         "lineage:\nspark: {max_line_bytes: 1000}\n",
-        "config.yaml:2: spark.max_line_bytes: expected an integer >= 1024, got 1000",
+        "config.yaml:2: spark.max_line_bytes: expected an integer from 1024 to 1073741824, "
+        "got 1000",
         id="max-line-bytes-too-small",
     ),
     pytest.param(
         "lineage: {file: {rotation_size_mb: .inf}}\n",
-        "config.yaml:1: lineage.file.rotation_size_mb: expected a number >= 0, got .inf",
+        "config.yaml:1: lineage.file.rotation_size_mb: expected a number from 0 to 1048576, "
+        "got .inf",
         id="infinite-rotation",
     ),
     pytest.param(

@@ -201,6 +201,50 @@ class FileTransport:
             self._open()
 
 
+def check_path(path: str) -> str | None:
+    """What the transport's start would refuse about `path`, found without creating or
+    opening anything: StartError for a link or non-file at the path, an untrusted link above
+    it, or a directory that cannot be one. Returns a note instead of raising when the only
+    problem is that this process may not write there (the service's user may)."""
+    parent = os.path.dirname(path) or "."
+    try:
+        _check_links(path)
+    except _UntrustedLinkError as exc:
+        raise StartError(_open_problem(path, exc)) from None
+    existing = parent
+    while not os.path.lexists(existing):  # what start would create, up to what exists
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise StartError(f"cannot create directory {parent}: {os.strerror(errno.ENOTDIR)}")
+    with contextlib.suppress(OSError):
+        if os.statvfs(existing).f_flag & os.ST_RDONLY:
+            where = f"create directory {parent}" if existing != parent else f"open {path}"
+            raise StartError(f"cannot {where}: {os.strerror(errno.EROFS)}")
+    if existing != parent:
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return f"cannot create directory {parent}: {os.strerror(errno.EACCES)}"
+        return None
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise StartError(_open_problem(path, exc)) from None
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        raise StartError(_open_problem(path, OSError(errno.ELOOP, os.strerror(errno.ELOOP))))
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise StartError(_open_problem(path, _NotRegularFileError(errno.EINVAL, "")))
+    lock = f"{path}.lock"
+    if os.path.islink(lock):
+        raise StartError(_open_problem(lock, OSError(errno.ELOOP, os.strerror(errno.ELOOP))))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot open {path}: {os.strerror(errno.EACCES)}"
+    for name in (path, lock):
+        if os.path.lexists(name) and not os.access(name, os.R_OK | os.W_OK):
+            return f"cannot open {name}: {os.strerror(errno.EACCES)}"
+    return None
+
+
 def _take_lock(path: str) -> int:
     lock_path = f"{path}.lock"
     try:

@@ -56,27 +56,39 @@ def check_endpoint(config: HttpConfig, environ: Mapping[str, str] = os.environ) 
     Raises StartError naming the config key (and for the token the environment variable,
     never its value).
     """
-    token: str | None = None
-    if config.auth is not None:
-        variable = config.auth.token_env
-        key = "lineage.http.auth.token_env"
-        raw = environ.get(variable)
-        if raw is None:
-            raise StartError(f"{key}: environment variable {variable} is not set")
-        token = raw.strip()
-        if not token:
-            raise StartError(f"{key}: environment variable {variable} is empty")
-        if not all("!" <= char <= "~" for char in token):
-            raise StartError(
-                f"{key}: environment variable {variable} holds characters that are not "
-                "allowed in a bearer token (only visible ASCII)"
-            )
+    token = read_token(config, environ)
+    check_urls(config)
+    return token
+
+
+def read_token(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The bearer token from the environment variable `auth.token_env`; None without auth.
+    StartError names the variable (never its value) when it is unset, empty or malformed."""
+    if config.auth is None:
+        return None
+    variable = config.auth.token_env
+    key = "lineage.http.auth.token_env"
+    raw = environ.get(variable)
+    if raw is None:
+        raise StartError(f"{key}: environment variable {variable} is not set")
+    token = raw.strip()
+    if not token:
+        raise StartError(f"{key}: environment variable {variable} is empty")
+    if not all("!" <= char <= "~" for char in token):
+        raise StartError(
+            f"{key}: environment variable {variable} holds characters that are not "
+            "allowed in a bearer token (only visible ASCII)"
+        )
+    return token
+
+
+def check_urls(config: HttpConfig) -> None:
+    """The endpoint rules the transport applies (`_check_url`), for both endpoints."""
     _check_url("lineage.http.endpoint", config.endpoint, auth=config.auth is not None)
     if config.batch_endpoint is not None:
         _check_url(
             "lineage.http.batch_endpoint", config.batch_endpoint, auth=config.auth is not None
         )
-    return token
 
 
 def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:
