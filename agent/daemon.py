@@ -27,21 +27,21 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from agent import __version__, logs
-from agent.config import AgentConfig, LineageConfig
+from agent.config import AgentConfig
 from agent.configfile import load_config
 from agent.control import ControlServer
+from agent.deliveries import Deliveries
 from agent.errors import AgentError, StartError, StateError
 from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
-from agent.pipeline import Delivery, Pipeline
+from agent.pipeline import Pipeline
 from agent.preflight import Checked, check_startup
-from agent.queue import BoundedQueue
 from agent.sdnotify import Notifier, watchdog_interval
 from agent.signing import Signer
 from agent.source import ApplicationControl, Source, SourceContext
 from agent.state import StateDB
 from agent.transports.base import Transport
-from agent.transports.factory import build_transports, lanes_for
+from agent.transports.factory import build_transports
 
 log = structlog.get_logger("agent.daemon")
 
@@ -95,7 +95,7 @@ class Daemon:
         self.metrics_server: MetricsServer | None = None
         self.state_db: StateDB | None = None
         self.applications: ApplicationControl | None = None  # the source's, if it follows any
-        self._retiring: set[asyncio.Task[None]] = set()
+        self.deliveries: Deliveries | None = None
         self.control: ControlServer | None = None
         # The socket bound at start; a reload may rebind it, a new path needs a restart.
         self._control_path = self.config.control_socket
@@ -196,15 +196,18 @@ class Daemon:
             self.state_db.close()
             raise
         self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health)
+        deliveries = self.deliveries = Deliveries(
+            self.pipeline, self.metrics, self.health, self.state_db
+        )
         for name, transport in transports.items():
-            self._add_delivery(name, transport, config.lineage)
+            deliveries.add(name, transport, config.lineage)
         if config.metrics.listen:
             try:
                 self.metrics_server = MetricsServer(
                     self.registry, config.metrics.listen, self.healthz
                 )
             except OSError as error:
-                await self._close_deliveries()
+                await deliveries.close()
                 raise StartError(
                     f"metrics.listen: cannot listen on {config.metrics.listen}: {error.strerror}"
                 ) from error
@@ -251,10 +254,10 @@ class Daemon:
         with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
             await asyncio.wait_for(source_task, timeout=max(0.0, deadline - time.monotonic()))
         self.pipeline.accepting = False
-        if self._retiring:
-            await asyncio.wait(self._retiring)
+        assert self.deliveries is not None
+        await self.deliveries.retired()
         left = await asyncio.gather(*(d.drain(deadline) for d in self.pipeline.deliveries.values()))
-        await self._close_deliveries()
+        await self.deliveries.close()
         if self.metrics_server is not None:
             self.metrics_server.stop()
         if self.control is not None:
@@ -270,13 +273,6 @@ class Daemon:
             accounting=self.pipeline.accounting(),
         )
         self.phase = "stopped"
-
-    async def _close_deliveries(self) -> None:
-        if self.pipeline is None:
-            return
-        for delivery in self.pipeline.deliveries.values():
-            with contextlib.suppress(Exception):
-                await delivery.aclose()
 
     async def _start_control(self, *, at_reload: bool = False) -> None:
         """Bind the control socket. At start, StartError when another agent answers on it;
@@ -336,20 +332,6 @@ class Daemon:
             self.notifier.watchdog()
             await asyncio.sleep(interval)
 
-    def _add_delivery(self, name: str, transport: Transport, lineage: LineageConfig) -> Delivery:
-        assert self.pipeline is not None
-        lanes, batch = lanes_for(lineage, name)
-        delivery = Delivery(
-            transport,
-            BoundedQueue(lineage.queue_size, lanes),
-            batch_size=batch,
-            metrics=self.metrics,
-            health=self.health,
-            ledger=self.state_db,
-        )
-        self.pipeline.add(delivery)
-        return delivery
-
     # -- reload ----------------------------------------------------------------------------
 
     async def reload(self) -> bool:
@@ -392,29 +374,11 @@ class Daemon:
         ):
             if before != after:
                 log.warning("reload_needs_restart", key=key, running=before, configured=after)
-        pipeline = self.pipeline
-        assert pipeline is not None
-        # The file transport holds the path's lock: keep it when its settings did not change.
-        rebuild = tuple(
-            name
-            for name in new.lineage.transport
-            if not (
-                name == "file"
-                and name in pipeline.deliveries
-                and new.lineage.file == old.lineage.file
-            )
-        )
-        # This agent's own file transport of that path (running, or retiring after an earlier
-        # reload) holds the path's lock: the new one shares it rather than refusing itself.
+        deliveries = self.deliveries
+        assert deliveries is not None
+        rebuild = deliveries.to_rebuild(old.lineage, new.lineage)
         signer = _signer_of(check_startup(new, transports=rebuild))
-        holder = next(
-            (
-                d.transport
-                for d in [*pipeline.deliveries.values(), *pipeline.retiring]
-                if d.name == "file" and getattr(d.transport, "path", None) == new.lineage.file.path
-            ),
-            None,
-        )
+        holder = deliveries.file_lock_holder(new.lineage.file.path)
         transports = await build_transports(new.lineage, rebuild, file_lock_of=holder)
         try:
             self._commit(new, signer, transports)
@@ -425,43 +389,16 @@ class Daemon:
                 with contextlib.suppress(Exception):
                     await transport.aclose()
             raise
-        for name, transport in transports.items():
-            delivery = pipeline.deliveries[name]
-            if delivery.transport is not transport:
-                await delivery.swap(transport)
+        await deliveries.swap_in(transports)
         self.config = new
 
     def _commit(self, new: AgentConfig, signer: Signer, transports: dict[str, Transport]) -> None:
         """Put the checked new config in force: signer, logging, queues, added and removed
         transports (replaced transports are swapped in by the caller)."""
-        pipeline = self.pipeline
-        assert pipeline is not None
-        pipeline.set_signer(signer.sign_event)
+        assert self.pipeline is not None and self.deliveries is not None
+        self.pipeline.set_signer(signer.sign_event)
         logs.configure(new.logging.level, new.logging.format)
-        removed = [n for n in pipeline.deliveries if n not in new.lineage.transport]
-        for name in new.lineage.transport:
-            delivery = pipeline.deliveries.get(name)
-            transport = transports.get(name)
-            if delivery is None:
-                assert transport is not None
-                self._add_delivery(name, transport, new.lineage).start()
-                continue
-            delivery.queue.resize(new.lineage.queue_size)
-            self.metrics.queue_capacity.labels(transport=name).set(new.lineage.queue_size)
-        for gone in removed:
-            delivery = pipeline.retire(gone)
-            # Deliver what it holds with the transport it was queued for, then close it.
-            task = asyncio.create_task(self._retire(delivery, new.lineage.drain_timeout))
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
-
-    async def _retire(self, delivery: Delivery, seconds: float) -> None:
-        try:
-            await delivery.drain(time.monotonic() + seconds)
-            await delivery.aclose()
-        finally:
-            assert self.pipeline is not None
-            self.pipeline.retired(delivery)
+        self.deliveries.reconfigure(new.lineage, transports)
 
     # -- views -----------------------------------------------------------------------------
 
