@@ -14,10 +14,12 @@ import zstandard
 from agent.spark.plan import rdds, schema
 from agent.spark.plan import read as plans
 from agent.spark.plan import text as plantext
+from agent.spark.plan.columns import PlanGraph
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
 from agent.spark.plan.schema import Field
 from agent.spark.plan.tables import TableIdent
 from agent.spark.plan.text import Attribute, PlanNode, parse_plan
+from agent.spark.plan.typeinfer import TypeOracle
 from tests.samples import sample_lines
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -188,6 +190,41 @@ def test_hive_ctas_and_insert_into_hive_table() -> None:
     assert insert.table == TableIdent("events", "default", "spark_catalog")
     assert insert.location == "file:/data/golden/warehouse/events"
     assert insert.fields == (Field("id", "long"), Field("s", "string"))
+
+
+def test_hive_insert_of_a_string_literal_is_typed() -> None:
+    """`INSERT INTO events SELECT id + 10, 'x'`: the bare literal `x AS s#8` types s string."""
+    (insert,) = plan_of("hive_jdbc", 2).datasets
+    assert (insert.table, insert.fields) == (
+        TableIdent("events", "default", "spark_catalog"),
+        (Field("id", "long"), Field("s", "string")),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("x", "string"),
+        ("two words", "string"),
+        ("10", "integer"),
+        ("1.5", None),
+        ("-3.0E-4", None),
+        ("NaN", None),
+        ("null", None),
+        ("true", "boolean"),
+        ("2026-01-31", None),
+        ("2026-01-31 10:00:00", None),
+        ("INTERVAL '1' DAY", None),
+        ("0x0A", None),
+        ("x#3", None),
+        ("upper(name#3)", "string"),
+    ],
+)
+def test_literal_types(text: str, expected: str | None) -> None:
+    """Spark prints literals bare: a word is a string; numbers, dates, intervals stay open."""
+    oracle = TypeOracle(PlanGraph(parse_plan("")), {})
+    found = oracle.expression(text)
+    assert (found.type if found is not None else None) == expected
 
 
 def test_hive_table_scan() -> None:
