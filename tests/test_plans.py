@@ -262,6 +262,28 @@ def test_jdbc_write_with_its_url_shown() -> None:
     assert (write.unknown_reason, write.lifecycle) == (None, "OVERWRITE")
 
 
+def test_jdbc_save_query_types_the_rows_it_hands_over() -> None:
+    """The query a JDBC save runs reads nothing (a range) but gives the written schema."""
+    (query,) = plan_of("hive_jdbc", 8).datasets
+    assert query == DatasetRef(
+        "output", "DeserializeToObject", fields=(Field("id", "long"),), feeds_write=True
+    )
+
+
+def test_jdbc_save_query_rows_are_typed_from_their_struct_fields() -> None:
+    """`createexternalrow(..., StructField(s,StringType,true))` types what no scan typed."""
+    description = (
+        "== Physical Plan ==\nDeserializeToObject (2)\n+- * Project (1)\n\n\n"
+        "(1) Project [codegen id : 1]\nOutput [2]: [id#3L, s#4]\nInput [1]: [id#3L]\n\n"
+        "(2) DeserializeToObject\nInput [2]: [id#3L, s#4]\nArguments: createexternalrow("
+        "static_invoke(java.lang.Long.valueOf(id#3L)), invoke(s#4.toString()), "
+        "StructField(id,LongType,false), StructField(s,StringType,true)), "
+        "obj#9: org.apache.spark.sql.Row\n"
+    )
+    (query,) = plans.read_plan({"nodeName": "DeserializeToObject"}, description).datasets
+    assert query.fields == (Field("id", "long"), Field("s", "string"))
+
+
 def node(name: str, simple: str = "", metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A sparkPlanInfo node of the shape Spark writes (for shapes the samples lack)."""
     return {
