@@ -530,6 +530,39 @@ def test_v2_ctas_through_the_v1_fallback() -> None:
     ]
 
 
+def test_filter_pushed_into_a_jdbc_scan_is_an_indirect_filter() -> None:
+    """`where amount > 30` handled by the JDBC source (`*GreaterThan(amount,30)`) leaves no
+    Filter node; the column it tests is an INDIRECT FILTER input all the same."""
+    by_column, dataset = columns_of("jdbc_pushed_filter")
+    assert by_column == {
+        "order_id": [("public.orders", "order_id", "DIRECT/IDENTITY")],
+        "amount": [("public.orders", "amount", "DIRECT/IDENTITY")],
+    }
+    assert dataset == [("public.orders", "amount", "INDIRECT/FILTER")]
+
+
+def test_filter_pushed_on_a_column_the_scan_does_not_output() -> None:
+    """A pushed filter on a column the query does not keep still names that column."""
+    record = golden("jdbc_pushed_filter")
+    text = record["physicalPlanDescription"]
+    for old, new in (
+        ("[2]: [order_id#644L, amount#645L]", "[1]: [order_id#644L]"),
+        ("struct<order_id:bigint,amount:bigint>", "struct<order_id:bigint>"),
+        ("[order_id, amount]", "[order_id]"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    output = written(plans.read_plan(record["sparkPlanInfo"], text))
+    assert output.columns is not None
+    lineage = output.columns
+    assert [(c.name, _fields(lineage, c.inputs)) for c in lineage.lineage.columns] == [
+        ("order_id", [("public.orders", "order_id", "DIRECT/IDENTITY")])
+    ]
+    assert _fields(lineage, lineage.lineage.dataset) == [
+        ("public.orders", "amount", "INDIRECT/FILTER")
+    ]
+
+
 def _hive(execution: int) -> PlanSummary:
     data = (GOLDEN.parent / "hive_jdbc.jsonl.zst").read_bytes()
     lines = zstandard.ZstdDecompressor().decompressobj().decompress(data).splitlines()

@@ -79,6 +79,9 @@ _LOCAL_LEAVES: Final = (
     "Scan RDD",
 )
 _DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
+#: The column a source filter tests: its first argument (`GreaterThan(amount,30)`,
+#: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
+_PUSHED_COLUMN = re.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")
 _REUSED = re.compile(r"\[Reuses operator id: (\d+)\]")
 
 
@@ -109,6 +112,7 @@ class AttributeGraph:
         self._reused: list[tuple[list[Attribute], int]] = []
         self.root = plan.root
         self._phases = _distinct_phases(plan)
+        self._unread = 0  # attributes made up for columns only a pushed filter tests
         if plan.root is not None:
             self._walk(plan.root, self.dataset)
         for subquery in plan.subqueries:
@@ -211,7 +215,27 @@ class AttributeGraph:
             self.leaves[attr.expr_id] = Source(node.op_id, attr.name)
         for condition in node.detail_list("PartitionFilters") or []:
             self._depends(condition, "FILTER", dataset)
+        self._pushed_filters(node, attrs, dataset)
         return attrs
+
+    def _pushed_filters(
+        self, node: PlanNode, attrs: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> None:
+        """Filters a source handles whole (`PushedFilters: [*GreaterThan(amount,30)]`, a
+        JDBC scan) leave no Filter node: each column they test is an INDIRECT FILTER input.
+        Filters without `*` are also evaluated by a Filter above the scan, which counts them.
+        A tested column the scan does not output gets an attribute of its own (negative)."""
+        by_name = {a.name: a.expr_id for a in attrs}
+        for condition in node.detail_list("PushedFilters") or []:
+            if not condition.startswith("*"):
+                continue
+            for column in dict.fromkeys(_PUSHED_COLUMN.findall(condition)):
+                column = column.strip().strip('`"')
+                if column not in by_name:
+                    self._unread -= 1
+                    by_name[column] = self._unread
+                    self.leaves[self._unread] = Source(node.op_id, column)
+                dataset.append((by_name[column], "FILTER"))
 
     def _cache(self, node: PlanNode, cached: list[Attribute]) -> list[Attribute]:
         """`InMemoryRelation [attrs], StorageLevel(...)` over the plan it cached."""
