@@ -151,11 +151,19 @@ def test_object_hash_aggregate_partial_and_final() -> None:
         "names": [("people", "name", "DIRECT/AGGREGATION")],
         "ages": [("people", "age", "DIRECT/AGGREGATION/masking")],
     }
-    # the distinct count groups by age in its first phase
-    assert dataset == [
-        ("people", "city", "INDIRECT/GROUP_BY"),
-        ("people", "age", "INDIRECT/GROUP_BY"),
-    ]
+    # the distinct count's first phases group by (city, age): only city groups the rows
+    assert dataset == [("people", "city", "INDIRECT/GROUP_BY")]
+
+
+def test_distinct_aggregate_alone_groups_by_its_keys_only() -> None:
+    """countDistinct alone: Spark's function-less phases group by (city, age); only the
+    final aggregate's key city is a GROUP_BY input."""
+    by_column, dataset = columns_of("distinct_count")
+    assert by_column == {
+        "city": [("people", "city", "DIRECT/IDENTITY")],
+        "ages": [("people", "age", "DIRECT/AGGREGATION/masking")],
+    }
+    assert dataset == [("people", "city", "INDIRECT/GROUP_BY")]
 
 
 def test_sort_aggregate_and_its_local_sorts() -> None:
@@ -519,6 +527,39 @@ def test_v2_ctas_through_the_v1_fallback() -> None:
     assert fed.columns is not None and fed.feeds_write
     assert _fields(fed.columns, fed.columns.lineage.dataset) == [
         ("people", "city", "INDIRECT/GROUP_BY")
+    ]
+
+
+def test_filter_pushed_into_a_jdbc_scan_is_an_indirect_filter() -> None:
+    """`where amount > 30` handled by the JDBC source (`*GreaterThan(amount,30)`) leaves no
+    Filter node; the column it tests is an INDIRECT FILTER input all the same."""
+    by_column, dataset = columns_of("jdbc_pushed_filter")
+    assert by_column == {
+        "order_id": [("public.orders", "order_id", "DIRECT/IDENTITY")],
+        "amount": [("public.orders", "amount", "DIRECT/IDENTITY")],
+    }
+    assert dataset == [("public.orders", "amount", "INDIRECT/FILTER")]
+
+
+def test_filter_pushed_on_a_column_the_scan_does_not_output() -> None:
+    """A pushed filter on a column the query does not keep still names that column."""
+    record = golden("jdbc_pushed_filter")
+    text = record["physicalPlanDescription"]
+    for old, new in (
+        ("[2]: [order_id#644L, amount#645L]", "[1]: [order_id#644L]"),
+        ("struct<order_id:bigint,amount:bigint>", "struct<order_id:bigint>"),
+        ("[order_id, amount]", "[order_id]"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    output = written(plans.read_plan(record["sparkPlanInfo"], text))
+    assert output.columns is not None
+    lineage = output.columns
+    assert [(c.name, _fields(lineage, c.inputs)) for c in lineage.lineage.columns] == [
+        ("order_id", [("public.orders", "order_id", "DIRECT/IDENTITY")])
+    ]
+    assert _fields(lineage, lineage.lineage.dataset) == [
+        ("public.orders", "amount", "INDIRECT/FILTER")
     ]
 
 
@@ -1110,7 +1151,7 @@ def test_spark_aggregation_with_group_by(
         "names": [(people, "name", "DIRECT/AGGREGATION")],
         "ages": [(people, "age", "DIRECT/AGGREGATION/masking")],
     }
-    assert dataset == [(people, "city", "INDIRECT/GROUP_BY"), (people, "age", "INDIRECT/GROUP_BY")]
+    assert dataset == [(people, "city", "INDIRECT/GROUP_BY")]
 
 
 @pytest.mark.spark

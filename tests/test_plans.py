@@ -14,10 +14,12 @@ import zstandard
 from agent.spark.plan import rdds, schema
 from agent.spark.plan import read as plans
 from agent.spark.plan import text as plantext
+from agent.spark.plan.columns import PlanGraph
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
 from agent.spark.plan.schema import Field
 from agent.spark.plan.tables import TableIdent
 from agent.spark.plan.text import Attribute, PlanNode, parse_plan
+from agent.spark.plan.typeinfer import TypeOracle
 from tests.samples import sample_lines
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -190,6 +192,41 @@ def test_hive_ctas_and_insert_into_hive_table() -> None:
     assert insert.fields == (Field("id", "long"), Field("s", "string"))
 
 
+def test_hive_insert_of_a_string_literal_is_typed() -> None:
+    """`INSERT INTO events SELECT id + 10, 'x'`: the bare literal `x AS s#8` types s string."""
+    (insert,) = plan_of("hive_jdbc", 2).datasets
+    assert (insert.table, insert.fields) == (
+        TableIdent("events", "default", "spark_catalog"),
+        (Field("id", "long"), Field("s", "string")),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("x", "string"),
+        ("two words", "string"),
+        ("10", "integer"),
+        ("1.5", None),
+        ("-3.0E-4", None),
+        ("NaN", None),
+        ("null", None),
+        ("true", "boolean"),
+        ("2026-01-31", None),
+        ("2026-01-31 10:00:00", None),
+        ("INTERVAL '1' DAY", None),
+        ("0x0A", None),
+        ("x#3", None),
+        ("upper(name#3)", "string"),
+    ],
+)
+def test_literal_types(text: str, expected: str | None) -> None:
+    """Spark prints literals bare: a word is a string; numbers, dates, intervals stay open."""
+    oracle = TypeOracle(PlanGraph(parse_plan("")), {})
+    found = oracle.expression(text)
+    assert (found.type if found is not None else None) == expected
+
+
 def test_hive_table_scan() -> None:
     """`Scan hive db.t` has no Location: the table names it; the output attributes its fields."""
     (scan,) = [d for d in plan_of("hive_jdbc", 3).datasets if d.role == "input"]
@@ -223,6 +260,28 @@ def test_jdbc_write_with_its_url_shown() -> None:
     (write,) = plan_of("hive_jdbc", 7).datasets
     assert write.jdbc == ("jdbc:derby:memory:shop;create=true", "APP.ITEMS")
     assert (write.unknown_reason, write.lifecycle) == (None, "OVERWRITE")
+
+
+def test_jdbc_save_query_types_the_rows_it_hands_over() -> None:
+    """The query a JDBC save runs reads nothing (a range) but gives the written schema."""
+    (query,) = plan_of("hive_jdbc", 8).datasets
+    assert query == DatasetRef(
+        "output", "DeserializeToObject", fields=(Field("id", "long"),), feeds_write=True
+    )
+
+
+def test_jdbc_save_query_rows_are_typed_from_their_struct_fields() -> None:
+    """`createexternalrow(..., StructField(s,StringType,true))` types what no scan typed."""
+    description = (
+        "== Physical Plan ==\nDeserializeToObject (2)\n+- * Project (1)\n\n\n"
+        "(1) Project [codegen id : 1]\nOutput [2]: [id#3L, s#4]\nInput [1]: [id#3L]\n\n"
+        "(2) DeserializeToObject\nInput [2]: [id#3L, s#4]\nArguments: createexternalrow("
+        "static_invoke(java.lang.Long.valueOf(id#3L)), invoke(s#4.toString()), "
+        "StructField(id,LongType,false), StructField(s,StringType,true)), "
+        "obj#9: org.apache.spark.sql.Row\n"
+    )
+    (query,) = plans.read_plan({"nodeName": "DeserializeToObject"}, description).datasets
+    assert query.fields == (Field("id", "long"), Field("s", "string"))
 
 
 def node(name: str, simple: str = "", metadata: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -450,6 +450,10 @@ def test_hive_and_jdbc_log() -> None:
     ]
     written = by_name(events, f"{app}.execute_save_into_data_source_command.APP_ITEMS", "START")
     assert datasets(written, "outputs") == [("derby:memory:shop", "APP.ITEMS")]
+    done = by_name(events, f"{app}.execute_save_into_data_source_command.APP_ITEMS", "COMPLETE")
+    (items,) = done["outputs"]
+    assert items["facets"]["schema"]["fields"] == [{"name": "id", "type": "long"}]
+    assert items["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
     assert translator.warnings == [
         "JDBC table APP.ORDERS is written, but its url is redacted in the event log "
         "(spark.sql.redaction.options.regex) in execution 4",

@@ -213,6 +213,15 @@ CLASSES: tuple[Class, ...] = (
         "FAIL), the agent ends it FAIL with errorMessage (ABORT for the cancellation).",
     ),
     Class(
+        "cancel_abort_or_fail",
+        ("terminal",),
+        lambda d, ctx: _raised(d, ctx) and d.agent == "ABORT" and d.listener == "FAIL",
+        "both_valid",
+        "A cancelled job group: the agent ends the run ABORT, the listener FAIL (in other "
+        "runs of the same shape COMPLETE, see listener_misses_failure). The run was stopped, "
+        "not failed by its own error; the run cycle's ABORT and FAIL both describe that.",
+    ),
+    Class(
         "caught_failure_app",
         ("app_terminal",),
         lambda d, ctx: _raised(d, ctx) and d.agent == "FAIL" and d.listener == "COMPLETE",
@@ -293,26 +302,33 @@ CLASSES: tuple[Class, ...] = (
         "`lineageAgent_` facet) instead of presenting it as the dataset's schema.",
     ),
     Class(
-        "jdbc_output_schema",
-        ("schema_fields",),
-        lambda d, _: d.role == "outputs" and _fields_subset(d) and "postgres" in d.dataset,
-        "listener_right",
-        "A JDBC write (`SaveIntoDataSourceCommand`): the agent emits the output without a "
-        "schema; the listener has the written columns.",
-        "Take the output schema from the written query's output attributes (the child of "
-        "SaveIntoDataSourceCommand in the plan), as for file writes.",
-    ),
-    Class(
-        "hive_string_type",
+        "hive_scan_untyped",
         ("schema_types",),
         lambda d, _: d.shape == "hive" and all(t == "" for _, t in d.agent),
         "listener_right",
-        "Hive tables: the agent leaves `type` out for the string column `s` (the Hive "
-        "relation's attributes carry no type suffix for strings); the listener says `string`.",
-        "Type Hive columns from the table schema the plan shows (`HiveTableRelation`, the "
-        "CatalogTable of InsertIntoHiveTable) or from the written query's output.",
+        "A Hive table scan prints its attributes without types (`HiveTableRelation [..., "
+        "Data Cols: [id#9L, s#10]]`: only `L` marks a long), so the agent leaves `type` out "
+        "for the string column `s` of the scanned table and of the parquet copy made from "
+        "it; the listener, which asks the catalog, says `string`. Written Hive columns are "
+        "typed from the query (a bare literal `x AS s#8` is a string).",
+        "Remember per application the schema of the tables its executions wrote (the CTAS "
+        "typed `s` string) and type later scans of the same table from it: no event of the "
+        "log carries a Hive table's column types otherwise.",
     ),
     # -- column lineage --------------------------------------------------------------------
+    Class(
+        "jdbc_columns",
+        ("columns_direct", "columns_indirect"),
+        lambda d, _: any(e[1] == "unknown" for e in _edges(d.agent)),
+        "listener_right",
+        "Column lineage from a JDBC read follows its dataset name (`unknown` in the agent). "
+        "The filter pushed into the PostgreSQL scan (`*GreaterThan(amount,30)`, no Filter node "
+        "left) is a dataset-level input in both: INDIRECT FILTER in the agent, DIRECT IDENTITY "
+        "in the listener. "
+        "For Derby the agent's TRANSFORMATION (lower) is right where the listener says "
+        "IDENTITY.",
+        "Name JDBC reads (see jdbc_url_not_in_log).",
+    ),
     Class(
         "partition_sort",
         ("columns_indirect",),
@@ -320,17 +336,6 @@ CLASSES: tuple[Class, ...] = (
         "both_valid",
         "partitionBy: Spark's writer sorts by the partition column; the listener reports that "
         "sort as INDIRECT SORT, the agent does not (the user asked for no sort).",
-    ),
-    Class(
-        "distinct_group_by",
-        ("columns_indirect",),
-        lambda d, _: d.shape == "aggregate" and all(e[5] == "GROUP_BY" for e in _edges(d.agent)),
-        "listener_right",
-        "countDistinct(age) runs as an aggregation grouped by (city, age) inside the physical "
-        "plan; the agent reports age as an INDIRECT GROUP_BY input, but the user grouped by "
-        "city only.",
-        "Take GROUP_BY keys from the final aggregate's grouping expressions only, not from "
-        "the partial and merge aggregates Spark plans for distinct aggregates.",
     ),
     Class(
         "listener_misses_expand",
@@ -364,19 +369,6 @@ CLASSES: tuple[Class, ...] = (
         "agent_right",
         "A Python UDF over `id`: the agent reports id <- id TRANSFORMATION; the listener has "
         "no column lineage through the UDF.",
-    ),
-    Class(
-        "jdbc_columns",
-        ("columns_direct", "columns_indirect"),
-        lambda d, _: any(e[1] == "unknown" for e in _edges(d.agent)),
-        "listener_right",
-        "Column lineage from a JDBC read follows its dataset name (`unknown` in the agent). "
-        "For PostgreSQL the listener also reports the filter pushed into the JDBC scan "
-        "(`amount > 30`), which the agent misses (no Filter node is left in the plan); the "
-        "listener types it DIRECT instead of INDIRECT FILTER. For Derby the agent's "
-        "TRANSFORMATION (lower) is right where the listener says IDENTITY.",
-        "Name JDBC reads (see jdbc_url_not_in_log) and read `PushedFilters` of JDBC scans as "
-        "INDIRECT FILTER inputs.",
     ),
     Class(
         "plan_string_cut",

@@ -161,6 +161,18 @@ def test_column_lineage_compared_edge_by_edge() -> None:
     assert kinds == {"columns_direct": (1, 1), "columns_indirect": (1, 0)}
 
 
+def test_cancelled_run_ended_abort_or_fail() -> None:
+    """A cancelled query: the agent's ABORT against the listener's FAIL is a choice."""
+    agent = [event("START", "j", "a", 1), event("ABORT", "j", "a", 2)]
+    listener = [event("START", "j", "b", 1), event("FAIL", "j", "b", 2)]
+    result = compare.compare_app("x", agent, listener)
+    context = {"x": {"error": "SparkException: Job 3 cancelled part of cancelled job group"}}
+    (terminal,) = [d for d in result["differences"] if d.aspect == "terminal"]
+    known = classify(terminal, context)
+    assert known is not None
+    assert (known.id, known.verdict) == ("cancel_abort_or_fail", "both_valid")
+
+
 def test_unclassified_difference_counts_as_unexplained() -> None:
     """Outputs no class knows about are unexplained in the shape and in the summary."""
     agent = [event("START", "j", "a", 1, [], [dataset("/one")]), event("COMPLETE", "j", "a", 2)]

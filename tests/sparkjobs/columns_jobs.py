@@ -235,6 +235,7 @@ def queries(jobs: Jobs) -> None:
     jobs.write("sorted", people.orderBy("age").select("name", "age"))
     jobs.write("limited", people.limit(2).select("name"))
     jobs.write("sort_aggregate", people.groupBy("city").agg(F.max("name").alias("last_name")))
+    jobs.write("distinct_count", people.groupBy("city").agg(F.countDistinct("age").alias("ages")))
     top_earner = Window.partitionBy("city").orderBy(F.col("salary").desc())
     jobs.write(
         "window_top",

@@ -6,9 +6,10 @@ Writes followed: `InsertIntoHadoopFsRelationCommand`, `InsertIntoHiveTable` and 
 writes whose query is their child in the same plan (`AppendData`, `OverwriteByExpression`,
 ...). A write that runs its query as a nested execution (a JDBC save, a V2 write through
 the V1 fallback) is handled from the other side: that query's plan has no write, its root
-hands rows to the caller (`DeserializeToObject`), and its lineage becomes a `feeds_write`
-reference that the translator lends to the run's output. CTAS commands name their table only;
-the insert they run carries the lineage.
+hands rows to the caller (`DeserializeToObject`), and its lineage and typed columns become a
+`feeds_write` reference that the translator lends to the run's output (the schema even when
+the query reads no dataset). CTAS commands name their table only; the insert they run carries
+the lineage.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def _follow(
         attrs = written_attributes(graph, feeding)
         query = DatasetRef("output", feeding.name, feeds_write=True)
         query = _with_lineage(query, graph, attrs, oracle, scan_datasets, types)
-        if query.columns is not None and query.columns.lineage.size:
+        # a query that reads nothing (a range, local rows) still gives the write its schema
+        if query.fields or (query.columns is not None and query.columns.lineage.size):
             out.append(query)
     for name in dict.fromkeys(graph.unrecognized):
         notes.append(f"column lineage stops at unrecognized plan node {name!r}")

@@ -11,9 +11,11 @@ Operators understood (Spark 3.5 / 4.x names): scans of datasets (`Scan <format> 
 (`LocalTableScan`, `Range`, `Scan ExistingRDD`, `Scan OneRowRelation`); the cache
 (`InMemoryTableScan` over `InMemoryRelation` and its cached plan); `Project`, `Filter`,
 `HashAggregate` / `ObjectHashAggregate` / `SortAggregate` (partial buffers skipped: final
-aggregates name the original inputs), the hash, sort-merge, nested-loop and cartesian joins,
-`Union`, `Window`, `WindowGroupLimit`, `Expand`, `Generate`, `Sort` (only a global sort is a
-SORT dependency: local sorts serve joins, windows and partitioned writes), limits,
+aggregates name the original inputs; grouping keys are the final aggregate's, not those of the
+phases Spark plans below a distinct aggregate, which also group by the distinct columns), the
+hash, sort-merge, nested-loop and cartesian joins, `Union`, `Window`, `WindowGroupLimit`,
+`Expand`, `Generate`, `Sort` (only a global sort is a SORT dependency: local sorts serve
+joins, windows and partitioned writes), limits,
 `TakeOrderedAndProject`, Python UDF evaluation, scalar and IN subqueries, V1 and V2 write
 commands, and the operators that only move rows (exchanges, query stages, `AQEShuffleRead`,
 codegen adapters). `ReusedExchange` maps its attributes onto the exchange it reuses,
@@ -60,6 +62,10 @@ _PASS_THROUGH: Final = frozenset(
 _AGGREGATES: Final = frozenset(
     {"HashAggregate", "ObjectHashAggregate", "SortAggregate", "MergingSessionAggregate"}
 )
+#: What Spark puts between the phases of one aggregation.
+_BETWEEN_PHASES: Final = frozenset(
+    {"Exchange", "ShuffleQueryStage", "AQEShuffleRead", "InputAdapter", "WholeStageCodegen", "Sort"}
+)
 _KEYED_JOINS: Final = frozenset({"BroadcastHashJoin", "SortMergeJoin", "ShuffledHashJoin"})
 _OTHER_JOINS: Final = frozenset({"BroadcastNestedLoopJoin", "CartesianProduct"})
 _PYTHON_EVAL: Final = frozenset({"BatchEvalPython", "ArrowEvalPython"})
@@ -73,6 +79,9 @@ _LOCAL_LEAVES: Final = (
     "Scan RDD",
 )
 _DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
+#: The column a source filter tests: its first argument (`GreaterThan(amount,30)`,
+#: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
+_PUSHED_COLUMN = re.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")
 _REUSED = re.compile(r"\[Reuses operator id: (\d+)\]")
 
 
@@ -102,6 +111,8 @@ class AttributeGraph:
         self._outputs: dict[int, list[Attribute]] = {}  # operator id -> its attributes
         self._reused: list[tuple[list[Attribute], int]] = []
         self.root = plan.root
+        self._phases = _distinct_phases(plan)
+        self._unread = 0  # attributes made up for columns only a pushed filter tests
         if plan.root is not None:
             self._walk(plan.root, self.dataset)
         for subquery in plan.subqueries:
@@ -204,7 +215,27 @@ class AttributeGraph:
             self.leaves[attr.expr_id] = Source(node.op_id, attr.name)
         for condition in node.detail_list("PartitionFilters") or []:
             self._depends(condition, "FILTER", dataset)
+        self._pushed_filters(node, attrs, dataset)
         return attrs
+
+    def _pushed_filters(
+        self, node: PlanNode, attrs: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> None:
+        """Filters a source handles whole (`PushedFilters: [*GreaterThan(amount,30)]`, a
+        JDBC scan) leave no Filter node: each column they test is an INDIRECT FILTER input.
+        Filters without `*` are also evaluated by a Filter above the scan, which counts them.
+        A tested column the scan does not output gets an attribute of its own (negative)."""
+        by_name = {a.name: a.expr_id for a in attrs}
+        for condition in node.detail_list("PushedFilters") or []:
+            if not condition.startswith("*"):
+                continue
+            for column in dict.fromkeys(_PUSHED_COLUMN.findall(condition)):
+                column = column.strip().strip('`"')
+                if column not in by_name:
+                    self._unread -= 1
+                    by_name[column] = self._unread
+                    self.leaves[self._unread] = Source(node.op_id, column)
+                dataset.append((by_name[column], "FILTER"))
 
     def _cache(self, node: PlanNode, cached: list[Attribute]) -> list[Attribute]:
         """`InMemoryRelation [attrs], StorageLevel(...)` over the plan it cached."""
@@ -244,9 +275,12 @@ class AttributeGraph:
         return attr
 
     def _aggregate(self, node: PlanNode, dataset: list[tuple[int, str]]) -> list[Attribute]:
-        for key in node.detail_list("Keys") or []:
-            self._depends(key, "GROUP_BY", dataset)
         functions = node.detail_list("Functions") or []
+        # partial and merge phases repeat the final aggregate's keys, or add to them the
+        # columns a distinct aggregate groups by first: only the final keys group the rows
+        if not _phase(functions) and node.op_id not in self._phases:
+            for key in node.detail_list("Keys") or []:
+                self._depends(key, "GROUP_BY", dataset)
         results = node.detail_list("Aggregate Attributes") or []
         if len(functions) == len(results):  # partial modes list buffers, which go unread
             for function, result in zip(functions, results, strict=True):
@@ -412,6 +446,39 @@ _HANDLERS: Final = {
 
 def _attributes(items: Sequence[str] | None) -> list[Attribute]:
     return [a for a in map(parse_attribute, items or ()) if a is not None]
+
+
+def _phase(functions: Sequence[str]) -> bool:
+    """Whether an aggregate's functions are those of a partial or merge phase."""
+    return any(f.startswith(("partial_", "merge_")) for f in functions)
+
+
+def _distinct_phases(plan: PlanText) -> set[int]:
+    """Operator ids of the aggregates without functions that Spark plans below a distinct
+    aggregate (`partial_count(distinct age#11)`): they group by the final keys plus the
+    distinct columns (`countDistinct` alone: keys city, age; no functions)."""
+    found: set[int] = set()
+    roots = [plan.root, *(s.root for s in plan.subqueries), *plan.initial]
+    for node in (n for root in roots for n in _nodes(root)):
+        functions = node.detail_list("Functions") or []
+        if node.name.split(" ", 1)[0] not in _AGGREGATES:
+            continue
+        if not any(f.startswith("partial_") and "(distinct " in f for f in functions):
+            continue
+        stack = list(node.children)
+        while stack:
+            child = stack.pop()
+            head = child.name.split(" ", 1)[0]
+            if head in _AGGREGATES:
+                below = child.detail_list("Functions") or []
+                if below and not _phase(below):
+                    continue  # a final aggregate: another grouping, not a phase of this one
+                if not below:
+                    found.add(child.op_id)
+            elif head not in _BETWEEN_PHASES:
+                continue
+            stack.extend(child.children)
+    return found
 
 
 def _nodes(root: PlanNode | None) -> Iterator[PlanNode]:

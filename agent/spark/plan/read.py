@@ -57,6 +57,13 @@ _LOCATION = re.compile(r"^\w+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$", re.DO
 _LOCATION_DESCRIBED = re.compile(r"^\w+ \[(?P<paths>.*)\]$", re.DOTALL)
 _LOCATION_TEXT = re.compile(r"Location: (\w+\(\d+ paths?\)\[[^\]]*\])")
 _READ_SCHEMA_TEXT = re.compile(r"ReadSchema: (struct<.*>)")
+_STRUCT_FIELD = re.compile(r"StructField\(([^,()]+),(\w+)Type(\(\d+,\d+\))?,(?:true|false)\)")
+_ROW_TYPES: Final = {
+    "Long": "long", "Integer": "integer", "Short": "short", "Byte": "byte", "Double": "double",
+    "Float": "float", "String": "string", "Boolean": "boolean", "Date": "date",
+    "Timestamp": "timestamp", "TimestampNTZ": "timestamp_ntz", "Binary": "binary",
+    "Decimal": "decimal",
+}  # fmt: skip
 
 
 def read_plan(plan_info: object, description: object) -> PlanSummary:
@@ -238,6 +245,8 @@ def _attribute_types(described: Sequence[Block]) -> dict[int, Field]:
     """Types of attributes the plan reveals: scan read schemas and `cast(... as t) AS x#n`."""
     types: dict[int, Field] = {}
     for block in described:
+        if block.name.startswith("DeserializeToObject"):
+            types.update(_row_types(block))
         schema_text = block.details.get("ReadSchema")
         if schema_text and "Output" in block.details:
             try:
@@ -258,6 +267,21 @@ def _attribute_types(described: Sequence[Block]) -> dict[int, Field]:
                 if attr is not None and cast is not None and attr.expr_id not in types:
                     with contextlib.suppress(ValueError):  # an exotic type stays unknown
                         types[attr.expr_id] = field_of(attr.name, cast["type"].strip())
+    return types
+
+
+def _row_types(block: Block) -> dict[int, Field]:
+    """`DeserializeToObject` (the query a JDBC save runs) converts its input to rows of a
+    schema it prints: `createexternalrow(..., StructField(id,LongType,false), ...)`, one
+    field per input attribute when no field is nested."""
+    fields = _STRUCT_FIELD.findall(block.details.get("Arguments", ""))
+    attrs = [a for a in map(parse_attribute, block_list([block], block.name, "Input")) if a]
+    if len(fields) != len(attrs) or "StructType(" in block.details.get("Arguments", ""):
+        return {}
+    types: dict[int, Field] = {}
+    for attr, (name, type_name, scale) in zip(attrs, fields, strict=True):
+        if name == attr.name and type_name in _ROW_TYPES:
+            types[attr.expr_id] = Field(name, _ROW_TYPES[type_name] + scale)
     return types
 
 

@@ -5,8 +5,10 @@ Every other written column is typed here from the expression that defines it
 (`columns.PlanGraph.expressions`): functions by what they return (`upper` -> string, `count`
 -> long, `avg` -> double, `max` -> its argument's type, `collect_list` -> an array of it),
 binary operators by Spark's numeric promotion, `CASE` by its branches, `struct(...)` by its
-fields. What cannot be told for sure (decimal precision after arithmetic, string literals,
-user-defined functions) stays None: an absent type, never a wrong one.
+fields, a bare word (`x AS s#8`: Spark prints string literals unquoted) as a string. What
+cannot be told for sure (decimal precision after arithmetic, literals of digits that may be
+decimals, doubles or strings, user-defined functions) stays None: an absent type, never a
+wrong one.
 """
 
 from __future__ import annotations
@@ -90,6 +92,11 @@ _CAST = re.compile(r"^(?:try_)?cast\((?P<value>.*) as (?P<type>[^()]+(?:\(\d+(?:
 _WINDOW = re.compile(r" windowspecdefinition\(.*\)$", re.DOTALL)
 _FILTER = re.compile(r" FILTER \(WHERE .*\)$", re.DOTALL)
 #: `Subquery subquery#164, [id=#1111]`: the subquery's value is attribute 164
+#: What only a string literal prints as: Spark prints them bare (`x AS s#8`). Numbers,
+#: dates, timestamps and binaries start with a digit or a sign, intervals with INTERVAL;
+#: an attribute has `#`, a call or operator brackets.
+_STRING_LITERAL = re.compile(r"(?!INTERVAL )[A-Za-z_][^#()\[\]{}]*")
+_NOT_STRINGS: Final = frozenset({"null", "NaN", "Infinity"})
 _SUBQUERY = re.compile(r"^(?:ReusedSubquery )?Subquery (?P<value>\S+#\d+L?), \[id=#\d+\]$")
 
 
@@ -234,7 +241,9 @@ def _literal(text: str) -> Field | None:
         return Field("", "long")
     if text in ("true", "false"):
         return Field("", "boolean")
-    return None  # decimals, doubles and unquoted strings print alike
+    if _STRING_LITERAL.fullmatch(text) and text not in _NOT_STRINGS:
+        return Field("", "string")
+    return None  # decimals, doubles, dates and strings of digits print alike
 
 
 def _sum(argument: Field | None) -> Field | None:

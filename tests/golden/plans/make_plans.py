@@ -9,6 +9,10 @@ execution: the final plan of the execution (its last `SQLAdaptiveExecutionUpdate
 under another one (a CTAS and the insert it runs, a JDBC save and its query) are named
 `<query>-nested-<n>.json`. Paths under the run's directory become `/data/columns`; of the
 wide-table plans only `wide_hash` is kept (the Spark tests cover the others).
+
+`jdbc_pushed_filter.json` is not made here: it is the filtered PostgreSQL read of the side by
+side harness's `jdbc_postgres` shape (`./run peer`, tests/peer/jobs.py), in the same record
+format, with the run's directory as `/data/peer`.
 """
 
 from __future__ import annotations
