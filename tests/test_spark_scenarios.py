@@ -351,7 +351,8 @@ def test_jdbc_write_with_url_shown_and_read(scenarios: Scenarios) -> None:
 
 def test_jdbc_write_with_url_redacted(scenarios: Scenarios) -> None:
     """Under Spark's default redaction the JDBC url is `*********(redacted)`: the output is a
-    schema-valid dataset in namespace `unknown` named by the table, and a warning says why."""
+    dataset in namespace `unknown` named by the table, with the schema of the rows the save
+    wrote, and a warning says why."""
     app_id, events = app_events(scenarios, "jdbc_redacted")
     assert scenarios.postgres["hidden_rows"] == 3
     assert outline(events, "scenario_jdbc_redacted") == [
@@ -361,7 +362,10 @@ def test_jdbc_write_with_url_redacted(scenarios: Scenarios) -> None:
         ("COMPLETE", ""),
     ]
     write = terminal(events, f"{SAVE}.public_hidden")
-    assert write["outputs"] == [{"namespace": "unknown", "name": "public.hidden"}]
+    [output] = write["outputs"]
+    assert (output["namespace"], output["name"]) == ("unknown", "public.hidden")
+    assert output["facets"]["schema"]["fields"] == [{"name": "id", "type": "long"}]
+    assert sorted(output["facets"]) == ["schema"]
     [warning] = warnings(scenarios, app_id)
     assert re.fullmatch(
         r"JDBC table public\.hidden is written, but its url is redacted in the event log "
