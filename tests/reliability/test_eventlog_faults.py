@@ -1,11 +1,12 @@
 """Event-log faults under the real daemon (`lineage-agent run`, file transport): damaged codec
-streams, corrupt and future-versioned lines, a 100 MB line, a log deleted while tailed, a
-rolling log growing files mid-read, and thousands of logs appearing at once in a directory
-that did not exist at start. The agent keeps running, counts what it skipped, and every run
-it started ends with exactly one terminal event."""
+streams (cut short, garbage between blocks and inside one), corrupt and future-versioned lines,
+a 100 MB line, a log deleted while tailed, a rolling log growing files mid-read, and thousands
+of logs appearing at once in a directory that did not exist at start. The agent keeps running,
+counts what it skipped, and every run it started ends with exactly one terminal event."""
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 
 from tests.agentproc import AgentProcess, metric
 from tests.reliability.harness import (
@@ -32,8 +34,8 @@ from tests.reliability.harness import (
     unsigned,
     wait_until,
 )
-from tests.samples import sample_bytes
-from tests.spark_logs import SparkLogs
+from tests.samples import block_encoded, sample_bytes, sample_path
+from tests.spark_logs import SparkLogs, codec_params
 
 SUCCESS = sample_bytes("success")
 SUCCESS_APP = b"local-1795495169157"
@@ -124,6 +126,89 @@ def test_damaged_compressed_logs(spark_logs: SparkLogs, workdir: Path, how: str)
             assert plain["run"]["facets"]["errorMessage"]["message"] == ENDED
         else:  # everything read before the cut is exactly what the clean log gives
             assert plain == reference[(event["run"]["runId"], event["eventType"])]
+
+
+BLOCK = 32 * 1024  # Spark's default block size of lz4, snappy and lzf
+DAMAGED_DETAIL = {
+    "zstd": "zstd: undecodable frame starting at byte 0 "
+    "(zstd decompressor error: Data corruption detected)",
+    "lz4": "lz4: undecodable block (Decompression failed: corrupt input or insufficient space "
+    "in destination buffer. Error code: 3193) at byte 13218",
+    "snappy": "snappy: undecodable chunk (snappy: corrupt input (expected valid offset but got "
+    "offset 29168; dst position: 29050)) at byte 14272",
+    "lzf": "lzf: chunk does not decode to 32768 bytes at byte 15646",
+}
+
+
+def damaged_inside_a_block(codec: str) -> tuple[bytes, bytes]:
+    """The success sample encoded as `codec` with garbage inside a block in its middle, and
+    the complete lines a streaming decoder gives before the damage. zstd: the real file, 64
+    bytes overwritten at 85%, inside its one frame; block codecs: 32 KiB blocks, the middle
+    block's payload zeroed in its middle."""
+    if codec == "zstd":
+        broken = damage(sample_path("success").read_bytes(), "corrupt")
+        return broken, streamed_lines(broken)
+    plain = sample_bytes("success")
+    blocks = [plain[at : at + BLOCK] for at in range(0, len(plain), BLOCK)]
+    encoded = block_encoded(codec, blocks)
+    middle = len(encoded) - len(blocks) + len(blocks) // 2
+    mid = len(encoded[middle]) // 2
+    encoded[middle] = encoded[middle][:mid] + bytes(64) + encoded[middle][mid + 64 :]
+    before = b"".join(blocks[: len(blocks) // 2])
+    return b"".join(encoded), before[: before.rfind(b"\n") + 1]
+
+
+def streamed_lines(data: bytes) -> bytes:
+    """The complete lines libzstd's streaming decoder gives of `data` fed one byte at a time,
+    up to its first error: what must survive damage, computed without the agent's decoder."""
+    stream = zstandard.ZstdDecompressor().decompressobj()
+    out: list[bytes] = []
+    for at in range(len(data)):
+        try:
+            out.append(stream.decompress(data[at : at + 1]))
+        except zstandard.ZstdError:
+            break
+    decoded = b"".join(out)
+    return decoded[: decoded.rfind(b"\n") + 1]
+
+
+@pytest.mark.parametrize("codec", codec_params(("zstd", "lz4", "snappy", "lzf")))
+def test_damage_inside_a_block_keeps_the_lines_before_it(workdir: Path, codec: str) -> None:
+    """Garbage inside a zstd frame or an lz4 / snappy / lzf block of a real log: every
+    complete line decodable before it is read, so the application STARTs, its first SQL run
+    is whole, and the application ends FAIL, exactly as the undamaged prefix says."""
+    broken, kept = damaged_inside_a_block(codec)
+    assert b'"SparkListenerApplicationStart"' in kept
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    log = events_dir / f"{SUCCESS_APP.decode()}.{codec}"
+    log.write_bytes(broken)
+    clean = workdir / "clean"
+    clean.mkdir()
+    (clean / SUCCESS_APP.decode()).write_bytes(kept)
+    mtime = log.stat().st_mtime_ns
+    os.utime(clean / SUCCESS_APP.decode(), ns=(mtime, mtime))  # the FAIL's time: the log's end
+    config = spark_agent_config(workdir, events_dir)
+    with agent(config) as process:
+        wait_until("the log finished", lambda: finished(process) == 1)
+        assert skipped(process, "read_error") == 1
+        assert skipped(process, "corrupt_json") == 0
+        error = process.wait_log("eventlog_read_error")
+        assert (error["log"], error["detail"]) == (str(log), DAMAGED_DETAIL[codec])
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(clean)
+    assert_runs_whole(events)
+    insert = "exp_success.execute_insert_into_hadoop_fs_relation_command.data_success_"
+    cut_short = [(insert + "agg_json", kind) for kind in ("START", "FAIL") if codec != "zstd"]
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("exp_success", "START"),
+        (insert + "parquet", "START"),
+        (insert + "parquet", "COMPLETE"),
+        *cut_short,
+        ("exp_success", "FAIL"),
+    ]
+    failed = [e for e in events if e["eventType"] == "FAIL"]
+    assert all(e["run"]["facets"]["errorMessage"]["message"] == ENDED for e in failed)
 
 
 def finished(process: AgentProcess) -> int:
