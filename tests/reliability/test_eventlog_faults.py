@@ -1,8 +1,9 @@
 """Event-log faults under the real daemon (`lineage-agent run`, file transport): damaged codec
 streams (cut short, garbage between blocks and inside one), corrupt and future-versioned lines,
-a 100 MB line, a log deleted while tailed, a rolling log growing files mid-read, and thousands
-of logs appearing at once in a directory that did not exist at start. The agent keeps running,
-counts what it skipped, and every run it started ends with exactly one terminal event."""
+malformed events, a 100 MB line, a log deleted while tailed, a rolling log growing files
+mid-read, and thousands of logs appearing at once in a directory that did not exist at start.
+The agent keeps running, counts what it skipped, and every run it started ends with exactly
+one terminal event."""
 
 from __future__ import annotations
 
@@ -258,11 +259,121 @@ def test_corrupt_strange_and_future_lines(workdir: Path) -> None:
     with agent(config) as process:
         wait_until("the log finished", lambda: finished(process) == 1)
         assert skipped(process, "corrupt_json") == len(BAD_LINES)
+        assert skipped(process, "malformed_event") == 2  # the JobEnd with a Job ID "zero"
         assert process.wait_log("eventlog_corrupt_line")["log"] == str(
             events_dir / SUCCESS_APP.decode()
         )
         events = finish(process, workdir)
     assert [unsigned(e) for e in events] == reference_events(clean)
+
+
+# -- malformed events --------------------------------------------------------------------------
+
+SQL = "org.apache.spark.sql.execution.ui."
+#: Valid JSON of event kinds the translator acts on, each without a field Spark always writes
+#: in it (or with a value of another type): (line, event kind, the field it lacks).
+MALFORMED = [
+    (b'{"Event":"SparkListenerApplicationEnd"}', "SparkListenerApplicationEnd", "Timestamp"),
+    (
+        b'{"Event":"SparkListenerApplicationStart","App Name":"other","Timestamp":1}',
+        "SparkListenerApplicationStart",
+        "App ID",
+    ),
+    (
+        b'{"Event":"SparkListenerJobStart","Job ID":99,"Stage Infos":[],"Stage IDs":[]}',
+        "SparkListenerJobStart",
+        "Submission Time",
+    ),
+    (
+        b'{"Event":"SparkListenerJobEnd","Job ID":1,"Completion Time":1795495170000}',
+        "SparkListenerJobEnd",
+        "Job Result.Result",
+    ),
+    (
+        b'{"Event":"' + SQL.encode() + b'SparkListenerSQLExecutionStart","executionId":99}',
+        "SparkListenerSQLExecutionStart",
+        "time",
+    ),
+    (
+        b'{"Event":"' + SQL.encode() + b'SparkListenerSQLExecutionEnd","executionId":"2",'
+        b'"time":1795495170000}',
+        "SparkListenerSQLExecutionEnd",
+        "executionId",
+    ),
+    (
+        b'{"Event":"' + SQL.encode() + b'SparkListenerDriverAccumUpdates","executionId":2}',
+        "SparkListenerDriverAccumUpdates",
+        "accumUpdates",
+    ),
+    (
+        b'{"Event":"' + SQL.encode() + b'SparkListenerSQLAdaptiveExecutionUpdate"}',
+        "SparkListenerSQLAdaptiveExecutionUpdate",
+        "executionId",
+    ),
+    (
+        b'{"Event":"SparkListenerStageCompleted","Stage Info":{"Completion Time":1}}',
+        "SparkListenerStageCompleted",
+        "Stage Info.Stage ID",
+    ),
+    (
+        b'{"Event":"SparkListenerTaskEnd","Stage ID":0,"Task End Reason":{}}',
+        "SparkListenerTaskEnd",
+        "Task End Reason.Reason",
+    ),
+    (b'{"Event":"SparkListenerLogStart"}', "SparkListenerLogStart", "Spark Version"),
+    (
+        b'{"Event":"SparkListenerEnvironmentUpdate","Spark Properties":null}',
+        "SparkListenerEnvironmentUpdate",
+        "Spark Properties",
+    ),
+]
+
+
+def test_malformed_events_are_skipped_and_counted_never_acted_on(workdir: Path) -> None:
+    """An ApplicationEnd without a Timestamp, and an event of every other kind the translator
+    acts on without a required field, spliced in after ApplicationStart: each is counted as
+    `malformed_event` and logged with the field it lacks; the events equal the clean log's,
+    the two SQL runs after the splice included."""
+    clean = workdir / "clean"
+    clean.mkdir()
+    (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    lines = SUCCESS.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if b'"SparkListenerApplicationStart"' in line) + 1
+    lines[at:at] = [line for line, _, _ in MALFORMED]
+    (events_dir / SUCCESS_APP.decode()).write_bytes(b"\n".join(lines))
+    config = spark_agent_config(workdir, events_dir)
+    with agent(config) as process:
+        wait_until("the log finished", lambda: finished(process) == 1)
+        assert skipped(process, "malformed_event") == len(MALFORMED)
+        assert skipped(process, "corrupt_json") == 0
+        end = process.wait_log(
+            "eventlog_malformed_event", spark_event="SparkListenerApplicationEnd"
+        )
+        assert (end["log"], end["field"], end["detail"]) == (
+            str(events_dir / SUCCESS_APP.decode()),
+            "Timestamp",
+            "SparkListenerApplicationEnd without a valid Timestamp: skipped, nothing changed",
+        )
+        logged = [
+            (line["spark_event"], line["field"])
+            for line in process.logs()
+            if line.get("event") == "eventlog_malformed_event"
+        ]
+        assert sorted(logged) == sorted((kind, field) for _, kind, field in MALFORMED)
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(clean)
+    assert_runs_whole(events)
+    insert = "exp_success.execute_insert_into_hadoop_fs_relation_command.data_success_"
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("exp_success", "START"),
+        (insert + "parquet", "START"),
+        (insert + "parquet", "COMPLETE"),
+        (insert + "agg_json", "START"),
+        (insert + "agg_json", "COMPLETE"),
+        ("exp_success", "COMPLETE"),
+    ]
 
 
 def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> None:
