@@ -91,7 +91,8 @@ class Metrics:
         )
         self.eventlog_lines_skipped = Counter(
             "lineage_eventlog_lines_skipped",
-            "Event-log lines skipped: corrupt JSON, over the length bound, or unreadable.",
+            "Event-log lines skipped: corrupt JSON, malformed events, over the length bound, or "
+            "unreadable.",
             ["reason"],
             registry=registry,
         )

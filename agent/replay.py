@@ -179,6 +179,7 @@ class _Replayer:
         errors: list[str] = []
         warnings: list[str] = []
         corrupt: list[str] = []
+        malformed: list[tuple[str, str]] = []
         try:
             while True:
                 batch = app_log.read()
@@ -188,6 +189,7 @@ class _Replayer:
                     f"{e.path}: unreadable from byte {e.offset}: {e.detail}" for e in batch.errors
                 ]
                 events += app_log.feed(batch)
+                malformed += app_log.take_malformed()
                 self._report(batch.bytes_read)
                 # Caught up: everything written so far is read; an in-progress log ends here.
                 if reader.caught_up or reader.gone:
@@ -201,6 +203,12 @@ class _Replayer:
             app_log.close()
         if corrupt:
             warnings.append(f"{len(corrupt)} corrupt line(s) skipped; the first: {corrupt[0]}")
+        if malformed:
+            kind, field = malformed[0]
+            warnings.append(
+                f"{len(malformed)} malformed event(s) skipped; the first: "
+                f"{kind} without a valid {field}"
+            )
         warnings += app_log.take_warnings()
         app = AppResult(
             app_id=translator.app_id or ref.key,

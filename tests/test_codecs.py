@@ -19,6 +19,7 @@ from agent.errors import CodecUnavailable, CorruptStream, UnknownCodec
 from agent.spark.eventlog.blocks import LzfDecoder
 from agent.spark.eventlog.codecs import decoder_for
 from agent.spark.eventlog.zstd import ZstdDecoder
+from tests.samples import block_encoded
 from tests.spark_logs import (
     LAYOUTS,
     LZF_MISSING,
@@ -375,3 +376,95 @@ def test_random_input_raises_only_corrupt_stream(codec: str, data: st.DataObject
     with contextlib.suppress(CorruptStream):
         decoder.feed(payload)
         decoder.finish()
+
+
+# -- damage inside a block: every block before it is kept ---------------------------------------
+
+DAMAGE_LINES = b"".join(
+    b'{"Event":"SparkListenerTaskEnd","Stage ID":%d,"Task Info":{"Task ID":%d,"Host":"h%d"}}\n'
+    % (i % 7, i, i * 7919 % 101)
+    for i in range(8000)
+)
+
+
+def damaged(encoded: bytes) -> bytes:
+    """16 bytes in the middle of `encoded` zeroed (a disk sector that reads back as zeros)."""
+    mid = len(encoded) // 2
+    return encoded[:mid] + bytes(16) + encoded[mid + 16 :]
+
+
+def fed_until_corrupt(codec: str, data: bytes, piece: int) -> tuple[bytes, CorruptStream]:
+    """Feed `data` in pieces of `piece` bytes; the output before the error (the pieces' and
+    the failing call's `partial`) and the error."""
+    decoder = decoder_for(codec)
+    out: list[bytes] = []
+    for at in range(0, len(data), piece):
+        try:
+            out.append(decoder.feed(data[at : at + piece]))
+        except CorruptStream as error:
+            return b"".join(out) + error.partial, error
+    raise AssertionError("the damage was not noticed")
+
+
+def streamed_until_corrupt(data: bytes) -> bytes:
+    """What libzstd's streaming decoder gives of `data` fed one byte at a time, up to the
+    error: the blocks before the damaged one (the reference, independent of `ZstdDecoder`)."""
+    stream = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
+    out: list[bytes] = []
+    for at in range(len(data)):
+        try:
+            out.append(stream.decompress(data[at : at + 1]))
+        except zstandard.ZstdError:
+            return b"".join(out)
+    raise AssertionError("libzstd did not notice the damage")
+
+
+@pytest.mark.parametrize("pieces", [1, 3])
+@pytest.mark.parametrize("frames", [1, 2])
+def test_damage_inside_a_zstd_frame_keeps_the_blocks_before_it(frames: int, pieces: int) -> None:
+    """Damage inside a multi-block frame (alone or after a good frame; fed at once, or in
+    thirds so that the frame continues from an earlier feed) loses only the blocks from the
+    damaged one on, as a streaming decoder would."""
+    compressor = zstandard.ZstdCompressor(level=3)
+    frame = compressor.compress(DAMAGE_LINES)
+    first = b'{"Event":"one"}\n' * 50 if frames == 2 else b""
+    good = compressor.compress(first) if first else b""
+    data = good + damaged(frame)
+    expected = streamed_until_corrupt(data)
+    assert len(expected) > len(first) + 100_000  # whole blocks of the damaged frame
+    out, error = fed_until_corrupt("zstd", data, -(-len(data) // pieces))
+    assert out == expected
+    assert out.startswith(first) and DAMAGE_LINES.startswith(out[len(first) :])
+    assert str(error) == (
+        f"zstd: undecodable frame starting at byte {len(good)} "
+        "(zstd decompressor error: Data corruption detected)"
+    )
+
+
+DETAIL = {
+    "lz4": "Decompression failed: corrupt input or insufficient space in destination buffer. "
+    "Error code: 1186",
+    "snappy": "snappy: corrupt input (expected valid offset but got offset 8778; "
+    "dst position: 8741)",
+}
+DAMAGED_BLOCK = {
+    "lz4": "lz4: undecodable block ({detail}) at byte {at}",
+    "snappy": "snappy: undecodable chunk ({detail}) at byte {at}",
+    "lzf": "lzf: chunk does not decode to 16384 bytes at byte {at}",
+}
+
+
+@pytest.mark.parametrize("piece", [1 << 30, 1000], ids=["one_feed", "pieces"])
+@pytest.mark.parametrize("codec", codec_params(("lz4", "snappy", "lzf")))
+def test_damage_inside_a_block_keeps_every_block_before_it(codec: str, piece: int) -> None:
+    """Damage inside the third of five blocks: exactly the first two blocks' output, fed at
+    once or in pieces, and an error naming the damaged block."""
+    blocks = [DAMAGE_LINES[i : i + 16384] for i in range(0, 5 * 16384, 16384)]
+    encoded = block_encoded(codec, blocks)
+    third = len(encoded) - 3
+    encoded[third] = damaged(encoded[third])
+    out, error = fed_until_corrupt(codec, b"".join(encoded), piece)
+    assert out == blocks[0] + blocks[1]
+    at = len(b"".join(encoded[:third]))
+    assert str(error) == DAMAGED_BLOCK[codec].format(at=at, detail=DETAIL.get(codec, ""))
+    assert error.offset == at

@@ -511,6 +511,23 @@ def test_corrupt_line_is_skipped_with_a_warning(tmp_path: Path, key: Path) -> No
     )
 
 
+def test_malformed_event_is_skipped_with_a_warning(tmp_path: Path, key: Path) -> None:
+    """An ApplicationEnd without a Timestamp is skipped and reported; it ends nothing."""
+    original = sample_bytes("success").splitlines(keepends=True)
+    log = tmp_path / "logs" / "local-1"
+    log.parent.mkdir()
+    end = b'{"Event":"SparkListenerApplicationEnd"}\n'
+    log.write_bytes(b"".join(original[:6]) + end * 2 + b"".join(original[6:]))
+    result = run(log, "--key", key)
+    assert result.returncode == 0
+    assert result.stdout.endswith(
+        f"warning: {log}: 2 malformed event(s) skipped; the first: "
+        "SparkListenerApplicationEnd without a valid Timestamp\n"
+        "\n"
+        "1 application(s), 3 run(s), 6 event(s): passed\n"
+    )
+
+
 def test_output_file_names() -> None:
     """Output files are `<app_id>[_<attempt>].jsonl`, with unsafe characters replaced."""
     app = AppResult("application_1700000000000_0001", "2", None, "log", True, (), ())

@@ -20,6 +20,7 @@ from agent.facets import FACET_URLS, OPENLINEAGE_SCHEMA_URL, PRODUCER
 from agent.spark.translate import runids
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.required import REQUIRED
 from agent.spark.translate.runs import Counters
 from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import SPEC, validate_run_event
@@ -822,3 +823,63 @@ def test_feed_never_raises_on_mutated_real_events(log: str, data: st.DataObject)
             ended.add(run)
         validate_run_event(event)
     assert starts == ended
+
+
+def without(event: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    """A deep copy of `event` with the field at `path` removed."""
+    copied: dict[str, Any] = copy.deepcopy(dict(event))
+    parent: Any = copied
+    for key in path[:-1]:
+        parent = parent[key]
+    del parent[path[-1]]
+    return copied
+
+
+MALFORMED_CASES = [
+    pytest.param(kind, path, id=f"{kind}-{'.'.join(path)}")
+    for kind, fields in REQUIRED.items()
+    for path, _ in fields
+]
+
+
+@pytest.mark.parametrize(("kind", "path"), MALFORMED_CASES)
+def test_event_without_a_required_field_is_skipped_and_reported(
+    kind: str, path: tuple[str, ...]
+) -> None:
+    """A real event of each kind the translator acts on, without one of its required fields,
+    spliced into the success log mid-application: listed in `malformed`, nothing changes."""
+    lines = load_lines("success")
+    real = next(e for e in map(orjson.loads, lines) if e["Event"].rsplit(".", 1)[-1] == kind)
+    broken = without(real, path)
+    _, clean = translate("success")
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    events: list[Event] = []
+    for at, line in enumerate(lines):
+        if at == 17:  # after the first SQL execution ended, before the other two started
+            assert translator.feed(broken) == []
+            assert translator.malformed == [(kind, ".".join(path))]
+        if wanted(line):
+            events += translator.feed(orjson.loads(line))
+    assert events == clean
+    assert translator.warnings == []
+    assert translator.malformed == [(kind, ".".join(path))]
+
+
+def test_wrong_types_of_required_fields_are_malformed_too() -> None:
+    """A required field of another type than Spark writes counts as missing."""
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    for event in (
+        {"Event": "SparkListenerJobEnd", "Job ID": "zero", "Job Result": 7},
+        {"Event": "SparkListenerApplicationEnd", "Timestamp": "1795495180000"},
+        {"Event": "SparkListenerApplicationStart", "App ID": "", "Timestamp": 1},
+        {"Event": "SparkListenerStageCompleted", "Stage Info": [1]},
+        {"Event": "SparkListenerEnvironmentUpdate", "Spark Properties": "x"},
+    ):
+        assert translator.feed(event) == []
+    assert translator.malformed == [
+        ("SparkListenerJobEnd", "Job ID"),
+        ("SparkListenerApplicationEnd", "Timestamp"),
+        ("SparkListenerApplicationStart", "App ID"),
+        ("SparkListenerStageCompleted", "Stage Info.Stage ID"),
+        ("SparkListenerEnvironmentUpdate", "Spark Properties"),
+    ]

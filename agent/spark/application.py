@@ -90,6 +90,13 @@ class ApplicationLog:
         self.translator.warnings.clear()
         return warnings
 
+    def take_malformed(self) -> list[tuple[str, str]]:
+        """The malformed events the translator skipped since the last call: (event kind,
+        the required field it lacks)."""
+        malformed = list(self.translator.malformed)
+        self.translator.malformed.clear()
+        return malformed
+
     def end(self, *, cause: Literal["driver_lost", "stopped"], message: str) -> list[Event]:
         """Close the runs still open, at the log's last modification time."""
         return self.translator.close(

@@ -21,6 +21,7 @@ class Followed:
     closed: bool = False  # ended as driver lost; followed lazily in case it grows again
     stop_pending: float | None = None  # monotonic time a `job stop` ended its driver
     corrupt: int = 0
+    malformed: set[tuple[str, str]] = field(default_factory=set)  # (event, field) logged
     pending: list[dict[str, Any]] = field(default_factory=list)  # translated, not yet claimed
 
     @property

@@ -250,6 +250,7 @@ class SparkSource:
                 app.last_growth = time.monotonic()
             self._report(app, batch)
             events = app.log.feed(batch)
+            self._report_malformed(app, app.log.take_malformed())
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)
             held = not self._emit(app, events)
@@ -302,6 +303,23 @@ class SparkSource:
                 "eventlog_read_error", log=error.path, offset=error.offset, detail=error.detail
             )
             self._health(app, "read_error", f"{error.path}@{error.offset}: {error.detail}")
+
+    def _report_malformed(self, app: Followed, malformed: list[tuple[str, str]]) -> None:
+        """Count and log the events the translator skipped as malformed (corrupt lines that
+        are valid JSON); each kind of damage is logged once per log, every one counted."""
+        for kind, field in malformed:
+            self.metrics.eventlog_lines_skipped.labels(reason="malformed_event").inc()
+            detail = f"{kind} without a valid {field}"
+            if (kind, field) not in app.malformed:
+                app.malformed.add((kind, field))
+                log.warning(
+                    "eventlog_malformed_event",
+                    log=app.log.ref.path,
+                    spark_event=kind,
+                    field=field,
+                    detail=f"{detail}: skipped, nothing changed",
+                )
+            self._health(app, "malformed_event", detail)
 
     def _health(self, app: Followed, reason: str, detail: str) -> None:
         self.health.record(

@@ -1,11 +1,13 @@
 """Event-log faults under the real daemon (`lineage-agent run`, file transport): damaged codec
-streams, corrupt and future-versioned lines, a 100 MB line, a log deleted while tailed, a
-rolling log growing files mid-read, and thousands of logs appearing at once in a directory
-that did not exist at start. The agent keeps running, counts what it skipped, and every run
-it started ends with exactly one terminal event."""
+streams (cut short, garbage between blocks and inside one), corrupt and future-versioned lines,
+malformed events, a 100 MB line, a log deleted while tailed, a rolling log growing files
+mid-read, and thousands of logs appearing at once in a directory that did not exist at start.
+The agent keeps running, counts what it skipped, and every run it started ends with exactly
+one terminal event."""
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import time
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 
 from tests.agentproc import AgentProcess, metric
 from tests.reliability.harness import (
@@ -32,8 +35,8 @@ from tests.reliability.harness import (
     unsigned,
     wait_until,
 )
-from tests.samples import sample_bytes
-from tests.spark_logs import SparkLogs
+from tests.samples import block_encoded, sample_bytes, sample_path
+from tests.spark_logs import SparkLogs, codec_params
 
 SUCCESS = sample_bytes("success")
 SUCCESS_APP = b"local-1795495169157"
@@ -126,6 +129,89 @@ def test_damaged_compressed_logs(spark_logs: SparkLogs, workdir: Path, how: str)
             assert plain == reference[(event["run"]["runId"], event["eventType"])]
 
 
+BLOCK = 32 * 1024  # Spark's default block size of lz4, snappy and lzf
+DAMAGED_DETAIL = {
+    "zstd": "zstd: undecodable frame starting at byte 0 "
+    "(zstd decompressor error: Data corruption detected)",
+    "lz4": "lz4: undecodable block (Decompression failed: corrupt input or insufficient space "
+    "in destination buffer. Error code: 3193) at byte 13218",
+    "snappy": "snappy: undecodable chunk (snappy: corrupt input (expected valid offset but got "
+    "offset 29168; dst position: 29050)) at byte 14272",
+    "lzf": "lzf: chunk does not decode to 32768 bytes at byte 15646",
+}
+
+
+def damaged_inside_a_block(codec: str) -> tuple[bytes, bytes]:
+    """The success sample encoded as `codec` with garbage inside a block in its middle, and
+    the complete lines a streaming decoder gives before the damage. zstd: the real file, 64
+    bytes overwritten at 85%, inside its one frame; block codecs: 32 KiB blocks, the middle
+    block's payload zeroed in its middle."""
+    if codec == "zstd":
+        broken = damage(sample_path("success").read_bytes(), "corrupt")
+        return broken, streamed_lines(broken)
+    plain = sample_bytes("success")
+    blocks = [plain[at : at + BLOCK] for at in range(0, len(plain), BLOCK)]
+    encoded = block_encoded(codec, blocks)
+    middle = len(encoded) - len(blocks) + len(blocks) // 2
+    mid = len(encoded[middle]) // 2
+    encoded[middle] = encoded[middle][:mid] + bytes(64) + encoded[middle][mid + 64 :]
+    before = b"".join(blocks[: len(blocks) // 2])
+    return b"".join(encoded), before[: before.rfind(b"\n") + 1]
+
+
+def streamed_lines(data: bytes) -> bytes:
+    """The complete lines libzstd's streaming decoder gives of `data` fed one byte at a time,
+    up to its first error: what must survive damage, computed without the agent's decoder."""
+    stream = zstandard.ZstdDecompressor().decompressobj()
+    out: list[bytes] = []
+    for at in range(len(data)):
+        try:
+            out.append(stream.decompress(data[at : at + 1]))
+        except zstandard.ZstdError:
+            break
+    decoded = b"".join(out)
+    return decoded[: decoded.rfind(b"\n") + 1]
+
+
+@pytest.mark.parametrize("codec", codec_params(("zstd", "lz4", "snappy", "lzf")))
+def test_damage_inside_a_block_keeps_the_lines_before_it(workdir: Path, codec: str) -> None:
+    """Garbage inside a zstd frame or an lz4 / snappy / lzf block of a real log: every
+    complete line decodable before it is read, so the application STARTs, its first SQL run
+    is whole, and the application ends FAIL, exactly as the undamaged prefix says."""
+    broken, kept = damaged_inside_a_block(codec)
+    assert b'"SparkListenerApplicationStart"' in kept
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    log = events_dir / f"{SUCCESS_APP.decode()}.{codec}"
+    log.write_bytes(broken)
+    clean = workdir / "clean"
+    clean.mkdir()
+    (clean / SUCCESS_APP.decode()).write_bytes(kept)
+    mtime = log.stat().st_mtime_ns
+    os.utime(clean / SUCCESS_APP.decode(), ns=(mtime, mtime))  # the FAIL's time: the log's end
+    config = spark_agent_config(workdir, events_dir)
+    with agent(config) as process:
+        wait_until("the log finished", lambda: finished(process) == 1)
+        assert skipped(process, "read_error") == 1
+        assert skipped(process, "corrupt_json") == 0
+        error = process.wait_log("eventlog_read_error")
+        assert (error["log"], error["detail"]) == (str(log), DAMAGED_DETAIL[codec])
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(clean)
+    assert_runs_whole(events)
+    insert = "exp_success.execute_insert_into_hadoop_fs_relation_command.data_success_"
+    cut_short = [(insert + "agg_json", kind) for kind in ("START", "FAIL") if codec != "zstd"]
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("exp_success", "START"),
+        (insert + "parquet", "START"),
+        (insert + "parquet", "COMPLETE"),
+        *cut_short,
+        ("exp_success", "FAIL"),
+    ]
+    failed = [e for e in events if e["eventType"] == "FAIL"]
+    assert all(e["run"]["facets"]["errorMessage"]["message"] == ENDED for e in failed)
+
+
 def finished(process: AgentProcess) -> int:
     return sum(line.get("event") == "eventlog_finished" for line in process.logs())
 
@@ -173,11 +259,121 @@ def test_corrupt_strange_and_future_lines(workdir: Path) -> None:
     with agent(config) as process:
         wait_until("the log finished", lambda: finished(process) == 1)
         assert skipped(process, "corrupt_json") == len(BAD_LINES)
+        assert skipped(process, "malformed_event") == 2  # the JobEnd with a Job ID "zero"
         assert process.wait_log("eventlog_corrupt_line")["log"] == str(
             events_dir / SUCCESS_APP.decode()
         )
         events = finish(process, workdir)
     assert [unsigned(e) for e in events] == reference_events(clean)
+
+
+# -- malformed events --------------------------------------------------------------------------
+
+SQL = "org.apache.spark.sql.execution.ui."
+#: Valid JSON of event kinds the translator acts on, each without a field Spark always writes
+#: in it (or with a value of another type): (line, event kind, the field it lacks).
+MALFORMED = [
+    (b'{"Event":"SparkListenerApplicationEnd"}', "SparkListenerApplicationEnd", "Timestamp"),
+    (
+        b'{"Event":"SparkListenerApplicationStart","App Name":"other","Timestamp":1}',
+        "SparkListenerApplicationStart",
+        "App ID",
+    ),
+    (
+        b'{"Event":"SparkListenerJobStart","Job ID":99,"Stage Infos":[],"Stage IDs":[]}',
+        "SparkListenerJobStart",
+        "Submission Time",
+    ),
+    (
+        b'{"Event":"SparkListenerJobEnd","Job ID":1,"Completion Time":1795495170000}',
+        "SparkListenerJobEnd",
+        "Job Result.Result",
+    ),
+    (
+        b'{"Event":"' + SQL.encode() + b'SparkListenerSQLExecutionStart","executionId":99}',
+        "SparkListenerSQLExecutionStart",
+        "time",
+    ),
+    (
+        b'{"Event":"' + SQL.encode() + b'SparkListenerSQLExecutionEnd","executionId":"2",'
+        b'"time":1795495170000}',
+        "SparkListenerSQLExecutionEnd",
+        "executionId",
+    ),
+    (
+        b'{"Event":"' + SQL.encode() + b'SparkListenerDriverAccumUpdates","executionId":2}',
+        "SparkListenerDriverAccumUpdates",
+        "accumUpdates",
+    ),
+    (
+        b'{"Event":"' + SQL.encode() + b'SparkListenerSQLAdaptiveExecutionUpdate"}',
+        "SparkListenerSQLAdaptiveExecutionUpdate",
+        "executionId",
+    ),
+    (
+        b'{"Event":"SparkListenerStageCompleted","Stage Info":{"Completion Time":1}}',
+        "SparkListenerStageCompleted",
+        "Stage Info.Stage ID",
+    ),
+    (
+        b'{"Event":"SparkListenerTaskEnd","Stage ID":0,"Task End Reason":{}}',
+        "SparkListenerTaskEnd",
+        "Task End Reason.Reason",
+    ),
+    (b'{"Event":"SparkListenerLogStart"}', "SparkListenerLogStart", "Spark Version"),
+    (
+        b'{"Event":"SparkListenerEnvironmentUpdate","Spark Properties":null}',
+        "SparkListenerEnvironmentUpdate",
+        "Spark Properties",
+    ),
+]
+
+
+def test_malformed_events_are_skipped_and_counted_never_acted_on(workdir: Path) -> None:
+    """An ApplicationEnd without a Timestamp, and an event of every other kind the translator
+    acts on without a required field, spliced in after ApplicationStart: each is counted as
+    `malformed_event` and logged with the field it lacks; the events equal the clean log's,
+    the two SQL runs after the splice included."""
+    clean = workdir / "clean"
+    clean.mkdir()
+    (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    lines = SUCCESS.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if b'"SparkListenerApplicationStart"' in line) + 1
+    lines[at:at] = [line for line, _, _ in MALFORMED]
+    (events_dir / SUCCESS_APP.decode()).write_bytes(b"\n".join(lines))
+    config = spark_agent_config(workdir, events_dir)
+    with agent(config) as process:
+        wait_until("the log finished", lambda: finished(process) == 1)
+        assert skipped(process, "malformed_event") == len(MALFORMED)
+        assert skipped(process, "corrupt_json") == 0
+        end = process.wait_log(
+            "eventlog_malformed_event", spark_event="SparkListenerApplicationEnd"
+        )
+        assert (end["log"], end["field"], end["detail"]) == (
+            str(events_dir / SUCCESS_APP.decode()),
+            "Timestamp",
+            "SparkListenerApplicationEnd without a valid Timestamp: skipped, nothing changed",
+        )
+        logged = [
+            (line["spark_event"], line["field"])
+            for line in process.logs()
+            if line.get("event") == "eventlog_malformed_event"
+        ]
+        assert sorted(logged) == sorted((kind, field) for _, kind, field in MALFORMED)
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(clean)
+    assert_runs_whole(events)
+    insert = "exp_success.execute_insert_into_hadoop_fs_relation_command.data_success_"
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("exp_success", "START"),
+        (insert + "parquet", "START"),
+        (insert + "parquet", "COMPLETE"),
+        (insert + "agg_json", "START"),
+        (insert + "agg_json", "COMPLETE"),
+        ("exp_success", "COMPLETE"),
+    ]
 
 
 def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> None:

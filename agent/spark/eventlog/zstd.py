@@ -1,11 +1,12 @@
 """Spark's zstd event logs, decoded incrementally: concatenated standard frames, one closed at
-every flush, located by walking the frame and block headers so that a damaged frame costs only
-itself."""
+every flush, located by walking the frame and block headers so that damage costs only what
+follows it: the frames before a damaged one are kept, and so are the blocks of the damaged
+frame that come before the damage."""
 
 from __future__ import annotations
 
 import itertools
-from typing import Final
+from typing import Any, Final
 
 import zstandard
 
@@ -20,7 +21,11 @@ class ZstdDecoder:
     libzstd's streaming decoder does not say whether a stream stopped between frames or in the
     middle of one, which `idle` and `finish` need, so a small parser follows the frame and
     block headers (a few bytes per block of up to 128 KiB; payloads are only skipped). Knowing
-    where frames end also lets a damaged frame lose only its own output.
+    where frames and blocks end also lets damage lose only the output from the damaged block
+    on: libzstd's streaming decoder emits each block once it has all of it, but a call that
+    fails returns nothing, so a frame that fails is decoded again block by block up to the
+    damage, and the rest of a frame continued from an earlier `feed` (whose start is gone) is
+    decoded block by block in the first place.
     """
 
     codec = "zstd"
@@ -55,19 +60,23 @@ class ZstdDecoder:
         view = memoryview(data)
         frame_start = self._frame_start  # of the frame the first byte belongs to
         ends: list[int] = []
+        blocks: list[int] = []
         try:
-            self._walk(data, ends)
+            self._walk(data, ends, blocks)
         except CorruptStream as error:
             # Everything before the damaged header still decodes.
             good = max(0, error.offset - self._offset)
             try:
                 error.partial = self._decode(
-                    view[:good], [e for e in ends if e <= good], frame_start
+                    view[:good],
+                    [e for e in ends if e <= good],
+                    [b for b in blocks if b <= good],
+                    frame_start,
                 )
             except CorruptStream as earlier:
                 error.partial = earlier.partial
             raise
-        out = self._decode(view, ends, frame_start)
+        out = self._decode(view, ends, blocks, frame_start)
         self._offset += len(data)
         return out
 
@@ -78,23 +87,27 @@ class ZstdDecoder:
                 offset=self._offset,
             )
 
-    def _decode(self, view: memoryview, ends: list[int], frame_start: int) -> bytes:
-        """Decode `view` (frames ending at `ends`) in two calls: the rest of the frame open
-        before it, then everything after. A failure in the second call is located by decoding
-        its frames again one by one, so the output before the damaged frame is kept."""
+    def _decode(
+        self, view: memoryview, ends: list[int], blocks: list[int], frame_start: int
+    ) -> bytes:
+        """Decode `view` (frames ending at `ends`, blocks at `blocks`): the rest of the frame
+        open before it block by block, then everything after in one call. A failure in that
+        call is located by decoding its frames again one by one, so the output before the
+        damaged block is kept."""
         split = ends[0] if ends else len(view)
-        try:
-            head = self._stream.decompress(view[:split])
-        except zstandard.ZstdError as error:
-            raise self._undecodable(frame_start, error, b"") from None
+        head, error = _blockwise(self._stream, view, 0, split, blocks)
+        if error is not None:
+            raise self._undecodable(frame_start, error, head)
         if split == len(view):
             return head
         try:
             return head + self._stream.decompress(view[split:])
         except zstandard.ZstdError:
-            raise self._locate(view, ends, head) from None
+            raise self._locate(view, ends, blocks, head) from None
 
-    def _locate(self, view: memoryview, ends: list[int], head: bytes) -> CorruptStream:
+    def _locate(
+        self, view: memoryview, ends: list[int], blocks: list[int], head: bytes
+    ) -> CorruptStream:
         fresh = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
         out = [head]
         bounds = [*ends, len(view)] if ends[-1] < len(view) else ends
@@ -102,6 +115,9 @@ class ZstdDecoder:
             try:
                 out.append(fresh.decompress(view[start:stop]))
             except zstandard.ZstdError as error:
+                # The damaged frame again, block by block: the blocks before the damage.
+                again = zstandard.ZstdDecompressor().decompressobj()
+                out.append(_blockwise(again, view, start, stop, blocks)[0])
                 return self._undecodable(self._offset + start, error, b"".join(out))
         # Not reproduced frame by frame (libzstd should agree with itself): blame them all.
         return self._undecodable(self._offset + ends[0], zstandard.ZstdError("unknown"), head)
@@ -112,16 +128,19 @@ class ZstdDecoder:
             f"zstd: undecodable frame starting at byte {at} ({error})", offset=at, partial=partial
         )
 
-    def _walk(self, data: bytes, ends: list[int]) -> None:
-        """Advance the header parser over `data`, appending the offsets where frames end."""
+    def _walk(self, data: bytes, ends: list[int], blocks: list[int]) -> None:
+        """Advance the header parser over `data`, appending the offsets where frames end to
+        `ends` and those where a block (or another skipped part of a frame) ends to `blocks`."""
         pos, end = 0, len(data)
         while pos < end:
             if self._skip:
                 step = min(self._skip, end - pos)
                 self._skip -= step
                 pos += step
-                if not self._skip and self._frame_ends_after_skip:
-                    self._end_frame(ends, pos)
+                if not self._skip:
+                    blocks.append(pos)
+                    if self._frame_ends_after_skip:
+                        self._end_frame(ends, pos)
                 continue
             need = self._need
             if self._head:  # a header split across two feeds
@@ -193,3 +212,18 @@ class ZstdDecoder:
         ends.append(pos)
         self._field, self._need = self._FRAME_MAGIC, 4
         self._frame_ends_after_skip = False
+
+
+def _blockwise(
+    stream: Any, view: memoryview, start: int, stop: int, blocks: list[int]
+) -> tuple[bytes, zstandard.ZstdError | None]:
+    """Feed `view[start:stop]` to `stream` in pieces cut where blocks end; the output up to
+    the first piece that fails, and its error (None when none does)."""
+    out: list[bytes] = []
+    for cut in (*(b for b in blocks if start < b < stop), stop):
+        try:
+            out.append(stream.decompress(view[start:cut]))
+        except zstandard.ZstdError as error:
+            return b"".join(out), error
+        start = cut
+    return b"".join(out), None

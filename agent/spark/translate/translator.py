@@ -4,6 +4,10 @@
 each one completes. No I/O, no clock, no randomness: times come from Spark's timestamps, run
 ids from `runids`, so replaying a log yields byte-identical events.
 
+A malformed event (one of a kind it acts on, without a field Spark always writes in it: see
+`required`) is a corrupt line, not a state change: it is skipped whole and listed in
+`malformed` as (event kind, missing field) for the caller to count and log.
+
 Runs (job namespace from the options):
 
 * the application: job `{app}` (normalized `spark.app.name`, or `spark.openlineage.appName`),
@@ -56,6 +60,7 @@ from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
 from agent.spark.translate.jobs import Jobs
 from agent.spark.translate.naming import job_name
 from agent.spark.translate.options import PROPERTIES, TranslateOptions, catalog_of, parent_of
+from agent.spark.translate.required import missing_field
 from agent.spark.translate.runs import (
     AppSummary,
     Execution,
@@ -87,6 +92,7 @@ class ApplicationTranslator:
     def __init__(self, options: TranslateOptions) -> None:
         self.options = options
         self.warnings: list[str] = []  # the caller drains and logs these
+        self.malformed: list[tuple[str, str]] = []  # (event, missing field); drained likewise
         self._app: Run | None = None
         self._app_ids: tuple[str, str | None, str] | None = None  # app id, attempt, name
         self._spark_version: str | None = None
@@ -131,11 +137,18 @@ class ApplicationTranslator:
     def feed(self, event: Mapping[str, Any]) -> list[Event]:
         """One parsed SparkListener event in; the RunEvents it completes, in emission order."""
         out: list[Event] = []
-        if self._finished or not isinstance(event, Mapping):
+        if not isinstance(event, Mapping):
             return out
         kind = event.get("Event")
-        handler = self._handlers.get(kind.rsplit(".", 1)[-1]) if isinstance(kind, str) else None
+        name = kind.rsplit(".", 1)[-1] if isinstance(kind, str) else ""
+        handler = self._handlers.get(name)
         if handler is None:
+            return out
+        missing = missing_field(name, event)
+        if missing is not None:  # counted like a corrupt line, whatever the state
+            self.malformed.append((name, missing))
+            return out
+        if self._finished:
             return out
         try:
             handler(event, out)
@@ -189,9 +202,8 @@ class ApplicationTranslator:
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
         app_id = as_str(event.get("App ID"))
-        if self._app is not None or not app_id:
-            why = "a second one" if self._app is not None else "no App ID"
-            self.warnings.append(f"ApplicationStart ignored: {why}")
+        if self._app is not None or not app_id:  # an App ID is required (see `required`)
+            self.warnings.append("ApplicationStart ignored: a second one")
             return
         start = self._tick(as_int(event.get("Timestamp")))
         name = as_str(event.get("App Name")) or self._props.get("spark.app.name") or app_id
