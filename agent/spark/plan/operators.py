@@ -32,7 +32,7 @@ incomplete, never guessed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,41 +43,20 @@ from agent.spark.plan.expressions import (
     indirect,
     references,
 )
+from agent.spark.plan.kinds import (
+    AGGREGATES,
+    KEYED_JOINS,
+    LOCAL_LEAVES,
+    OTHER_JOINS,
+    PASS_THROUGH,
+    PYTHON_EVAL,
+    aggregate_phase,
+    distinct_phases,
+    nodes,
+)
 from agent.spark.plan.schema import split_top
 from agent.spark.plan.text import Attribute, PlanNode, PlanText, bracketed, parse_attribute
 
-_PASS_THROUGH: Final = frozenset(
-    {
-        "AdaptiveSparkPlan", "AQEShuffleRead", "BroadcastExchange", "BroadcastQueryStage",
-        "CoalesceExec", "Coalesce", "CollectLimit", "CollectMetrics", "CollectTail",
-        "ColumnarToRow", "DeserializeToObject", "Exchange", "GlobalLimit", "InputAdapter",
-        "LocalLimit", "ResultQueryStage", "RowToColumnar", "Sample", "ShuffleQueryStage",
-        "Subquery", "SubqueryBroadcast", "SubqueryAdaptiveBroadcast", "TableCacheQueryStage",
-        "WholeStageCodegen", "WriteFiles", "ReusedSubquery",
-        # writes: their child's attributes are what they write
-        "AppendData", "AppendDataExecV1", "OverwriteByExpression", "OverwriteByExpressionExecV1",
-        "OverwritePartitionsDynamic", "ReplaceData", "WriteDelta", "InsertIntoHiveTable",
-    }
-)  # fmt: skip
-_AGGREGATES: Final = frozenset(
-    {"HashAggregate", "ObjectHashAggregate", "SortAggregate", "MergingSessionAggregate"}
-)
-#: What Spark puts between the phases of one aggregation.
-_BETWEEN_PHASES: Final = frozenset(
-    {"Exchange", "ShuffleQueryStage", "AQEShuffleRead", "InputAdapter", "WholeStageCodegen", "Sort"}
-)
-_KEYED_JOINS: Final = frozenset({"BroadcastHashJoin", "SortMergeJoin", "ShuffledHashJoin"})
-_OTHER_JOINS: Final = frozenset({"BroadcastNestedLoopJoin", "CartesianProduct"})
-_PYTHON_EVAL: Final = frozenset({"BatchEvalPython", "ArrowEvalPython"})
-#: Leaves that read no dataset: their attributes are known to come from no input field.
-_LOCAL_LEAVES: Final = (
-    "LocalTableScan",
-    "Range",
-    "Scan ExistingRDD",
-    "Scan OneRowRelation",
-    "Scan ExternalRDD",
-    "Scan RDD",
-)
 _DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
 #: The column a source filter tests: its first argument (`GreaterThan(amount,30)`,
 #: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
@@ -111,7 +90,7 @@ class AttributeGraph:
         self._outputs: dict[int, list[Attribute]] = {}  # operator id -> its attributes
         self._reused: list[tuple[list[Attribute], int]] = []
         self.root = plan.root
-        self._phases = _distinct_phases(plan)
+        self._phases = distinct_phases(plan)
         self._unread = 0  # attributes made up for columns only a pushed filter tests
         if plan.root is not None:
             self._walk(plan.root, self.dataset)
@@ -130,7 +109,7 @@ class AttributeGraph:
     def find(self, *names: str) -> PlanNode | None:
         """The first operator (depth first, from the root) whose name starts with one of
         `names`."""
-        for node in _nodes(self.root):
+        for node in nodes(self.root):
             if node.name.startswith(names):
                 return node
         return None
@@ -178,7 +157,7 @@ class AttributeGraph:
         if unsplittable:
             self.unreadable.extend((name, key) for key in unsplittable)
             return self._unrecognized(node, first, note=False)
-        if name.startswith(_LOCAL_LEAVES):
+        if name.startswith(LOCAL_LEAVES):
             attrs = _attributes(node.detail_list("Output"))
             self.defined.update(a.expr_id for a in attrs)
             return attrs
@@ -193,16 +172,16 @@ class AttributeGraph:
         if head == "Filter":
             self._depends(node.details.get("Condition"), "FILTER", dataset)
             return first
-        if head in _AGGREGATES:
+        if head in AGGREGATES:
             return self._aggregate(node, dataset)
-        if head in _KEYED_JOINS or head in _OTHER_JOINS:
+        if head in KEYED_JOINS or head in OTHER_JOINS:
             return self._join(node, children, dataset)
         if head == "Union":
             return self._union(children)
         handler = _HANDLERS.get(head)
         if handler is not None:
             return handler(self, node, first, dataset)
-        if head in _PASS_THROUGH or name.startswith("Execute ") or head.startswith("Reused"):
+        if head in PASS_THROUGH or name.startswith("Execute ") or head.startswith("Reused"):
             if head == "ReusedExchange":
                 return self._reused_exchange(node)
             return first or _attributes(node.detail_list("Output") or node.detail_list("Input"))
@@ -278,7 +257,7 @@ class AttributeGraph:
         functions = node.detail_list("Functions") or []
         # partial and merge phases repeat the final aggregate's keys, or add to them the
         # columns a distinct aggregate groups by first: only the final keys group the rows
-        if not _phase(functions) and node.op_id not in self._phases:
+        if not aggregate_phase(functions) and node.op_id not in self._phases:
             for key in node.detail_list("Keys") or []:
                 self._depends(key, "GROUP_BY", dataset)
         results = node.detail_list("Aggregate Attributes") or []
@@ -440,53 +419,12 @@ _HANDLERS: Final = {
     "TakeOrderedAndProject": AttributeGraph._take_ordered,
     "Expand": AttributeGraph._expand,
     "Generate": AttributeGraph._generate,
-    **dict.fromkeys(_PYTHON_EVAL, AttributeGraph._python),
+    **dict.fromkeys(PYTHON_EVAL, AttributeGraph._python),
 }
 
 
 def _attributes(items: Sequence[str] | None) -> list[Attribute]:
     return [a for a in map(parse_attribute, items or ()) if a is not None]
-
-
-def _phase(functions: Sequence[str]) -> bool:
-    """Whether an aggregate's functions are those of a partial or merge phase."""
-    return any(f.startswith(("partial_", "merge_")) for f in functions)
-
-
-def _distinct_phases(plan: PlanText) -> set[int]:
-    """Operator ids of the aggregates without functions that Spark plans below a distinct
-    aggregate (`partial_count(distinct age#11)`): they group by the final keys plus the
-    distinct columns (`countDistinct` alone: keys city, age; no functions)."""
-    found: set[int] = set()
-    roots = [plan.root, *(s.root for s in plan.subqueries), *plan.initial]
-    for node in (n for root in roots for n in _nodes(root)):
-        functions = node.detail_list("Functions") or []
-        if node.name.split(" ", 1)[0] not in _AGGREGATES:
-            continue
-        if not any(f.startswith("partial_") and "(distinct " in f for f in functions):
-            continue
-        stack = list(node.children)
-        while stack:
-            child = stack.pop()
-            head = child.name.split(" ", 1)[0]
-            if head in _AGGREGATES:
-                below = child.detail_list("Functions") or []
-                if below and not _phase(below):
-                    continue  # a final aggregate: another grouping, not a phase of this one
-                if not below:
-                    found.add(child.op_id)
-            elif head not in _BETWEEN_PHASES:
-                continue
-            stack.extend(child.children)
-    return found
-
-
-def _nodes(root: PlanNode | None) -> Iterator[PlanNode]:
-    stack = [root] if root is not None else []
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
 
 
 def written_attributes(graph: AttributeGraph, write: PlanNode) -> list[Attribute]:
