@@ -428,6 +428,10 @@ def test_state_database_deleted_under_a_running_agent(workdir: Path) -> None:
             path.unlink()
         lost = process.wait_log("file_changed_under_agent", timeout=PATIENCE, path=str(state))
         assert lost["change"] == "removed"
+        assert lost["detail"] == (
+            "the agent keeps using the file it opened, which that path no longer names; "
+            "restart the agent (see README, 'Files the agent owns')"
+        )
         lock.unlink()
         lock.write_text("")
         moved = process.wait_log("file_changed_under_agent", timeout=PATIENCE, path=str(lock))
@@ -442,6 +446,10 @@ def test_state_database_deleted_under_a_running_agent(workdir: Path) -> None:
     with agent(config) as process:
         recreated = process.wait_log("state_database_recreated", timeout=PATIENCE)
         assert recreated["eventlogs_skipped"] == 4
+        assert recreated["detail"] == (
+            "the state database was lost: completed event logs older than it are taken as "
+            "already emitted (spark.replay_existing: true replays them)"
+        )
         some_logs(events_dir, 2, first=4)
         wait_until("the new logs", lambda: finished_logs(workdir / "state") == 6)
         settle(process, "file")
