@@ -109,6 +109,8 @@ class SparkConfig:
     emit_empty_executions: bool = False  # SQL executions with no datasets
     # completed logs older than this are skipped at first start; 0 replays every log
     replay_horizon: Annotated[float, Kind.DURATION, Bounds(0, 3650 * DAY)] = DAY
+    # replay completed logs (within replay_horizon) after the state database was lost
+    replay_existing: bool = False
     # longer event-log lines are counted and skipped
     max_line_bytes: Annotated[int, Bounds(1024, 1024 * 1024 * 1024)] = 64 * 1024 * 1024
     # input-field entries one columnLineage facet may carry (~200 bytes each), so a wide

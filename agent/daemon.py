@@ -42,12 +42,18 @@ from agent.source import ApplicationControl, Source, SourceContext
 from agent.state import StateDB
 from agent.transports.base import Transport
 from agent.transports.factory import build_transports
+from agent.transports.file import FileTransport
 
 log = structlog.get_logger("agent.daemon")
 
 SourceFactory = Callable[[AgentConfig, SourceContext], Source]
 #: How a run of the agent ended.
 Outcome = Literal["stopped", "source_failed"]
+#: What a `file_changed_under_agent` line advises.
+FILE_HELP = (
+    "the agent keeps using the file it opened, which that path no longer names; restart the "
+    "agent (see README, 'Files the agent owns')"
+)
 #: Where the agent is in its life, as `status` and /healthz show it.
 Phase = Literal["starting", "running", "stopping", "stopped", "disabled"]
 
@@ -86,6 +92,7 @@ class Daemon:
     def __post_init__(self) -> None:
         self.metrics = Metrics(self.registry)
         self.health = HealthTracker()
+        self.file_problems: dict[str, str] = {}  # path -> "removed" / "replaced"
         self.started = time.time()
         self.phase: Phase = "starting"
         self._stop = asyncio.Event()
@@ -304,11 +311,31 @@ class Daemon:
             self.control = None
         await self._start_control(at_reload=True)
 
+    def _check_files(self) -> None:
+        """Notice the state database or the events file's lock removed or replaced under
+        the running agent: one log line per change, and /healthz is not ok while it lasts."""
+        found: dict[str, str] = {}
+        if self.state_db is not None:
+            change = self.state_db.file_change()
+            if change is not None:
+                found[str(self.state_db.path)] = change
+        for delivery in self.pipeline.deliveries.values() if self.pipeline else ():
+            transport = delivery.transport
+            if isinstance(transport, FileTransport) and (change := transport.lock_change()):
+                found[f"{transport.path}.lock"] = change
+        for path, change in found.items():
+            if self.file_problems.get(path) != change:
+                log.error("file_changed_under_agent", path=path, change=change, detail=FILE_HELP)
+        for path in self.file_problems.keys() - found.keys():
+            log.info("file_change_resolved", path=path)
+        self.file_problems = found
+
     async def _flush_state(self) -> None:
         """Write the delivery ledger in batches, off the per-event path."""
         failing: str | None = None
         while self.state_db is not None:
             await asyncio.sleep(1.0)
+            self._check_files()
             try:
                 self.state_db.flush()
             except Exception as error:  # a full disk must not stop delivery
@@ -404,8 +431,11 @@ class Daemon:
 
     def healthz(self) -> bytes:
         pipeline = self.pipeline
+        status: str = "ok" if self.phase == "running" else self.phase
+        if status == "ok" and self.file_problems:
+            status = "degraded"
         body = {
-            "status": "ok" if self.phase == "running" else self.phase,
+            "status": status,
             "version": __version__,
             "uptime_seconds": round(time.time() - self.started, 3),
             "transports": {
@@ -417,5 +447,6 @@ class Daemon:
                 for name, d in (pipeline.snapshot() if pipeline else ())
             },
             "unhealthy_executions": len(self.health.unhealthy()),
+            "problems": [f"{path} {change}" for path, change in sorted(self.file_problems.items())],
         }
         return json.dumps(body).encode()

@@ -32,3 +32,14 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def identity_change(path: str | os.PathLike[str], identity: tuple[int, int]) -> str | None:
+    """ "removed" or "replaced" when `path` no longer names the file (st_dev, st_ino) is."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "removed"
+    except OSError:
+        return None  # unreadable now is not proof of a change
+    return None if (info.st_dev, info.st_ino) == identity else "replaced"

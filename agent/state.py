@@ -27,7 +27,7 @@ from typing import Any
 
 from agent.envelope import Envelope
 from agent.errors import StateError
-from agent.fsutil import take_lock
+from agent.fsutil import identity_change, take_lock
 
 SCHEMA_VERSION = 1
 #: Ledger rows kept in memory while the database refuses them (about 200 bytes each).
@@ -107,7 +107,11 @@ class StateDB:
             raise StateError(
                 f"{self.directory}: cannot create state directory: {error.strerror}"
             ) from error
+        # The lock file is never removed: with it and no database, the database was lost.
+        used_before = (self.directory / "state.lock").exists()
         self._lock_fd = self._lock()
+        self.recreated = used_before and not self.path.exists()
+        self.opened_ns = time.time_ns()
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=0.5)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -119,6 +123,8 @@ class StateDB:
             self._db.execute(
                 "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+            info = os.stat(self.path)
+            self._identity = (info.st_dev, info.st_ino)
         except sqlite3.Error as error:
             os.close(self._lock_fd)
             if getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
@@ -143,6 +149,10 @@ class StateDB:
             ) from None
         except OSError as error:
             raise StateError(f"{lock_path}: cannot open: {error.strerror}") from error
+
+    def file_change(self) -> str | None:
+        """ "removed" or "replaced" when the path no longer names the open database."""
+        return identity_change(self.path, self._identity)
 
     def close(self) -> None:
         """Write what the ledger still holds if the database lets us, then close; the

@@ -586,7 +586,9 @@ def test_request_stop_aborts_the_application_and_what_fails_after() -> None:
         "ABORT",
     ]
     assert error(events[-1]) == "stopped by alice: maintenance"
-    assert (error(events[2]) or "").startswith("[PYTHON_EXCEPTION]")
+    assert (error(events[2]) or "").startswith(
+        "stopped by alice: maintenance; it failed first: [PYTHON_EXCEPTION]"
+    )
     assert translator.snapshot().stop_requested
 
 

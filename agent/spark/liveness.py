@@ -139,7 +139,8 @@ async def close_dead(
     apps: Iterable[Followed], *, stale_after: float, stops: StopLookup
 ) -> list[tuple[Followed, list[Event]]]:
     """End the runs of applications whose driver is gone: ABORT after a `job stop` once the
-    log stopped growing, FAIL when an in-progress log is stale and no driver is alive."""
+    log stopped growing (a stop recorded before a restart: as soon as no driver is alive),
+    FAIL when an in-progress log is stale and no driver is alive."""
     ended: list[tuple[Followed, list[Event]]] = []
     now = time.monotonic()
     for app in apps:
@@ -148,9 +149,20 @@ async def close_dead(
             if now - max(app.stop_pending, app.last_growth) >= STOPPED_GRACE:
                 ended.append((app, _close_stopped(app, stops)))
             continue
+        translator = app.log.translator
+        if not app.closed and not complete and translator.stop_requested:
+            # A stop recorded before a restart: it ended the driver, so no stale_after wait.
+            if now - app.last_growth < STOPPED_GRACE:
+                continue
+            if await asyncio.to_thread(
+                driver_alive, app.log.reader.ref.paths, app.log.ui_port, translator.app_id
+            ):
+                app.last_growth = now  # still going down: look again after STOPPED_GRACE
+                continue
+            ended.append((app, _close_stopped(app, stops)))
+            continue
         if app.closed or complete or now - app.last_growth < stale_after:
             continue
-        translator = app.log.translator
         alive = await asyncio.to_thread(
             driver_alive, app.log.reader.ref.paths, app.log.ui_port, translator.app_id
         )

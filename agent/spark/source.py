@@ -138,6 +138,8 @@ class SparkSource:
     def _discover(self) -> None:
         horizon = self.spark.replay_horizon
         now_ns = time.time_ns()
+        lost_state = self._first_scan and self.state.recreated and not self.spark.replay_existing
+        skipped_as_handled = 0
         for directory in self.spark.event_log_dirs:
             refs = self._scan(directory)
             if refs is None:
@@ -155,18 +157,23 @@ class SparkSource:
                     self._finished.add(key)
                     log.error("eventlog_unreadable", log=ref.path, error=ref.error)
                     continue
+                old = horizon > 0 and (now_ns - ref.mtime_ns) / 1e9 > horizon
+                # After a lost state database, logs finished before it was made were handled.
+                lost = lost_state and ref.mtime_ns < self.state.opened_ns
                 if (
                     self._first_scan
                     and ref.complete
-                    and horizon > 0
-                    and (now_ns - ref.mtime_ns) / 1e9 > horizon
+                    and (old or lost)
                     and self.state.position(key) is None
                 ):
-                    # An old, finished application: not replayed unless the horizon says so.
+                    # A finished application: not replayed unless the horizon says so.
                     position = LogPosition(key, ref.path, None, None, 0, True)
                     if self.claims.store(self.state.save_position, position):
                         self._finished.add(key)
-                        self._skipped_by_horizon += 1
+                        if old:
+                            self._skipped_by_horizon += 1
+                        else:
+                            skipped_as_handled += 1
                     continue
                 self._follow(key, ref)
         if self._first_scan and self._skipped_by_horizon:
@@ -174,6 +181,14 @@ class SparkSource:
                 "eventlogs_skipped_by_horizon",
                 count=self._skipped_by_horizon,
                 horizon_seconds=horizon,
+            )
+        if self._first_scan and lost_state:
+            log.warning(
+                "state_database_recreated",
+                path=str(self.state.path),
+                eventlogs_skipped=skipped_as_handled,
+                detail="the state database was lost: completed event logs older than it are "
+                "taken as already emitted (spark.replay_existing: true replays them)",
             )
         self._first_scan = False
 

@@ -35,7 +35,7 @@ import structlog
 from agent.config import FileConfig
 from agent.envelope import Envelope
 from agent.errors import DeliveryError, StartError
-from agent.fsutil import fsync_directory, take_lock
+from agent.fsutil import fsync_directory, identity_change, take_lock
 
 _MIB: Final = 1024 * 1024
 _FILE_MODE: Final = 0o640
@@ -101,6 +101,13 @@ class FileTransport:
     def lock_fd(self) -> int:
         """The descriptor holding the path's lock; -1 once closed."""
         return self._lock_fd
+
+    def lock_change(self) -> str | None:
+        """ "removed" or "replaced" when ``<path>.lock`` is no longer the file this holds."""
+        if self._lock_fd < 0:
+            return None
+        info = os.fstat(self._lock_fd)
+        return identity_change(f"{self._path}.lock", (info.st_dev, info.st_ino))
 
     async def send(self, batch: Sequence[Envelope]) -> None:
         """Append the batch, one line per event; raise DeliveryError("write_error") if not."""

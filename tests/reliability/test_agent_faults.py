@@ -30,6 +30,7 @@ from tests.reliability.harness import (
     drops,
     file_lineage,
     fill,
+    healthz,
     http_lineage,
     jsonl_files,
     kill,
@@ -409,3 +410,65 @@ def test_state_database_locked_at_start_is_a_clear_refusal(workdir: Path) -> Non
         f"{path}: state database is locked by another process (database is locked); "
         "stop that process and start the agent again"
     )
+
+
+def test_state_database_deleted_under_a_running_agent(workdir: Path) -> None:
+    """`rm state.sqlite3*` and the events file's lock removed while running: one log line per
+    file, /healthz degraded naming both; the next start takes the completed logs as emitted
+    (nothing written twice) and follows new ones; `spark.replay_existing: true` replays."""
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    config = spark_config(workdir, events_dir)
+    state = workdir / "state" / "state.sqlite3"
+    lock = workdir / "lineage.jsonl.lock"
+    with agent(config) as process:
+        some_logs(events_dir, 4)
+        wait_until("the first logs", lambda: finished_logs(workdir / "state") == 4)
+        for path in workdir.glob("state/state.sqlite3*"):
+            path.unlink()
+        lost = process.wait_log("file_changed_under_agent", timeout=PATIENCE, path=str(state))
+        assert lost["change"] == "removed"
+        assert lost["detail"] == (
+            "the agent keeps using the file it opened, which that path no longer names; "
+            "restart the agent (see README, 'Files the agent owns')"
+        )
+        lock.unlink()
+        lock.write_text("")
+        moved = process.wait_log("file_changed_under_agent", timeout=PATIENCE, path=str(lock))
+        assert moved["change"] == "replaced"
+        time.sleep(2.5)  # more checks: still one line per file
+        body = healthz(process)
+        assert body["status"] == "degraded"
+        assert body["problems"] == [f"{lock} replaced", f"{state} removed"]
+        stop_and_account(process)
+    changes = [line for line in process.logs() if line.get("event") == "file_changed_under_agent"]
+    assert len(changes) == 2
+    with agent(config) as process:
+        recreated = process.wait_log("state_database_recreated", timeout=PATIENCE)
+        assert recreated["eventlogs_skipped"] == 4
+        assert recreated["detail"] == (
+            "the state database was lost: completed event logs older than it are taken as "
+            "already emitted (spark.replay_existing: true replays them)"
+        )
+        some_logs(events_dir, 2, first=4)
+        wait_until("the new logs", lambda: finished_logs(workdir / "state") == 6)
+        settle(process, "file")
+        assert_healthy(process)
+        stop_and_account(process)
+    written = read_jsonl(workdir / "lineage.jsonl")
+    assert_same_events(written, reference_events(events_dir))
+    assert_runs_whole(written)
+    check_events(written, workdir / "ed25519.key")
+
+    for path in workdir.glob("state/state.sqlite3*"):
+        path.unlink()
+    replaying = spark_config(workdir, events_dir)
+    text = yaml.safe_load(replaying.read_text())
+    text["spark"]["replay_existing"] = True
+    replaying.write_text(yaml.safe_dump(text))
+    with agent(replaying) as process:
+        wait_until("every log again", lambda: finished_logs(workdir / "state") == 6)
+        settle(process, "file")
+        stop_and_account(process)
+    assert not any(line.get("event") == "state_database_recreated" for line in process.logs())
+    assert len(read_jsonl(workdir / "lineage.jsonl")) == 2 * len(written)

@@ -31,7 +31,9 @@ Terminal states of child runs and counters: see `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
-execution failed, else COMPLETE).
+execution failed, else COMPLETE). After `request_stop`, every run that ends FAIL or ABORT
+(the shutdown's doing) ends ABORT with `stopped by <who>: <reason>` as its error, followed by
+`; it failed first: <error>` when its own failure (not a shutdown or cancellation) ended it.
 `close(cause="driver_lost")` (no ApplicationEnd will come: the driver died) ends every open
 run FAIL, `close(cause="stopped")` ABORT. At ApplicationEnd every open child run is ended
 first, so the application's terminal event is always the last one; events that follow it
@@ -161,6 +163,10 @@ class ApplicationTranslator:
         """Mark the application as stopped from outside (`job stop`): runs then end ABORT."""
         self._stop = (reason, requested_by)
 
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop is not None
+
     def close(
         self, *, cause: Literal["driver_lost", "stopped"], time_ms: int, message: str
     ) -> list[Event]:
@@ -242,8 +248,7 @@ class ApplicationTranslator:
         for run in (*self._sql.runs(), *self._rdd_runs.values()):
             self._finish(run, end, children[0], children[1], out)
         if self._stop is not None:
-            reason, by = self._stop
-            state, failure = "ABORT", Failure("cancelled", f"stopped by {by}: {reason}")
+            state, failure = "ABORT", self._stopped(None)
         self._finish(self._app, end, state, failure, out)
         self._finished = True
 
@@ -414,14 +419,23 @@ class ApplicationTranslator:
                 self._start_sql(run, out)
         elif run.kind == "rdd":
             self._rdd_runs.pop(run.key, None)
-        if self._stop is not None and state == "FAIL":
-            state = "ABORT"  # failures after `job stop` are the stop's doing
+        if self._stop is not None and state in ("FAIL", "ABORT"):
+            state, failure = "ABORT", self._stopped(failure)  # the stop's doing, with its reason
         run.state = state
         run.end_ms = max(end, run.last_emit_ms)  # never before its START or last RUNNING
         run.error = failure.message if failure and failure.message else None
         out.append(self._event(state, run, run.end_ms, failure))
         if run.kind != "application":
             self._done.append(summary(run))
+
+    def _stopped(self, failure: Failure | None) -> Failure:
+        """A run ended after `job stop`: the stop's reason, then any error of its own."""
+        assert self._stop is not None
+        reason, by = self._stop
+        message = f"stopped by {by}: {reason}"
+        if failure is None or failure.outcome != "failed" or failure.message == message:
+            return Failure("cancelled", message)
+        return Failure("cancelled", f"{message}; it failed first: {failure.message}", failure.stack)
 
     def _emit_running(self, out: list[Event]) -> None:
         interval = self.options.running_interval_ms
