@@ -254,7 +254,7 @@ class SparkSource:
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)
             held = not self._emit(app, events)
-            if reader.caught_up or reader.gone or not batch.lines or held:
+            if reader.caught_up or reader.gone or held:  # else it stopped at its batch size
                 break
             await asyncio.sleep(0)  # a large log must not starve the deliveries
         if reader.exhausted or reader.gone:

@@ -28,6 +28,7 @@ where the writer flushed. Earlier files are never read again.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,7 +37,7 @@ from agent.spark.eventlog.codecs import Decoder, decoder_for
 from agent.spark.eventlog.layout import EventFile, LogRef, restat
 from agent.spark.eventlog.lines import LineSplitter
 
-READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; output scales with the ratio
+READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; decoded one block at a time
 BATCH_BYTES: Final = 16 * 1024 * 1024  # decoded bytes per read_available call, about
 
 
@@ -105,6 +106,7 @@ class LogReader:
         self._dev = 0
         self._ino = 0
         self._decoder: Decoder | None = None
+        self._pieces: Iterator[bytes] | None = None  # the decoded rest of the latest read
         self._stopped = False  # abandoned after an error; waiting to move on
         self._offset = 0
         self._produced = 0  # decoded bytes of the file, including those dropped on resume
@@ -137,6 +139,7 @@ class LogReader:
         clean = (
             self._decoder is not None
             and self._decoder.idle
+            and self._pieces is None
             and not self._splitter.held
             and not self._discard
             and not self._stopped
@@ -165,6 +168,7 @@ class LogReader:
 
     def close(self) -> None:
         """Release the open file; idempotent. The reader is done with it afterwards."""
+        self._pieces = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -296,6 +300,10 @@ class LogReader:
         if fd is None or decoder is None:
             return True
         while True:
+            if self._pieces is not None and not self._drain(lines, budget):
+                return False
+            if self._fd is None:
+                return True  # abandoned after an error
             if budget[0] <= 0:
                 return False
             chunk = os.read(fd, self.read_size)
@@ -306,14 +314,26 @@ class LogReader:
                 return True
             self.bytes_read += len(chunk)
             self._offset += len(chunk)
+            self._pieces = decoder.pieces(chunk)
+
+    def _drain(self, lines: list[bytes], budget: list[int]) -> bool:
+        """Split the decoded pieces of the latest read, one at a time (each at most a codec
+        block), until the batch is full (False) or they are all taken."""
+        pieces = self._pieces
+        assert pieces is not None
+        while budget[0] > 0:
             try:
-                data = decoder.feed(chunk)
+                data = next(pieces, None)
             except CorruptStream as error:
                 self._split(error.partial, lines)
                 self._fail(error.detail, error.offset)
                 return True
+            if data is None:
+                self._pieces = None
+                return True
             budget[0] -= len(data)
             self._split(data, lines)
+        return False
 
     def _finish_file(self, lines: list[bytes]) -> None:
         """The current file is final and read to its end: check the stream ended cleanly and
