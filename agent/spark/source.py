@@ -153,6 +153,8 @@ class SparkSource:
                     continue
                 if ref.error is not None:
                     self._finished.add(key)
+                    if ref.special:
+                        self.metrics.eventlog_lines_skipped.labels(reason="special_file").inc()
                     log.error("eventlog_unreadable", log=ref.path, error=ref.error)
                     continue
                 if (

@@ -30,15 +30,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from stat import S_ISREG
 from typing import Final
 
 from agent.errors import CodecError, CorruptStream
+from agent.fsutil import file_kind
 from agent.spark.eventlog.codecs import Decoder, decoder_for
 from agent.spark.eventlog.layout import EventFile, LogRef, restat
 from agent.spark.eventlog.lines import LineSplitter
 
 READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; decoded one block at a time
 BATCH_BYTES: Final = 16 * 1024 * 1024  # decoded bytes per read_available call, about
+# A FIFO planted where an event file was must not block the open: opened without waiting,
+# then refused by type.
+_OPEN_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +253,7 @@ class LogReader:
         self._decoder = None
         fd: int | None
         try:
-            fd = os.open(file.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(file.path, _OPEN_FLAGS)
         except FileNotFoundError:
             fd = self._reopen_renamed(file)
         except OSError as error:
@@ -257,6 +262,10 @@ class LogReader:
         if fd is None:
             return
         stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):  # replaced since the scan: never read from
+            os.close(fd)
+            self._fail(f"not a regular file ({file_kind(stat.st_mode)})", 0)
+            return
         self._fd, self._dev, self._ino = fd, stat.st_dev, stat.st_ino
         if start is not None and (start.dev, start.ino) == (stat.st_dev, stat.st_ino):
             self._splitter.lines = start.lines
@@ -283,7 +292,7 @@ class LogReader:
         for candidate in self.ref.files:
             if candidate.index == file.index:
                 try:
-                    fd = os.open(candidate.path, os.O_RDONLY | os.O_CLOEXEC)
+                    fd = os.open(candidate.path, _OPEN_FLAGS)
                 except OSError:
                     break
                 self._file = candidate
