@@ -1,8 +1,9 @@
 """Reading the YAML config file into the dataclasses of `agent.config`.
 
 Errors:
-    ConfigError: the file is missing, unreadable, not YAML, or a key is unknown, of the
-    wrong type or out of range. The message names the file, the line and the dotted key,
+    ConfigError: the file is missing, unreadable, not a regular file (a FIFO or device is
+    never read from), over 1 MiB, not YAML, or a key is unknown, of the wrong type or out of
+    range. The message names the file, the line and the dotted key,
     e.g. ``/etc/lineage-agent/config.yaml:7: lineage.queue_size: expected an integer >= 0,
     got 'many'``. Config code never exits; `cli.py` maps ConfigError to exit 78.
 
@@ -19,15 +20,17 @@ import ipaddress
 import math
 import os
 import re
+import stat
 import types
 import typing
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agent.config import AgentConfig, Bounds, Kind, fields_of
 from agent.errors import ConfigError
+from agent.fsutil import file_kind
 from agent.yamlnodes import (
     BOOL,
     FLOAT,
@@ -42,20 +45,58 @@ from agent.yamlnodes import (
     scalar,
 )
 
+#: A config is a few KiB; anything larger is refused before it is read.
+MAX_CONFIG_BYTES: Final = 1024 * 1024
+
 
 def load_config(path: str | os.PathLike[str]) -> AgentConfig:
     """Read and validate the YAML file at `path`; relative paths in it are taken from its folder."""
     source = os.fspath(path)
-    try:
-        with open(source, "rb") as stream:
-            data = stream.read()
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    data = _read_regular(source)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source}: cannot read: not UTF-8 text (byte {exc.start})") from None
     return parse_config(text, source, base_dir=os.path.dirname(os.path.abspath(source)))
+
+
+def _read_regular(source: str) -> bytes:
+    """The file's bytes; a FIFO, device or file over MAX_CONFIG_BYTES is refused unread."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+        fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"{source}: cannot read: Is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                f"{source}: cannot read: not a regular file ({file_kind(info.st_mode)})"
+            )
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(_too_large(source, info.st_size))
+        chunks: list[bytes] = []
+        size = 0
+        for _ in range(MAX_CONFIG_BYTES // 65536 + 2):  # the file may grow while read
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_CONFIG_BYTES:
+                raise ConfigError(_too_large(source, size))
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _too_large(source: str, size: int) -> str:
+    limit = MAX_CONFIG_BYTES // (1024 * 1024)
+    return f"{source}: cannot read: {size} bytes, more than a config file may have ({limit} MiB)"
 
 
 def parse_config(

@@ -369,7 +369,8 @@ class Daemon:
         except Exception as error:  # the socket is a convenience; the reload goes on
             log.error("control_socket_unavailable", path=self._control_path, error=repr(error))
         try:
-            new = load_config(self.config.source)
+            # In a thread: no file-system call may hold up the loop (or SIGTERM).
+            new = await asyncio.to_thread(load_config, self.config.source)
             await self._apply(new)
         except Exception as error:
             # Whatever went wrong, a reload never ends the agent: the running configuration

@@ -1,10 +1,12 @@
-"""File-system helpers shared by the state database, the file transport and key files."""
+"""File-system helpers shared by the state database, the file transport, key, config and
+event-log files."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import stat
 
 
 def take_lock(lock_path: str | os.PathLike[str], mode: int, *, follow_links: bool = True) -> int:
@@ -43,3 +45,15 @@ def identity_change(path: str | os.PathLike[str], identity: tuple[int, int]) -> 
     except OSError:
         return None  # unreadable now is not proof of a change
     return None if (info.st_dev, info.st_ino) == identity else "replaced"
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words, from its `st_mode`."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "an unknown kind")

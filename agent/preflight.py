@@ -106,6 +106,8 @@ def check_startup(
                     "again as the service's user to check it"
                 )
             else:
+                if os.path.exists(ca_file) and not os.path.isfile(ca_file):
+                    raise StartError(f"lineage.http.ca_file: {ca_file}: not a regular file")
                 tls_context(ca_file)
     if "file" in names:
         note = check_path(at(lineage.file.path))

@@ -276,6 +276,25 @@ def lz4_block(data: bytes, *, level: int = 5) -> bytes:
     return struct.pack("<8sBiii", b"LZ4Block", 0x20 | level, len(payload), len(data), 0) + payload
 
 
+@pytest.mark.parametrize("codec", codec_params(COMPRESSED))
+def test_pieces_are_bounded_by_a_block_whatever_the_ratio(codec: str) -> None:
+    """64 MiB of one byte fed at once comes out in pieces of at most one block (128 KiB)."""
+    size, block = 64 * 1024 * 1024, 32 * 1024
+    if codec == "zstd":
+        frame = zstandard.ZstdCompressor(level=1).compressobj()
+        data = frame.compress(b"x" * size) + frame.flush()
+    else:
+        data = b"".join(block_encoded(codec, [b"x" * block] * (size // block)))
+    decoder = decoder_for(codec)
+    total = 0
+    for piece in decoder.pieces(data):
+        assert 0 < len(piece) <= 128 * 1024
+        assert piece == b"x" * len(piece)
+        total += len(piece)
+    assert total == size
+    decoder.finish()
+
+
 def test_lz4_end_marker_and_concatenated_streams() -> None:
     """An empty block ends one LZ4Block stream; a second stream after it is read on."""
     end = struct.pack("<8sBiii", b"LZ4Block", 0x15, 0, 0, 0)

@@ -155,6 +155,8 @@ class SparkSource:
                     continue
                 if ref.error is not None:
                     self._finished.add(key)
+                    if ref.special:
+                        self.metrics.eventlog_lines_skipped.labels(reason="special_file").inc()
                     log.error("eventlog_unreadable", log=ref.path, error=ref.error)
                     continue
                 old = horizon > 0 and (now_ns - ref.mtime_ns) / 1e9 > horizon
@@ -269,7 +271,7 @@ class SparkSource:
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)
             held = not self._emit(app, events)
-            if reader.caught_up or reader.gone or not batch.lines or held:
+            if reader.caught_up or reader.gone or held:  # else it stopped at its batch size
                 break
             await asyncio.sleep(0)  # a large log must not starve the deliveries
         if reader.exhausted or reader.gone:

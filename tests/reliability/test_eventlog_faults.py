@@ -409,6 +409,45 @@ def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> No
     assert peak - before < 60 * 1024 * 1024, (before, peak)
 
 
+def test_gigabyte_line_in_a_small_zstd_log_is_skipped_in_bounded_memory(workdir: Path) -> None:
+    """A 1 GB line packed into a 32 KB zstd log: skipped, peak RSS within the line bound."""
+    clean = workdir / "clean"
+    clean.mkdir()
+    (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    lines = SUCCESS.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
+    max_line_bytes = 8 * 1024 * 1024
+    config = spark_agent_config(workdir, events_dir, max_line_bytes=max_line_bytes)
+    staged = workdir / f"{SUCCESS_APP.decode()}.zstd"
+    compressor = zstandard.ZstdCompressor(level=1)
+    with staged.open("wb") as out:
+        out.write(compressor.compress(b"\n".join(lines[:at]) + b"\n"))
+        frame = compressor.compressobj()  # one frame, as Spark writes between two flushes
+        out.write(frame.compress(b'{"Event":"SparkListenerJobStart","Padding":"'))
+        padding = b"x" * (64 * 1024 * 1024)
+        for _ in range(16):
+            out.write(frame.compress(padding))
+        out.write(frame.compress(b'"}\n') + frame.flush())
+        del padding
+        out.write(compressor.compress(b"\n".join(lines[at:])))
+    assert staged.stat().st_size < 256 * 1024
+    log = events_dir / staged.name
+    with agent(config) as process:
+        before = rss_bytes(process.proc.pid)
+        staged.rename(log)
+        wait_until("the log finished", lambda: finished(process) == 1)
+        peak = peak_rss(process.proc.pid)
+        assert skipped(process, "too_long") == 1
+        line = process.wait_log("eventlog_line_skipped")
+        assert (line["log"], line["line"]) == (str(log), at + 1)
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(clean)
+    # Whatever the ratio, a read holds at most the line bound plus one codec block or so.
+    assert peak - before < max_line_bytes + 60 * 1024 * 1024, (before, peak)
+
+
 def peak_rss(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):

@@ -4,7 +4,7 @@ snappy-java's stream and compress-lzf chunks (see `codecs` for the formats)."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import cramjam
@@ -31,16 +31,27 @@ class _BlockDecoder:
         return not self._pending
 
     def feed(self, data: bytes) -> bytes:
-        buf = self._pending + data if self._pending else data
         out: list[bytes] = []
         try:
-            used = self._blocks(buf, out)
+            out.extend(self.pieces(data))
         except CorruptStream as error:
-            error.partial = b"".join(out)
+            error.partial = b"".join(out) + error.partial
             raise
-        self._pending = buf[used:]
-        self._offset += used
         return b"".join(out)
+
+    def pieces(self, data: bytes) -> Iterator[bytes]:
+        """`feed`'s output one block at a time, whatever the compression ratio."""
+        buf = self._pending + data if self._pending else data
+        pos = 0
+        for _ in range(len(buf) + 1):  # every round but the last takes at least one byte
+            out: list[bytes] = []
+            used = self._blocks(buf, out, pos)
+            yield from out
+            if used == pos:
+                break
+            pos = used
+        self._pending = buf[pos:]
+        self._offset += pos
 
     def finish(self) -> None:
         if self._pending:
@@ -50,8 +61,9 @@ class _BlockDecoder:
                 offset=self._offset + len(self._pending),
             )
 
-    def _blocks(self, buf: bytes, out: list[bytes]) -> int:
-        """Append the output of every whole block in `buf`; return the bytes they span."""
+    def _blocks(self, buf: bytes, out: list[bytes], pos: int) -> int:
+        """Append the output of the first non-empty whole block of `buf` from `pos` (and the
+        empty ones before it); return where the blocks taken end."""
         raise NotImplementedError
 
     def _corrupt(self, what: str, pos: int) -> CorruptStream:
@@ -72,10 +84,10 @@ class Lz4Decoder(_BlockDecoder):
     _RAW: Final = 0x10
     _LZ4: Final = 0x20
 
-    def _blocks(self, buf: bytes, out: list[bytes]) -> int:
+    def _blocks(self, buf: bytes, out: list[bytes], pos: int) -> int:
         view = memoryview(buf)
-        pos, end, size = 0, len(buf), self._HEADER.size
-        while end - pos >= size:
+        end, size = len(buf), self._HEADER.size
+        while not out and end - pos >= size:
             magic, token, compressed, original, _ = self._HEADER.unpack_from(buf, pos)
             if magic != self._MAGIC:
                 raise self._corrupt(f"bad block magic {magic!r}", pos)
@@ -124,10 +136,10 @@ class SnappyDecoder(_BlockDecoder):
     _HEADER_SIZE: Final = 16  # magic, be32 version, be32 compatible version
     _LENGTH: Final = struct.Struct(">i")
 
-    def _blocks(self, buf: bytes, out: list[bytes]) -> int:
+    def _blocks(self, buf: bytes, out: list[bytes], pos: int) -> int:
         view = memoryview(buf)
-        pos, end = 0, len(buf)
-        while end - pos >= 4:
+        end = len(buf)
+        while not out and end - pos >= 4:
             if buf[pos] == self._MAGIC[0]:  # a chunk length never has the top bit set
                 if end - pos < self._HEADER_SIZE:
                     break
@@ -177,10 +189,10 @@ class LzfDecoder(_BlockDecoder):
         super().__init__(offset)
         self._raw = raw
 
-    def _blocks(self, buf: bytes, out: list[bytes]) -> int:
+    def _blocks(self, buf: bytes, out: list[bytes], pos: int) -> int:
         view = memoryview(buf)
-        pos, end = 0, len(buf)
-        while end - pos >= 5:
+        end = len(buf)
+        while not out and end - pos >= 5:
             if buf[pos] != 0x5A or buf[pos + 1] != 0x56:  # "ZV"
                 raise self._corrupt(f"bad chunk signature {buf[pos : pos + 2]!r}", pos)
             kind = buf[pos + 2]

@@ -3,6 +3,8 @@
 A decoder is fed the bytes appended to a compressed event-log file, in pieces of any size, and
 returns whatever decompressed bytes they complete; an incomplete block or frame waits inside
 until its rest arrives. This is what lets an in-progress log be read while Spark writes it.
+`pieces` returns the same bytes one block at a time, so what a small input expands to (a zstd
+file of kilobytes can hold gigabytes) is never in memory at once.
 
 Formats (one per Spark codec short name, which is also the file extension):
     none    the bytes as they are
@@ -22,7 +24,7 @@ Errors (one hierarchy, rooted at CodecError):
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, Protocol
 
 from agent.errors import CodecUnavailable, UnknownCodec
@@ -45,6 +47,9 @@ class Decoder(Protocol):
         CorruptStream (and nothing else) on invalid input; after that the decoder is unusable.
         """
 
+    def pieces(self, data: bytes) -> Iterator[bytes]:
+        """`feed`'s output in pieces of at most one block each, whatever the ratio."""
+
     @property
     def idle(self) -> bool:
         """True when no partial block or frame is held: a fresh decoder could take over at
@@ -64,6 +69,10 @@ class NoneDecoder:
 
     def feed(self, data: bytes) -> bytes:
         return data
+
+    def pieces(self, data: bytes) -> Iterator[bytes]:
+        """The bytes as they are, one piece."""
+        yield data
 
     @property
     def idle(self) -> bool:

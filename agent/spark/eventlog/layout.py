@@ -13,16 +13,20 @@ starts the extensions):
 
 Dot-files (Hadoop's `.<file>.crc` checksums) and `*.crc` are ignored. One application that
 cannot be read (unknown codec, missing appstatus, a gap in the indices, an unreadable
-directory) becomes a LogRef whose `error` says why; it never stops the scan of the others.
+directory, an event file that is a FIFO, socket or device) becomes a LogRef whose `error` says
+why (`special` for the kinds of file Spark never writes, which are never opened); it never
+stops the scan of the others.
 Only an unreadable top directory raises (OSError), since then nothing can be scanned.
 """
 
 from __future__ import annotations
 
 import os
+import stat as stat_module
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
+from agent.fsutil import file_kind
 from agent.spark.eventlog.codecs import CODECS
 
 Layout = Literal["single", "rolling"]
@@ -69,6 +73,7 @@ class LogRef:
     mtime_ns: int
     compacted: bool = False
     error: str | None = None
+    special: bool = False  # the error is an event file that is not a regular file
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -130,17 +135,17 @@ def _from_entry(entry: os.DirEntry[str]) -> LogRef | None:
                 entry.path,
                 f"not an event log directory (expected a name starting with {ROLLING_PREFIX!r})",
             )
-        if entry.is_file():
-            return _single(entry.path, entry.stat())
+        return _single(entry.path, entry.stat())
     except FileNotFoundError:
-        return None  # removed while scanning
+        return None  # removed while scanning, or a dangling link
     except OSError as error:
         return _failed(entry.name, "single", entry.path, f"cannot stat: {error.strerror}")
-    return None  # sockets, fifos, dangling links: nothing Spark writes
 
 
 def _single(path: str, stat: os.stat_result) -> LogRef:
     key, codec, in_progress, compacted = parse_single_name(os.path.basename(path))
+    if not stat_module.S_ISREG(stat.st_mode):
+        return _special(key, "single", path, f"not a regular file ({file_kind(stat.st_mode)})")
     error = _codec_error(codec)
     if error:
         return _failed(key, "single", path, error, codec=codec)
@@ -180,6 +185,9 @@ def _rolling(path: str, key: str) -> LogRef | None:
                 if name.startswith(APPSTATUS_PREFIX):
                     statuses.append(not name.endswith(IN_PROGRESS))
                     continue
+                if not stat_module.S_ISREG(stat.st_mode):
+                    kind = file_kind(stat.st_mode)
+                    return _special(key, "rolling", path, f"{name}: not a regular file ({kind})")
                 index, codec, compacted = _parse_events_name(name)
                 if index is None:
                     return _failed(key, "rolling", path, f"bad event file name {name!r}")
@@ -271,6 +279,11 @@ def _failed(key: str, layout: Layout, path: str, error: str, *, codec: str = "no
         mtime_ns=0,
         error=error,
     )
+
+
+def _special(key: str, layout: Layout, path: str, error: str) -> LogRef:
+    """A FIFO, socket or device where an event file should be: refused, never opened."""
+    return replace(_failed(key, layout, path, error), special=True)
 
 
 def _pick(first: LogRef, second: LogRef) -> LogRef:

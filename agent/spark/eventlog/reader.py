@@ -28,16 +28,22 @@ where the writer flushed. Earlier files are never read again.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
+from stat import S_ISREG
 from typing import Final
 
 from agent.errors import CodecError, CorruptStream
+from agent.fsutil import file_kind
 from agent.spark.eventlog.codecs import Decoder, decoder_for
 from agent.spark.eventlog.layout import EventFile, LogRef, restat
 from agent.spark.eventlog.lines import LineSplitter
 
-READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; output scales with the ratio
+READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; decoded one block at a time
 BATCH_BYTES: Final = 16 * 1024 * 1024  # decoded bytes per read_available call, about
+# A FIFO planted where an event file was must not block the open: opened without waiting,
+# then refused by type.
+_OPEN_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +111,7 @@ class LogReader:
         self._dev = 0
         self._ino = 0
         self._decoder: Decoder | None = None
+        self._pieces: Iterator[bytes] | None = None  # the decoded rest of the latest read
         self._stopped = False  # abandoned after an error; waiting to move on
         self._offset = 0
         self._produced = 0  # decoded bytes of the file, including those dropped on resume
@@ -137,6 +144,7 @@ class LogReader:
         clean = (
             self._decoder is not None
             and self._decoder.idle
+            and self._pieces is None
             and not self._splitter.held
             and not self._discard
             and not self._stopped
@@ -165,6 +173,7 @@ class LogReader:
 
     def close(self) -> None:
         """Release the open file; idempotent. The reader is done with it afterwards."""
+        self._pieces = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -244,7 +253,7 @@ class LogReader:
         self._decoder = None
         fd: int | None
         try:
-            fd = os.open(file.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(file.path, _OPEN_FLAGS)
         except FileNotFoundError:
             fd = self._reopen_renamed(file)
         except OSError as error:
@@ -253,6 +262,10 @@ class LogReader:
         if fd is None:
             return
         stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):  # replaced since the scan: never read from
+            os.close(fd)
+            self._fail(f"not a regular file ({file_kind(stat.st_mode)})", 0)
+            return
         self._fd, self._dev, self._ino = fd, stat.st_dev, stat.st_ino
         if start is not None and (start.dev, start.ino) == (stat.st_dev, stat.st_ino):
             self._splitter.lines = start.lines
@@ -279,7 +292,7 @@ class LogReader:
         for candidate in self.ref.files:
             if candidate.index == file.index:
                 try:
-                    fd = os.open(candidate.path, os.O_RDONLY | os.O_CLOEXEC)
+                    fd = os.open(candidate.path, _OPEN_FLAGS)
                 except OSError:
                     break
                 self._file = candidate
@@ -296,6 +309,10 @@ class LogReader:
         if fd is None or decoder is None:
             return True
         while True:
+            if self._pieces is not None and not self._drain(lines, budget):
+                return False
+            if self._fd is None:
+                return True  # abandoned after an error
             if budget[0] <= 0:
                 return False
             chunk = os.read(fd, self.read_size)
@@ -306,14 +323,26 @@ class LogReader:
                 return True
             self.bytes_read += len(chunk)
             self._offset += len(chunk)
+            self._pieces = decoder.pieces(chunk)
+
+    def _drain(self, lines: list[bytes], budget: list[int]) -> bool:
+        """Split the decoded pieces of the latest read, one at a time (each at most a codec
+        block), until the batch is full (False) or they are all taken."""
+        pieces = self._pieces
+        assert pieces is not None
+        while budget[0] > 0:
             try:
-                data = decoder.feed(chunk)
+                data = next(pieces, None)
             except CorruptStream as error:
                 self._split(error.partial, lines)
                 self._fail(error.detail, error.offset)
                 return True
+            if data is None:
+                self._pieces = None
+                return True
             budget[0] -= len(data)
             self._split(data, lines)
+        return False
 
     def _finish_file(self, lines: list[bytes]) -> None:
         """The current file is final and read to its end: check the stream ended cleanly and

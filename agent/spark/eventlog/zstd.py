@@ -5,8 +5,8 @@ frame that come before the damage."""
 
 from __future__ import annotations
 
-import itertools
-from typing import Any, Final
+from collections.abc import Iterator
+from typing import Final
 
 import zstandard
 
@@ -22,10 +22,9 @@ class ZstdDecoder:
     middle of one, which `idle` and `finish` need, so a small parser follows the frame and
     block headers (a few bytes per block of up to 128 KiB; payloads are only skipped). Knowing
     where frames and blocks end also lets damage lose only the output from the damaged block
-    on: libzstd's streaming decoder emits each block once it has all of it, but a call that
-    fails returns nothing, so a frame that fails is decoded again block by block up to the
-    damage, and the rest of a frame continued from an earlier `feed` (whose start is gone) is
-    decoded block by block in the first place.
+    on, and bounds memory: libzstd is fed one block (or header) per call, so no call returns
+    more than one block's output (128 KiB), however far the input expands; a call that fails
+    returns nothing, and the blocks before it were returned already.
     """
 
     codec = "zstd"
@@ -57,28 +56,44 @@ class ZstdDecoder:
         return self._field == self._FRAME_MAGIC and not self._head and not self._skip
 
     def feed(self, data: bytes) -> bytes:
+        out: list[bytes] = []
+        try:
+            out.extend(self.pieces(data))
+        except CorruptStream as error:
+            error.partial = b"".join(out) + error.partial
+            raise
+        return b"".join(out)
+
+    def pieces(self, data: bytes) -> Iterator[bytes]:
+        """`feed`'s output one block (at most 128 KiB) at a time, whatever the ratio."""
         view = memoryview(data)
         frame_start = self._frame_start  # of the frame the first byte belongs to
         ends: list[int] = []
         blocks: list[int] = []
+        stop = len(view)
+        damage: CorruptStream | None = None
         try:
             self._walk(data, ends, blocks)
         except CorruptStream as error:
             # Everything before the damaged header still decodes.
-            good = max(0, error.offset - self._offset)
+            damage = error
+            stop = max(0, error.offset - self._offset)
+        start = 0
+        for cut in sorted({*(c for c in (*blocks, *ends) if 0 < c < stop), stop}):
             try:
-                error.partial = self._decode(
-                    view[:good],
-                    [e for e in ends if e <= good],
-                    [b for b in blocks if b <= good],
-                    frame_start,
-                )
-            except CorruptStream as earlier:
-                error.partial = earlier.partial
-            raise
-        out = self._decode(view, ends, blocks, frame_start)
+                piece = self._stream.decompress(view[start:cut])
+            except zstandard.ZstdError as error:
+                at = max((e for e in ends if e <= start), default=None)
+                raise self._undecodable(
+                    frame_start if at is None else self._offset + at, error, b""
+                ) from None
+            if piece:
+                yield piece
+            start = cut
+        if damage is not None:
+            damage.partial = b""
+            raise damage
         self._offset += len(data)
-        return out
 
     def finish(self) -> None:
         if not self.idle:
@@ -86,41 +101,6 @@ class ZstdDecoder:
                 f"zstd: stream ends inside the frame that starts at byte {self._frame_start}",
                 offset=self._offset,
             )
-
-    def _decode(
-        self, view: memoryview, ends: list[int], blocks: list[int], frame_start: int
-    ) -> bytes:
-        """Decode `view` (frames ending at `ends`, blocks at `blocks`): the rest of the frame
-        open before it block by block, then everything after in one call. A failure in that
-        call is located by decoding its frames again one by one, so the output before the
-        damaged block is kept."""
-        split = ends[0] if ends else len(view)
-        head, error = _blockwise(self._stream, view, 0, split, blocks)
-        if error is not None:
-            raise self._undecodable(frame_start, error, head)
-        if split == len(view):
-            return head
-        try:
-            return head + self._stream.decompress(view[split:])
-        except zstandard.ZstdError:
-            raise self._locate(view, ends, blocks, head) from None
-
-    def _locate(
-        self, view: memoryview, ends: list[int], blocks: list[int], head: bytes
-    ) -> CorruptStream:
-        fresh = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
-        out = [head]
-        bounds = [*ends, len(view)] if ends[-1] < len(view) else ends
-        for start, stop in itertools.pairwise(bounds):
-            try:
-                out.append(fresh.decompress(view[start:stop]))
-            except zstandard.ZstdError as error:
-                # The damaged frame again, block by block: the blocks before the damage.
-                again = zstandard.ZstdDecompressor().decompressobj()
-                out.append(_blockwise(again, view, start, stop, blocks)[0])
-                return self._undecodable(self._offset + start, error, b"".join(out))
-        # Not reproduced frame by frame (libzstd should agree with itself): blame them all.
-        return self._undecodable(self._offset + ends[0], zstandard.ZstdError("unknown"), head)
 
     @staticmethod
     def _undecodable(at: int, error: zstandard.ZstdError, partial: bytes) -> CorruptStream:
@@ -212,18 +192,3 @@ class ZstdDecoder:
         ends.append(pos)
         self._field, self._need = self._FRAME_MAGIC, 4
         self._frame_ends_after_skip = False
-
-
-def _blockwise(
-    stream: Any, view: memoryview, start: int, stop: int, blocks: list[int]
-) -> tuple[bytes, zstandard.ZstdError | None]:
-    """Feed `view[start:stop]` to `stream` in pieces cut where blocks end; the output up to
-    the first piece that fails, and its error (None when none does)."""
-    out: list[bytes] = []
-    for cut in (*(b for b in blocks if start < b < stop), stop):
-        try:
-            out.append(stream.decompress(view[start:cut]))
-        except zstandard.ZstdError as error:
-            return b"".join(out), error
-        start = cut
-    return b"".join(out), None
