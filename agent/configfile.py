@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import ipaddress
-import math
 import os
-import re
 import stat
 import types
 import typing
 from typing import Annotated, Any, Final, Literal, get_args, get_origin
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agent.config import AgentConfig, Bounds, Kind, fields_of
+from agent.configkinds import KIND_READERS, bounds_text, within
 from agent.errors import ConfigError
 from agent.fsutil import file_kind
 from agent.yamlnodes import (
@@ -157,37 +155,6 @@ def _unknown_key(name: str, known: list[str]) -> str:
     return f"unknown key (expected one of {', '.join(map(repr, known))})"
 
 
-def _number_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-_SPANS = ((86400.0, "d"), (3600.0, "h"), (60.0, "m"), (1.0, "s"))
-
-
-def duration_text(seconds: float) -> str:
-    """`seconds` in the largest unit that writes it whole: 3600 -> 1h, 90 -> 90s, 0.5 -> 500ms."""
-    for size, unit in _SPANS:
-        if seconds and seconds >= size and (seconds / size).is_integer():
-            return f"{int(seconds / size)}{unit}"
-    if seconds and (seconds * 1000).is_integer():
-        return f"{int(seconds * 1000)}ms"
-    return f"{_number_text(seconds)}s"
-
-
-def _bounds_text(bounds: Bounds, show: typing.Callable[[float], str] = _number_text) -> str:
-    if bounds.low_open:
-        return f" > {show(bounds.low)} and <= {show(bounds.high)}"
-    return f" from {show(bounds.low)} to {show(bounds.high)}"
-
-
-def _within(value: float, bounds: Bounds) -> bool:
-    if isinstance(value, float) and not math.isfinite(value):
-        return False
-    if value < bounds.low or (bounds.low_open and value == bounds.low):
-        return False
-    return value <= bounds.high
-
-
 class _Reader:
     """Walks composed YAML nodes into the dataclasses, remembering the line of every key."""
 
@@ -212,7 +179,7 @@ class _Reader:
             bounds = next((e for e in extras if isinstance(e, Bounds)), None)
             kind = next((e for e in extras if isinstance(e, Kind)), None)
             if kind is not None:
-                return _KIND_READERS[kind](self, node, path, bounds)
+                return KIND_READERS[kind](self, node, path, bounds)
             if bounds is None:
                 raise TypeError(f"{path}: a number field needs Bounds (both ends)")
             return self.number(node, base, path, bounds)
@@ -297,10 +264,10 @@ class _Reader:
             value = None if value is None else base(value)
         except OverflowError:  # an integer too large for a float
             value = None
-        if value is None or not _within(value, bounds):
+        if value is None or not within(value, bounds):
             noun = "an integer" if base is int else "a number"
             raise self.error(
-                node, path, f"expected {noun}{_bounds_text(bounds)}, got {describe(node)}"
+                node, path, f"expected {noun}{bounds_text(bounds)}, got {describe(node)}"
             )
         return value
 
@@ -309,124 +276,6 @@ class _Reader:
         if not value:
             raise self.error(node, path, f"expected a non-empty string, got {describe(node)}")
         return str(value)
-
-
-# --- explicit readers for the special kinds --------------------------------------------------
-
-_DURATION = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+))(ms|s|m|h|d)?")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LISTEN = re.compile(r"\[(?P<v6>[^\]]+)\]:(?P<port6>\d{1,5})|(?P<host>[^:\[\]]+):(?P<port>\d{1,5})")
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
-
-
-def _read_duration(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> float:
-    # Read from the text as written: YAML 1.1 would turn `1:30` into 90 (base 60).
-    text = node.value if isinstance(node, ScalarNode) and node.tag in (STR, INT, FLOAT) else ""
-    match = _DURATION.fullmatch(str(text))
-    if match is None:
-        raise reader.error(
-            node, path, f"expected a duration like 5s or 500ms, got {describe(node)}"
-        )
-    if bounds is None:
-        raise TypeError(f"{path}: a duration field needs Bounds (both ends)")
-    seconds = float(match[1]) * _DURATION_UNITS[match[2]]
-    if not _within(seconds, bounds):
-        raise reader.error(
-            node,
-            path,
-            f"expected a duration{_bounds_text(bounds, duration_text)}, got {describe(node)}",
-        )
-    return seconds
-
-
-def _read_path(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> str:
-    text = reader.string(node, path)
-    if text.startswith("file:"):
-        parts = urlsplit(text)
-        if (
-            parts.netloc in ("", "localhost")
-            and parts.path.startswith("/")
-            and not (parts.query or parts.fragment)
-        ):
-            text = unquote(parts.path)
-        else:
-            text = ""
-    elif _URL_SCHEME.match(text):
-        text = ""
-    if not text or "\0" in text:
-        raise reader.error(
-            node, path, f"expected a local path or a file:// URL, got {describe(node)}"
-        )
-    return os.path.normpath(os.path.join(reader.base_dir, text))
-
-
-def _read_http_url(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> str:
-    text = reader.string(node, path)
-    try:
-        parts = urlsplit(text)
-        port = parts.port  # raises ValueError when not a number from 0 to 65535
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and port != 0
-    except ValueError:
-        valid = False
-    if not valid or any(c.isspace() for c in text):
-        raise reader.error(
-            node, path, f"expected an absolute http:// or https:// URL, got {describe(node)}"
-        )
-    return text
-
-
-def _read_env_name(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> str:
-    text = reader.string(node, path)
-    if not _ENV_NAME.fullmatch(text):
-        raise reader.error(
-            node,
-            path,
-            f"expected an environment variable name like OPENLINEAGE_TOKEN, got {describe(node)}",
-        )
-    return text
-
-
-def _read_listen(reader: _Reader, node: Node, path: str, bounds: Bounds | None) -> str | None:
-    if scalar(node, (BOOL,)) is False or scalar(node, (STR,)) == "":
-        return None
-    # The text as written: a plain `10:20` is a YAML 1.1 base-60 integer, still host:port here.
-    text = str(node.value) if isinstance(node, ScalarNode) and node.tag in (STR, INT) else ""
-    match = _LISTEN.fullmatch(text)
-    valid = match is not None
-    if match is not None and match["v6"] is not None:
-        try:
-            ipaddress.IPv6Address(match["v6"])
-        except ValueError:
-            valid = False
-    elif match is not None:
-        host = match["host"]
-        valid = bool(_HOST_NAME.fullmatch(host))
-        if valid and host.replace(".", "").isdigit():  # all-numeric: must be a real IPv4
-            try:
-                ipaddress.IPv4Address(host)
-            except ValueError:
-                valid = False
-    if not valid or match is None:
-        raise reader.error(
-            node,
-            path,
-            f"expected host:port or [ipv6]:port, or false to disable, got {describe(node)}",
-        )
-    if int(match["port"] or match["port6"]) > 65535:
-        raise reader.error(node, path, f"expected a port from 0 to 65535, got {describe(node)}")
-    return text
-
-
-_KIND_READERS: dict[Kind, typing.Callable[[_Reader, Node, str, Bounds | None], Any]] = {
-    Kind.DURATION: _read_duration,
-    Kind.PATH: _read_path,
-    Kind.HTTP_URL: _read_http_url,
-    Kind.ENV_NAME: _read_env_name,
-    Kind.LISTEN: _read_listen,
-}
 
 
 # --- redacted --------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import resource
 import signal
 import time
 from collections.abc import Callable
@@ -32,8 +31,10 @@ from agent.configfile import load_config
 from agent.control import ControlServer
 from agent.deliveries import Deliveries
 from agent.errors import AgentError, StartError, StateError
+from agent.fsutil import raise_open_files_limit
 from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
+from agent.owned import OwnedFiles
 from agent.pipeline import Pipeline
 from agent.preflight import Checked, check_startup
 from agent.sdnotify import Notifier, watchdog_interval
@@ -42,18 +43,12 @@ from agent.source import ApplicationControl, Source, SourceContext
 from agent.state import StateDB
 from agent.transports.base import Transport
 from agent.transports.factory import build_transports
-from agent.transports.file import FileTransport
 
 log = structlog.get_logger("agent.daemon")
 
 SourceFactory = Callable[[AgentConfig, SourceContext], Source]
 #: How a run of the agent ended.
 Outcome = Literal["stopped", "source_failed"]
-#: What a `file_changed_under_agent` line advises.
-FILE_HELP = (
-    "the agent keeps using the file it opened, which that path no longer names; restart the "
-    "agent (see README, 'Files the agent owns')"
-)
 #: Where the agent is in its life, as `status` and /healthz show it.
 Phase = Literal["starting", "running", "stopping", "stopped", "disabled"]
 
@@ -61,23 +56,6 @@ Phase = Literal["starting", "running", "stopping", "stopped", "disabled"]
 def _signer_of(checked: Checked) -> Signer:
     assert checked.signing_key is not None  # the service's checks read the key or raise
     return Signer(checked.signing_key)
-
-
-def raise_open_files_limit() -> int:
-    """Lift the soft RLIMIT_NOFILE to the hard limit and return the soft limit in force.
-
-    Every in-progress event log the agent follows holds a descriptor, and stale `.inprogress`
-    logs of killed drivers pile up in an event-log directory; services start with a soft
-    limit of 1024 (systemd's default, kept low for programs that use select(2), which this
-    one does not), and running out of descriptors also silences /metrics and the state
-    database. The hard limit is the administrator's bound and is left as it is.
-    """
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and soft < hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-    return soft
 
 
 @dataclass
@@ -92,7 +70,7 @@ class Daemon:
     def __post_init__(self) -> None:
         self.metrics = Metrics(self.registry)
         self.health = HealthTracker()
-        self.file_problems: dict[str, str] = {}  # path -> "removed" / "replaced"
+        self.owned = OwnedFiles()
         self.started = time.time()
         self.phase: Phase = "starting"
         self._stop = asyncio.Event()
@@ -311,31 +289,12 @@ class Daemon:
             self.control = None
         await self._start_control(at_reload=True)
 
-    def _check_files(self) -> None:
-        """Notice the state database or the events file's lock removed or replaced under
-        the running agent: one log line per change, and /healthz is not ok while it lasts."""
-        found: dict[str, str] = {}
-        if self.state_db is not None:
-            change = self.state_db.file_change()
-            if change is not None:
-                found[str(self.state_db.path)] = change
-        for delivery in self.pipeline.deliveries.values() if self.pipeline else ():
-            transport = delivery.transport
-            if isinstance(transport, FileTransport) and (change := transport.lock_change()):
-                found[f"{transport.path}.lock"] = change
-        for path, change in found.items():
-            if self.file_problems.get(path) != change:
-                log.error("file_changed_under_agent", path=path, change=change, detail=FILE_HELP)
-        for path in self.file_problems.keys() - found.keys():
-            log.info("file_change_resolved", path=path)
-        self.file_problems = found
-
     async def _flush_state(self) -> None:
         """Write the delivery ledger in batches, off the per-event path."""
         failing: str | None = None
         while self.state_db is not None:
             await asyncio.sleep(1.0)
-            self._check_files()
+            self.owned.check(self.state_db, self.pipeline)
             try:
                 self.state_db.flush()
             except Exception as error:  # a full disk must not stop delivery
@@ -433,7 +392,7 @@ class Daemon:
     def healthz(self) -> bytes:
         pipeline = self.pipeline
         status: str = "ok" if self.phase == "running" else self.phase
-        if status == "ok" and self.file_problems:
+        if status == "ok" and self.owned.problems:
             status = "degraded"
         body = {
             "status": status,
@@ -448,6 +407,6 @@ class Daemon:
                 for name, d in (pipeline.snapshot() if pipeline else ())
             },
             "unhealthy_executions": len(self.health.unhealthy()),
-            "problems": [f"{path} {change}" for path, change in sorted(self.file_problems.items())],
+            "problems": self.owned.described(),
         }
         return json.dumps(body).encode()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import resource
 import stat
 
 
@@ -57,3 +58,20 @@ def file_kind(mode: int) -> str:
         (stat.S_ISBLK, "a block device"),
     )
     return next((name for test, name in kinds if test(mode)), "an unknown kind")
+
+
+def raise_open_files_limit() -> int:
+    """Lift the soft RLIMIT_NOFILE to the hard limit and return the soft limit in force.
+
+    Every in-progress event log the agent follows holds a descriptor, and stale `.inprogress`
+    logs of killed drivers pile up in an event-log directory; services start with a soft
+    limit of 1024 (systemd's default, kept low for programs that use select(2), which this
+    one does not), and running out of descriptors also silences /metrics and the state
+    database. The hard limit is the administrator's bound and is left as it is.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft

@@ -27,7 +27,7 @@ import structlog
 
 from agent.config import AgentConfig, SparkConfig
 from agent.errors import ControlError
-from agent.health import HealthTracker, Incident
+from agent.health import HealthTracker
 from agent.metrics import Metrics
 from agent.source import ApplicationStatus, Sink, SourceContext, StopOutcome
 from agent.spark import liveness
@@ -35,9 +35,8 @@ from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
 from agent.spark.claims import Claims
 from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef, scan
-from agent.spark.eventlog.reader import Position
-from agent.spark.eventlog.records import RecordBatch
 from agent.spark.followed import Followed
+from agent.spark.problems import LogProblems
 from agent.state import LogPosition, StateDB
 
 log = structlog.get_logger("agent.spark")
@@ -66,6 +65,7 @@ class SparkSource:
         self.metrics = metrics
         self.health = health or HealthTracker()
         self.claims = Claims(state)
+        self.problems = LogProblems(metrics, self.health)
         self.apps: dict[str, Followed] = {}
         self._finished: set[str] = state.finished_keys()
         self._missing_logged: set[str] = set()
@@ -251,7 +251,7 @@ class SparkSource:
     def _abandon(self, app: Followed, error: Exception) -> None:
         """A failure nothing else handled: stop following this log until the next start."""
         log.error("eventlog_failed", log=app.log.ref.path, error=repr(error), exc_info=error)
-        self._health(app, "internal", f"{type(error).__name__}: {error}")
+        self.problems.record(app, "internal", f"{type(error).__name__}: {error}")
         app.log.close()
         self.apps.pop(app.key, None)
         self._finished.add(app.key)  # in memory only: the next start tries it again
@@ -265,9 +265,9 @@ class SparkSource:
             self.metrics.eventlog_bytes.inc(batch.bytes_read)
             if batch.lines:
                 app.last_growth = time.monotonic()
-            self._report(app, batch)
+            self.problems.report(app, batch)
             events = app.log.feed(batch)
-            self._report_malformed(app, app.log.take_malformed())
+            self.problems.report_malformed(app, app.log.take_malformed())
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)
             held = not self._emit(app, events)
@@ -290,59 +290,6 @@ class SparkSource:
         for event in fresh:
             self._sink(app.app_id, event)
         return True
-
-    def _report(self, app: Followed, batch: RecordBatch) -> None:
-        """Count and log what the read could not deliver."""
-        for detail in batch.corrupt:
-            app.corrupt += 1
-            self.metrics.eventlog_lines_skipped.labels(reason="corrupt_json").inc()
-            if app.corrupt == 1:  # logged once per log; the metric counts every one
-                position: Position | None = app.log.reader.position
-                log.warning(
-                    "eventlog_corrupt_line",
-                    log=position.path if position else app.log.ref.path,
-                    near_line=position.lines if position else None,
-                    detail=detail[:200],
-                )
-            self._health(app, "corrupt_json", detail[:200])
-        for skipped in batch.skipped:
-            self.metrics.eventlog_lines_skipped.labels(reason="too_long").inc()
-            log.warning(
-                "eventlog_line_skipped",
-                log=skipped.path,
-                line=skipped.line_no,
-                reason=skipped.reason,
-            )
-            self._health(app, "line_too_long", f"{skipped.path}:{skipped.line_no}")
-        for error in batch.errors:
-            self.metrics.eventlog_lines_skipped.labels(reason="read_error").inc()
-            log.error(
-                "eventlog_read_error", log=error.path, offset=error.offset, detail=error.detail
-            )
-            self._health(app, "read_error", f"{error.path}@{error.offset}: {error.detail}")
-
-    def _report_malformed(self, app: Followed, malformed: list[tuple[str, str]]) -> None:
-        """Count and log the events the translator skipped as malformed (corrupt lines that
-        are valid JSON); each kind of damage is logged once per log, every one counted."""
-        for kind, field in malformed:
-            self.metrics.eventlog_lines_skipped.labels(reason="malformed_event").inc()
-            detail = f"{kind} without a valid {field}"
-            if (kind, field) not in app.malformed:
-                app.malformed.add((kind, field))
-                log.warning(
-                    "eventlog_malformed_event",
-                    log=app.log.ref.path,
-                    spark_event=kind,
-                    field=field,
-                    detail=f"{detail}: skipped, nothing changed",
-                )
-            self._health(app, "malformed_event", detail)
-
-    def _health(self, app: Followed, reason: str, detail: str) -> None:
-        self.health.record(
-            app.app_id,
-            Incident(time.time(), reason, "eventlog", "", "", detail, component="eventlog"),
-        )
 
     def _finish(self, app: Followed) -> None:
         """The log will not grow: close what is still open, remember it as finished."""

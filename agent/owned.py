@@ -1,0 +1,48 @@
+"""Files the agent owns and keeps open: noticing when a path no longer names the file the agent
+opened (the state database, the events file's lock), one log line per change, and what
+/healthz reports while it lasts."""
+
+from __future__ import annotations
+
+import structlog
+
+from agent.pipeline import Pipeline
+from agent.state import StateDB
+from agent.transports.file import FileTransport
+
+log = structlog.get_logger("agent.daemon")
+
+#: What a `file_changed_under_agent` line advises.
+FILE_HELP = (
+    "the agent keeps using the file it opened, which that path no longer names; restart the "
+    "agent (see README, 'Files the agent owns')"
+)
+
+
+class OwnedFiles:
+    """The owned files removed or replaced under the agent, as last checked."""
+
+    def __init__(self) -> None:
+        self.problems: dict[str, str] = {}  # path -> "removed" / "replaced"
+
+    def described(self) -> list[str]:
+        return [f"{path} {change}" for path, change in sorted(self.problems.items())]
+
+    def check(self, state_db: StateDB | None, pipeline: Pipeline | None) -> None:
+        """Notice the state database or the events file's lock removed or replaced under
+        the running agent: one log line per change, and /healthz is not ok while it lasts."""
+        found: dict[str, str] = {}
+        if state_db is not None:
+            change = state_db.file_change()
+            if change is not None:
+                found[str(state_db.path)] = change
+        for delivery in pipeline.deliveries.values() if pipeline else ():
+            transport = delivery.transport
+            if isinstance(transport, FileTransport) and (change := transport.lock_change()):
+                found[f"{transport.path}.lock"] = change
+        for path, change in found.items():
+            if self.problems.get(path) != change:
+                log.error("file_changed_under_agent", path=path, change=change, detail=FILE_HELP)
+        for path in self.problems.keys() - found.keys():
+            log.info("file_change_resolved", path=path)
+        self.problems = found
