@@ -11,13 +11,14 @@ import cramjam
 import lz4.block  # type: ignore[import-untyped]
 
 from agent.errors import CorruptStream
+from agent.spark.eventlog.piecewise import PiecewiseDecoder
 
 # Bounds that keep a corrupt length field from making a decoder wait for, or allocate,
 # gigabytes. Real blocks are far smaller: Spark's default block sizes are 32 KiB.
 _MAX_SNAPPY_CHUNK: Final = 64 * 1024 * 1024
 
 
-class _BlockDecoder:
+class _BlockDecoder(PiecewiseDecoder):
     """Shared shape of the block formats: parse whole blocks, keep the incomplete tail."""
 
     codec = ""
@@ -29,15 +30,6 @@ class _BlockDecoder:
     @property
     def idle(self) -> bool:
         return not self._pending
-
-    def feed(self, data: bytes) -> bytes:
-        out: list[bytes] = []
-        try:
-            out.extend(self.pieces(data))
-        except CorruptStream as error:
-            error.partial = b"".join(out) + error.partial
-            raise
-        return b"".join(out)
 
     def pieces(self, data: bytes) -> Iterator[bytes]:
         """`feed`'s output one block at a time, whatever the compression ratio."""

@@ -11,11 +11,12 @@ from typing import Final
 import zstandard
 
 from agent.errors import CorruptStream
+from agent.spark.eventlog.piecewise import PiecewiseDecoder
 
 _ZSTD_MAX_BLOCK: Final = 128 * 1024  # RFC 8878 Block_Maximum_Size
 
 
-class ZstdDecoder:
+class ZstdDecoder(PiecewiseDecoder):
     """Concatenated zstd frames, decoded by libzstd; frame and block headers are walked here.
 
     libzstd's streaming decoder does not say whether a stream stopped between frames or in the
@@ -54,15 +55,6 @@ class ZstdDecoder:
     @property
     def idle(self) -> bool:
         return self._field == self._FRAME_MAGIC and not self._head and not self._skip
-
-    def feed(self, data: bytes) -> bytes:
-        out: list[bytes] = []
-        try:
-            out.extend(self.pieces(data))
-        except CorruptStream as error:
-            error.partial = b"".join(out) + error.partial
-            raise
-        return b"".join(out)
 
     def pieces(self, data: bytes) -> Iterator[bytes]:
         """`feed`'s output one block (at most 128 KiB) at a time, whatever the ratio."""
