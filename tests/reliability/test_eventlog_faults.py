@@ -243,13 +243,20 @@ STRANGE_BUT_JSON = [
 ]
 
 
-def test_corrupt_strange_and_future_lines(workdir: Path) -> None:
-    """Corrupt lines are counted; other JSON shapes and future fields change no event."""
+def clean_and_events(workdir: Path) -> tuple[Path, Path]:
+    """A `clean` directory holding the untouched success log (the reference) and an empty
+    `events` directory for the agent to watch."""
     clean = workdir / "clean"
     clean.mkdir()
     (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
     events_dir = workdir / "events"
     events_dir.mkdir()
+    return clean, events_dir
+
+
+def test_corrupt_strange_and_future_lines(workdir: Path) -> None:
+    """Corrupt lines are counted; other JSON shapes and future fields change no event."""
+    clean, events_dir = clean_and_events(workdir)
     lines = [with_unknown_fields(line) for line in SUCCESS.split(b"\n")]
     at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
     lines[at:at] = BAD_LINES + STRANGE_BUT_JSON
@@ -334,11 +341,7 @@ def test_malformed_events_are_skipped_and_counted_never_acted_on(workdir: Path) 
     acts on without a required field, spliced in after ApplicationStart: each is counted as
     `malformed_event` and logged with the field it lacks; the events equal the clean log's,
     the two SQL runs after the splice included."""
-    clean = workdir / "clean"
-    clean.mkdir()
-    (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
-    events_dir = workdir / "events"
-    events_dir.mkdir()
+    clean, events_dir = clean_and_events(workdir)
     lines = SUCCESS.split(b"\n")
     at = next(i for i, line in enumerate(lines) if b'"SparkListenerApplicationStart"' in line) + 1
     lines[at:at] = [line for line, _, _ in MALFORMED]
@@ -378,11 +381,7 @@ def test_malformed_events_are_skipped_and_counted_never_acted_on(workdir: Path) 
 
 def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> None:
     """A 100 MB line is skipped and counted without ever being held; events unchanged."""
-    clean = workdir / "clean"
-    clean.mkdir()
-    (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
-    events_dir = workdir / "events"
-    events_dir.mkdir()
+    clean, events_dir = clean_and_events(workdir)
     lines = SUCCESS.split(b"\n")
     at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
     size = 100 * 1024 * 1024
@@ -411,11 +410,7 @@ def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> No
 
 def test_gigabyte_line_in_a_small_zstd_log_is_skipped_in_bounded_memory(workdir: Path) -> None:
     """A 1 GB line packed into a 32 KB zstd log: skipped, peak RSS within the line bound."""
-    clean = workdir / "clean"
-    clean.mkdir()
-    (clean / SUCCESS_APP.decode()).write_bytes(SUCCESS)
-    events_dir = workdir / "events"
-    events_dir.mkdir()
+    clean, events_dir = clean_and_events(workdir)
     lines = SUCCESS.split(b"\n")
     at = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
     max_line_bytes = 8 * 1024 * 1024
