@@ -24,17 +24,12 @@ Runs (job namespace from the options):
   RDD lineage like the OpenLineage integration does. An RDD save's output path is not in the
   event log, so RDD outputs are never reported.
 
-Exactly one START and one terminal event per run, START first; RUNNING events in between when
-`running_interval_ms` > 0, triggered by events whose timestamp passed the interval.
-
-Terminal states of child runs and counters: see `runs`.
+Events, RUNNING at the interval and `job stop`: see `lifecycle`; terminal states of child
+runs and counters: see `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
-execution failed, else COMPLETE). After `request_stop`, every run that ends FAIL or ABORT
-(the shutdown's doing) ends ABORT with `stopped by <who>: <reason>` as its error, followed by
-`; it failed first: <error>` when its own failure (not a shutdown or cancellation) ended it.
-`close(cause="driver_lost")` (no ApplicationEnd will come: the driver died) ends every open
+execution failed, else COMPLETE). `close(cause="driver_lost")` (no ApplicationEnd will come: the driver died) ends every open
 run FAIL, `close(cause="stopped")` ABORT. At ApplicationEnd every open child run is ended
 first, so the application's terminal event is always the last one; events that follow it
 (late JobEnd / SQLExecutionEnd of cancelled work) are ignored. A failed job whose JobEnd is
@@ -43,32 +38,25 @@ logged after ApplicationEnd is therefore reported as aborted.
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from agent.spark.plan import read as plans
 from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
 from agent.spark.plan.tables import normalize
 from agent.spark.translate import runids
-from agent.spark.translate.datasets import RunDatasets
-from agent.spark.translate.events import (
-    MAX_MS,
-    RunRef,
-    run_datasets,
-    run_event,
-)
+from agent.spark.translate.events import MAX_MS
 from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
 from agent.spark.translate.jobs import Jobs
+from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import job_name
-from agent.spark.translate.options import PROPERTIES, TranslateOptions, catalog_of, parent_of
+from agent.spark.translate.options import PROPERTIES, TranslateOptions
 from agent.spark.translate.required import missing_field
 from agent.spark.translate.runs import (
     AppSummary,
     Execution,
     Failure,
     Run,
-    RunSummary,
     application_end,
     classify,
     count_stage,
@@ -76,16 +64,9 @@ from agent.spark.translate.runs import (
     summary,
     terminal_state,
 )
-from agent.spark.translate.values import (
-    as_int,
-    as_str,
-    mappings,
-    properties,
-)
+from agent.spark.translate.values import as_int, as_str, mappings, properties
 
 Event = dict[str, Any]
-
-_FINISHED_KEPT: Final = 256  # finished child runs that `snapshot` still shows
 
 
 class ApplicationTranslator:
@@ -95,18 +76,14 @@ class ApplicationTranslator:
         self.options = options
         self.warnings: list[str] = []  # the caller drains and logs these
         self.malformed: list[tuple[str, str]] = []  # (event, missing field); drained likewise
-        self._app: Run | None = None
         self._app_ids: tuple[str, str | None, str] | None = None  # app id, attempt, name
-        self._spark_version: str | None = None
         self._props: dict[str, str] = {}
-        self._stop: tuple[str, str] | None = None
+        self._life = Lifecycle(options, self._props)
         self._finished = False
-        self._clock = 0  # the latest Spark timestamp seen
         self._sql = SqlRuns()
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
         self._jobs = Jobs()
         self._last: Failure | None = None  # outcome of the last job / execution to finish
-        self._done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
         self._handlers: dict[str, Callable[[Mapping[str, Any], list[Event]], None]] = {
             "SparkListenerLogStart": self._on_log_start,
             "SparkListenerEnvironmentUpdate": self._on_environment,
@@ -154,18 +131,20 @@ class ApplicationTranslator:
             return out
         try:
             handler(event, out)
-            self._emit_running(out)
+            if not self._finished and self._life.app is not None:
+                runs = (self._life.app, *self._sql.runs(), *self._rdd_runs.values())
+                self._life.running(runs, out)
         except Exception as exc:  # the contract: no event, however malformed, raises
             self.warnings.append(f"internal error on {kind}: {exc!r}")
         return out
 
     def request_stop(self, *, reason: str, requested_by: str) -> None:
         """Mark the application as stopped from outside (`job stop`): runs then end ABORT."""
-        self._stop = (reason, requested_by)
+        self._life.stop = (reason, requested_by)
 
     @property
     def stop_requested(self) -> bool:
-        return self._stop is not None
+        return self._life.stop is not None
 
     def close(
         self, *, cause: Literal["driver_lost", "stopped"], time_ms: int, message: str
@@ -176,9 +155,9 @@ class ApplicationTranslator:
         its run's START.
         """
         out: list[Event] = []
-        if self._app is None or self._finished:
+        if self._life.app is None or self._finished:
             return out
-        end = max(min(time_ms, MAX_MS), self._clock)
+        end = max(min(time_ms, MAX_MS), self._life.clock)
         state = "FAIL" if cause == "driver_lost" else "ABORT"
         failure = Failure("failed" if state == "FAIL" else "shutdown", message)
         self._end_app(end, state, failure, out, children=(state, failure))
@@ -191,15 +170,15 @@ class ApplicationTranslator:
             app_id=self.app_id,
             attempt_id=self.attempt_id,
             app_name=self.app_name,
-            application=summary(self._app) if self._app else None,
-            runs=(*self._done, *map(summary, open_runs)),
-            stop_requested=self._stop is not None,
+            application=summary(self._life.app) if self._life.app else None,
+            runs=(*self._life.done, *map(summary, open_runs)),
+            stop_requested=self._life.stop is not None,
         )
 
     # -- the application -------------------------------------------------------------------
 
     def _on_log_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        self._spark_version = as_str(event.get("Spark Version")) or self._spark_version
+        self._life.spark_version = as_str(event.get("Spark Version")) or self._life.spark_version
 
     def _on_environment(self, event: Mapping[str, Any], out: list[Event]) -> None:
         for section in ("Spark Properties", "Hadoop Properties"):
@@ -208,22 +187,22 @@ class ApplicationTranslator:
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
         app_id = as_str(event.get("App ID"))
-        if self._app is not None or not app_id:  # an App ID is required (see `required`)
+        if self._life.app is not None or not app_id:  # an App ID is required (see `required`)
             self.warnings.append("ApplicationStart ignored: a second one")
             return
-        start = self._tick(as_int(event.get("Timestamp")))
+        start = self._life.tick(as_int(event.get("Timestamp")))
         name = as_str(event.get("App Name")) or self._props.get("spark.app.name") or app_id
         attempt = as_str(event.get("App Attempt ID"))
         self._app_ids = (app_id, attempt, name)
         job = normalize(self._props.get("spark.openlineage.appName") or name) or "spark"
         run_id = runids.run_id(start, app_id, attempt, "application")
-        self._app = Run("application", run_id, "APPLICATION", start, job)
-        self._start(self._app, out)
+        self._life.app = Run("application", run_id, "APPLICATION", start, job)
+        self._life.start(self._life.app, out)
 
     def _on_app_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        if self._app is None:
+        if self._life.app is None:
             return
-        end = self._tick(as_int(event.get("Timestamp")))
+        end = self._life.tick(as_int(event.get("Timestamp")))
         in_flight = bool(self._jobs or self._sql)
         cancelled = Failure(
             "shutdown",
@@ -244,23 +223,23 @@ class ApplicationTranslator:
         children: tuple[str, Failure],
     ) -> None:
         """End the open child runs, then the application: its terminal event comes last."""
-        assert self._app is not None
+        assert self._life.app is not None
         for run in (*self._sql.runs(), *self._rdd_runs.values()):
             self._finish(run, end, children[0], children[1], out)
-        if self._stop is not None:
-            state, failure = "ABORT", self._stopped(None)
-        self._finish(self._app, end, state, failure, out)
+        if self._life.stop is not None:
+            state, failure = "ABORT", self._life.stopped(None)
+        self._finish(self._life.app, end, state, failure, out)
         self._finished = True
 
     # -- SQL executions --------------------------------------------------------------------
 
     def _on_sql_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
         exec_id = as_int(event.get("executionId"))
-        if self._app is None or self._app_ids is None or exec_id is None:
+        if self._life.app is None or self._app_ids is None or exec_id is None:
             return
         if self._sql.execution(exec_id) is not None:
             return
-        start = self._tick(as_int(event.get("time")))
+        start = self._life.tick(as_int(event.get("time")))
         root = as_int(event.get("rootExecutionId"))
         root = exec_id if root is None or not 0 <= root <= exec_id else root
         if self._sql.ended(root):
@@ -295,7 +274,7 @@ class ApplicationTranslator:
         execution = self._sql.execution(as_int(event.get("executionId")))
         if execution is None or execution.exec_id != execution.root:
             return  # a nested execution: its root's end follows with the same error
-        end = self._tick(as_int(event.get("time")))
+        end = self._life.tick(as_int(event.get("time")))
         run = self._sql.run_of(execution)
         error = as_str(event.get("errorMessage"))
         if not error:
@@ -309,23 +288,23 @@ class ApplicationTranslator:
     def _start_sql(self, run: Run, out: list[Event]) -> None:
         """Name the run after the first execution that writes (else the root) and its first
         output, then START it."""
-        assert self._app is not None
+        assert self._life.app is not None
         writer = next((e for e in run.executions if e.writes), run.executions[0])
         command = plans.command_name(writer.command) or "sql_execution"
-        suffix = self._datasets(run).first_output_suffix
-        run.job_name = job_name(self._app.job_name, command, suffix)
-        self._start(run, out)
+        suffix = self._life.datasets(run).first_output_suffix
+        run.job_name = job_name(self._life.app.job_name, command, suffix)
+        self._life.start(run, out)
 
     # -- jobs, stages, tasks ---------------------------------------------------------------
 
     def _on_job_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
         job_id = as_int(event.get("Job ID"))
-        if self._app is None or self._app_ids is None or job_id is None:
+        if self._life.app is None or self._app_ids is None or job_id is None:
             return
         job = self._jobs.start(job_id, event)
         if job is None:
             return
-        submitted = self._tick(as_int(event.get("Submission Time")))
+        submitted = self._life.tick(as_int(event.get("Submission Time")))
         props = event.get("Properties")
         warehouse = (
             as_str(props.get("spark.sql.warehouse.dir")) if isinstance(props, Mapping) else None
@@ -342,18 +321,18 @@ class ApplicationTranslator:
                 runids.run_id(submitted, app_id, attempt, "rdd", job_id),
                 "RDD_JOB",
                 submitted,
-                job_name(self._app.job_name, suffix),
+                job_name(self._life.app.job_name, suffix),
                 key=job_id,
                 paths=paths,
             )
             self._rdd_runs[job_id] = job.run
-            self._start(job.run, out)
+            self._life.start(job.run, out)
 
     def _on_job_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
         job = self._jobs.end(as_int(event.get("Job ID")))
         if job is None:
             return
-        end = self._tick(as_int(event.get("Completion Time")))
+        end = self._life.tick(as_int(event.get("Completion Time")))
         failure = job_failure(event.get("Job Result"))
         self._last = failure or Failure("ok", "")
         execution = self._sql.execution(job.execution)
@@ -364,24 +343,28 @@ class ApplicationTranslator:
 
     def _on_stage_completed(self, event: Mapping[str, Any], out: list[Event]) -> None:
         info = event.get("Stage Info")
-        if self._app is None or not isinstance(info, Mapping):
+        if self._life.app is None or not isinstance(info, Mapping):
             return
-        self._tick(as_int(info.get("Completion Time")))
+        self._life.tick(as_int(info.get("Completion Time")))
         run, execution = self._owner(as_int(info.get("Stage ID")))
         accumulables = mappings(info.get("Accumulables"))
-        tallies = [self._app.tally] + ([run.tally] if run else [])
+        tallies = [self._life.app.tally] + ([run.tally] if run else [])
         count_stage(accumulables, tallies, execution)
 
     def _on_task_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
         reason = event.get("Task End Reason")
         reason = reason.get("Reason") if isinstance(reason, Mapping) else None
-        if self._app is None or not isinstance(reason, str) or reason in ("Success", "TaskKilled"):
+        if (
+            self._life.app is None
+            or not isinstance(reason, str)
+            or reason in ("Success", "TaskKilled")
+        ):
             return
         info = event.get("Task Info")
         if isinstance(info, Mapping):
-            self._tick(as_int(info.get("Finish Time")))
+            self._life.tick(as_int(info.get("Finish Time")))
         run, _ = self._owner(as_int(event.get("Stage ID")))
-        self._app.tally.failed_tasks += 1
+        self._life.app.tally.failed_tasks += 1
         if run is not None:
             run.tally.failed_tasks += 1
 
@@ -397,12 +380,7 @@ class ApplicationTranslator:
             return None, None
         return self._sql.run_of(execution), execution
 
-    # -- RunEvents -------------------------------------------------------------------------
-
-    def _start(self, run: Run, out: list[Event]) -> None:
-        run.started = True
-        run.last_emit_ms = run.start_ms
-        out.append(self._event("START", run, run.start_ms, None))
+    # -- ending runs ------------------------------------------------------------------------
 
     def _finish(
         self, run: Run, end: int, state: str, failure: Failure | None, out: list[Event]
@@ -419,59 +397,4 @@ class ApplicationTranslator:
                 self._start_sql(run, out)
         elif run.kind == "rdd":
             self._rdd_runs.pop(run.key, None)
-        if self._stop is not None and state in ("FAIL", "ABORT"):
-            state, failure = "ABORT", self._stopped(failure)  # the stop's doing, with its reason
-        run.state = state
-        run.end_ms = max(end, run.last_emit_ms)  # never before its START or last RUNNING
-        run.error = failure.message if failure and failure.message else None
-        out.append(self._event(state, run, run.end_ms, failure))
-        if run.kind != "application":
-            self._done.append(summary(run))
-
-    def _stopped(self, failure: Failure | None) -> Failure:
-        """A run ended after `job stop`: the stop's reason, then any error of its own."""
-        assert self._stop is not None
-        reason, by = self._stop
-        message = f"stopped by {by}: {reason}"
-        if failure is None or failure.outcome != "failed" or failure.message == message:
-            return Failure("cancelled", message)
-        return Failure("cancelled", f"{message}; it failed first: {failure.message}", failure.stack)
-
-    def _emit_running(self, out: list[Event]) -> None:
-        interval = self.options.running_interval_ms
-        if interval <= 0 or self._app is None or self._finished:
-            return
-        for run in (self._app, *self._sql.runs(), *self._rdd_runs.values()):
-            if run.started and self._clock - run.last_emit_ms >= interval:
-                run.last_emit_ms = self._clock
-                out.append(self._event("RUNNING", run, self._clock, None))
-
-    def _event(self, event_type: str, run: Run, time_ms: int, failure: Failure | None) -> Event:
-        datasets = self._datasets(run)
-        run.inputs, run.outputs = tuple(datasets.inputs), tuple(datasets.outputs)
-        return run_event(
-            event_type,
-            run,
-            time_ms,
-            namespace=self.options.namespace,
-            spark_version=self._spark_version,
-            datasets=datasets,
-            parent=self._parent_facet(run),
-            failure=failure,
-        )
-
-    def _datasets(self, run: Run) -> RunDatasets:
-        return run_datasets(run, catalog_of(self._props), self.options.column_lineage_max_fields)
-
-    def _parent_facet(self, run: Run) -> dict[str, Any] | None:
-        assert self._app is not None
-        app = RunRef(self.options.namespace, self._app.job_name, self._app.run_id)
-        return parent_of(run, app, self._props)
-
-    def _tick(self, time_ms: int | None) -> int:
-        """Advance the Spark clock to an event's time; an event without one happens 'now'."""
-        if time_ms is None:
-            return self._clock
-        time_ms = min(max(time_ms, 0), MAX_MS)
-        self._clock = max(self._clock, time_ms)
-        return time_ms
+        self._life.end(run, end, state, failure, out)

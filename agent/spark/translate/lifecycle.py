@@ -1,0 +1,107 @@
+"""The lifecycle of runs: one START, RUNNING at the interval, one terminal event. Pure.
+
+`Lifecycle` owns what every kind of run shares while an application is translated: the
+Spark clock (the latest timestamp seen), the application run (every child's `parent`), a
+`job stop` request and the summaries of finished runs that `snapshot` shows. The translator
+decides when a run starts and ends; this module builds the events and keeps the rules that
+hold for all of them: START first, never an event before its run's START or last RUNNING,
+RUNNING events in between when `running_interval_ms` > 0, triggered by events whose
+timestamp passed the interval. After `job stop` every run that ends FAIL or ABORT (the
+shutdown's doing) ends ABORT with `stopped by <who>: <reason>` as its error, followed by
+`; it failed first: <error>` when its own failure (not a shutdown or cancellation) ended it.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from agent.spark.translate.datasets import RunDatasets
+from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
+from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
+from agent.spark.translate.runs import Failure, Run, RunSummary, summary
+
+Event = dict[str, Any]
+
+_FINISHED_KEPT: Final = 256  # finished child runs that `snapshot` still shows
+
+
+class Lifecycle:
+    """Builds the RunEvents of one application's runs; see the module docstring."""
+
+    def __init__(self, options: TranslateOptions, props: Mapping[str, str]) -> None:
+        self.options = options
+        self.props = props  # the application's properties, as the translator gathers them
+        self.app: Run | None = None
+        self.spark_version: str | None = None
+        self.clock = 0  # the latest Spark timestamp seen
+        self.stop: tuple[str, str] | None = None  # (reason, requested by)
+        self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
+
+    def tick(self, time_ms: int | None) -> int:
+        """Advance the Spark clock to an event's time; an event without one happens 'now'."""
+        if time_ms is None:
+            return self.clock
+        time_ms = min(max(time_ms, 0), MAX_MS)
+        self.clock = max(self.clock, time_ms)
+        return time_ms
+
+    def start(self, run: Run, out: list[Event]) -> None:
+        run.started = True
+        run.last_emit_ms = run.start_ms
+        out.append(self.event("START", run, run.start_ms, None))
+
+    def end(
+        self, run: Run, end: int, state: str, failure: Failure | None, out: list[Event]
+    ) -> None:
+        """The run's one terminal event (the run has STARTed)."""
+        if self.stop is not None and state in ("FAIL", "ABORT"):
+            state, failure = "ABORT", self.stopped(failure)  # the stop's doing, with its reason
+        run.state = state
+        run.end_ms = max(end, run.last_emit_ms)  # never before its START or last RUNNING
+        run.error = failure.message if failure and failure.message else None
+        out.append(self.event(state, run, run.end_ms, failure))
+        if run.kind != "application":
+            self.done.append(summary(run))
+
+    def stopped(self, failure: Failure | None) -> Failure:
+        """A run ended after `job stop`: the stop's reason, then any error of its own."""
+        assert self.stop is not None
+        reason, by = self.stop
+        message = f"stopped by {by}: {reason}"
+        if failure is None or failure.outcome != "failed" or failure.message == message:
+            return Failure("cancelled", message)
+        return Failure("cancelled", f"{message}; it failed first: {failure.message}", failure.stack)
+
+    def running(self, runs: Iterable[Run], out: list[Event]) -> None:
+        """RUNNING for every started run whose last event is `running_interval_ms` old."""
+        interval = self.options.running_interval_ms
+        if interval <= 0:
+            return
+        for run in runs:
+            if run.started and self.clock - run.last_emit_ms >= interval:
+                run.last_emit_ms = self.clock
+                out.append(self.event("RUNNING", run, self.clock, None))
+
+    def event(self, event_type: str, run: Run, time_ms: int, failure: Failure | None) -> Event:
+        datasets = self.datasets(run)
+        run.inputs, run.outputs = tuple(datasets.inputs), tuple(datasets.outputs)
+        return run_event(
+            event_type,
+            run,
+            time_ms,
+            namespace=self.options.namespace,
+            spark_version=self.spark_version,
+            datasets=datasets,
+            parent=self._parent_facet(run),
+            failure=failure,
+        )
+
+    def datasets(self, run: Run) -> RunDatasets:
+        return run_datasets(run, catalog_of(self.props), self.options.column_lineage_max_fields)
+
+    def _parent_facet(self, run: Run) -> dict[str, Any] | None:
+        assert self.app is not None
+        app = RunRef(self.options.namespace, self.app.job_name, self.app.run_id)
+        return parent_of(run, app, self.props)
