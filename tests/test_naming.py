@@ -356,3 +356,19 @@ def test_collect_sums_statistics_of_one_dataset_read_twice() -> None:
     stats = inputs[0]["inputFacets"]["inputStatistics"]
     assert (stats["rowCount"], stats["size"]) == (15, 100)
     assert "fileCount" not in stats
+
+
+@pytest.mark.parametrize(
+    ("servers", "expected"),
+    [
+        ("127.0.0.1:9092", "kafka://127.0.0.1:9092"),
+        ("SASL_SSL://b1:9093, b2:9093", "kafka://b1:9093"),
+        (None, "kafka://unknown"),
+        ("", "kafka://unknown"),
+    ],
+)
+def test_kafka_topics_are_named_after_the_first_bootstrap_server(
+    servers: str | None, expected: str
+) -> None:
+    """A topic's namespace is its first bootstrap server without scheme, or plainly unknown."""
+    assert naming.from_kafka(servers, "clicks") == DatasetName(expected, "clicks")

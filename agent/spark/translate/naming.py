@@ -10,6 +10,9 @@ Datasets (https://openlineage.io/docs/spec/naming), location -> namespace, name:
 * ``jdbc:postgresql://h/db`` + ``s.t`` -> ``postgres://h:5432``, ``db.s.t``;
   ``jdbc:mysql://h/db`` + ``t`` -> ``mysql://h:3306``, ``db.t``
 
+* Kafka topic ``t`` on bootstrap servers ``h1:9092,h2:9092`` -> ``kafka://h1:9092``, ``t``
+  (``kafka://unknown`` when the servers are not known: a read's never are in the event log)
+
 Trailing slashes are dropped, and trailing Hive-style partition directories (``k=v``) are
 trimmed so a read of one partition names the table's dataset, as the OpenLineage Spark
 integration's default dataset-name trimmer does. JDBC credentials and URL parameters never
@@ -34,6 +37,7 @@ from typing import Final
 from agent.spark.plan.tables import TableIdent, default_table_location
 
 UNKNOWN_NAMESPACE: Final = "unknown"
+KAFKA_UNKNOWN: Final = "kafka://unknown"
 
 _URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?://(?P<authority>[^/]*))?(?P<path>.*)$")
 _OBJECT_STORES: Final = {
@@ -75,6 +79,13 @@ def from_location(location: str) -> DatasetName:
         )
     namespace = f"{scheme}://{authority}" if authority else scheme
     return DatasetName(namespace, _trim_path(path, keep_root=True))
+
+
+def from_kafka(servers: str | None, topic: str) -> DatasetName:
+    """A Kafka topic, named after the first of its bootstrap servers (scheme dropped)."""
+    first = (servers or "").split(",")[0].strip()
+    first = first.split("://", 1)[-1].rstrip("/")
+    return DatasetName(f"kafka://{first}" if first else KAFKA_UNKNOWN, topic)
 
 
 def _trim_path(path: str, *, keep_root: bool) -> str:

@@ -38,6 +38,8 @@ class TranslateOptions:
     running_interval_ms: int = 0  # RUNNING events, 0 = off (driven by Spark timestamps)
     # input-field entries a columnLineage facet may carry; 0 leaves the facet out
     column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
+    # bootstrap servers of Kafka reads, which the event log never shows; None = unknown
+    kafka_bootstrap: str | None = None
 
 
 def catalog_of(props: Mapping[str, str]) -> Catalog:

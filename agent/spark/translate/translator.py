@@ -29,11 +29,11 @@ runs and counters: see `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
-execution failed, else COMPLETE). `close(cause="driver_lost")` (no ApplicationEnd will come: the driver died) ends every open
-run FAIL, `close(cause="stopped")` ABORT. At ApplicationEnd every open child run is ended
-first, so the application's terminal event is always the last one; events that follow it
-(late JobEnd / SQLExecutionEnd of cancelled work) are ignored. A failed job whose JobEnd is
-logged after ApplicationEnd is therefore reported as aborted.
+execution failed, else COMPLETE). `close(cause="driver_lost")` (no ApplicationEnd will come:
+the driver died) ends every open run FAIL, `close(cause="stopped")` ABORT. At ApplicationEnd
+every open child run is ended first, so the application's terminal event is always the last
+one; events that follow it (late JobEnd / SQLExecutionEnd of cancelled work) are ignored. A
+failed job whose JobEnd is logged after ApplicationEnd is therefore reported as aborted.
 """
 
 from __future__ import annotations
