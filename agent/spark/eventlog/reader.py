@@ -28,16 +28,14 @@ where the writer flushed. Earlier files are never read again.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from stat import S_ISREG
 from typing import Final
 
-from agent.errors import CodecError, CorruptStream
+from agent.errors import CodecError
 from agent.fsutil import file_kind
-from agent.spark.eventlog.codecs import Decoder, decoder_for
+from agent.spark.eventlog.filestream import FileStream
 from agent.spark.eventlog.layout import EventFile, LogRef, restat
-from agent.spark.eventlog.lines import LineSplitter
 
 READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; decoded one block at a time
 BATCH_BYTES: Final = 16 * 1024 * 1024  # decoded bytes per read_available call, about
@@ -105,18 +103,10 @@ class LogReader:
         self._exhausted = False
         self._caught_up = False
         self._earlier = 0  # compressed size of the files finished before the current one
-        # The current file.
-        self._file: EventFile | None = None
-        self._fd: int | None = None
+        self._file: EventFile | None = None  # the current file
         self._dev = 0
         self._ino = 0
-        self._decoder: Decoder | None = None
-        self._pieces: Iterator[bytes] | None = None  # the decoded rest of the latest read
-        self._stopped = False  # abandoned after an error; waiting to move on
-        self._offset = 0
-        self._produced = 0  # decoded bytes of the file, including those dropped on resume
-        self._discard = 0  # decoded bytes still to drop (consumed before a resume)
-        self._splitter = LineSplitter(max_line_bytes, self._skip_line)
+        self._stream: FileStream | None = None  # its decoding; None when it did not open
 
     # -- state ------------------------------------------------------------------------------
 
@@ -141,24 +131,17 @@ class LogReader:
         """Where this reader is; None before it opened a file."""
         if self._file is None:
             return None
-        clean = (
-            self._decoder is not None
-            and self._decoder.idle
-            and self._pieces is None
-            and not self._splitter.held
-            and not self._discard
-            and not self._stopped
-        )
+        stream = self._stream
         return Position(
             index=self._file.index,
             path=self._file.path,
             dev=self._dev,
             ino=self._ino,
-            offset=self._offset,
-            decoded=self._produced + self._discard - self._splitter.held,
-            lines=self._splitter.lines,
-            clean=clean,
-            consumed=self._earlier + self._offset,
+            offset=stream.offset if stream else 0,
+            decoded=stream.decoded if stream else 0,
+            lines=stream.lines if stream else 0,
+            clean=stream.clean if stream else False,
+            consumed=self._earlier + (stream.offset if stream else 0),
         )
 
     def take_skipped(self) -> list[SkippedLine]:
@@ -173,10 +156,8 @@ class LogReader:
 
     def close(self) -> None:
         """Release the open file; idempotent. The reader is done with it afterwards."""
-        self._pieces = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._stream is not None:
+            self._stream.close()
 
     def __enter__(self) -> LogReader:
         return self
@@ -197,7 +178,7 @@ class LogReader:
                 break
             if self._file is None and not self._begin():
                 break
-            if self._fd is not None and not self._pump(lines, budget):
+            if self._open_stream() and not self._pump(lines, budget):
                 return lines  # batch full
             following = self._following()
             if following is None and not self.ref.complete:
@@ -208,14 +189,14 @@ class LogReader:
                     break  # in progress and caught up
             # The current file is final: the next exists or the log is complete. Read what
             # was written before that was seen, then close the file.
-            if self._fd is not None:
+            if (stream := self._open_stream()) is not None:
                 if not self._pump(lines, budget):
                     return lines
-                self._finish_file(lines)
+                stream.finish(lines)
             if following is None:
                 self._exhausted = True
                 break
-            self._earlier += self._offset
+            self._earlier += self._stream.offset if self._stream else 0
             self._open(following, None)
         self._caught_up = True
         return lines
@@ -244,13 +225,14 @@ class LogReader:
         self._open(self.ref.files[0], None)
         return True
 
+    def _open_stream(self) -> FileStream | None:
+        stream = self._stream
+        return stream if stream is not None and stream.is_open else None
+
     def _open(self, file: EventFile, start: Position | None) -> None:
         self.close()
         self._file = file
-        self._stopped = False
-        self._offset = self._produced = self._discard = 0
-        self._splitter.reset()
-        self._decoder = None
+        self._stream = None
         fd: int | None
         try:
             fd = os.open(file.path, _OPEN_FLAGS)
@@ -266,21 +248,26 @@ class LogReader:
             os.close(fd)
             self._fail(f"not a regular file ({file_kind(stat.st_mode)})", 0)
             return
-        self._fd, self._dev, self._ino = fd, stat.st_dev, stat.st_ino
+        self._dev, self._ino = stat.st_dev, stat.st_ino
+        resume = None
         if start is not None and (start.dev, start.ino) == (stat.st_dev, stat.st_ino):
-            self._splitter.lines = start.lines
-            if start.clean or self.ref.codec == "none":
-                # Uncompressed, the end of the last consumed line is a file offset too.
-                resume_at = start.offset if start.clean else start.decoded
-                os.lseek(fd, resume_at, os.SEEK_SET)
-                self._offset = resume_at
-                self._produced = start.decoded
-            else:
-                self._discard = start.decoded
+            # Uncompressed, the end of the last consumed line is a file offset too.
+            seek_to = start.offset if start.clean else start.decoded
+            clean = start.clean or self.ref.codec == "none"
+            resume = (start.lines, start.decoded, seek_to if clean else None)
         try:
-            self._decoder = decoder_for(self.ref.codec, offset=self._offset)
+            self._stream = FileStream(
+                fd,
+                self.ref.codec,
+                max_line_bytes=self.max_line_bytes,
+                read_size=self.read_size,
+                on_skip=self._skip_line,
+                on_error=self._record_at,
+                resume=resume,
+            )
         except CodecError as error:
-            self._fail(str(error), self._offset)
+            os.close(fd)
+            self._fail(str(error), (resume[2] or 0) if resume else 0)
 
     def _reopen_renamed(self, file: EventFile) -> int | None:
         """The file vanished between listing and opening: a single file renamed at
@@ -304,70 +291,15 @@ class LogReader:
         return None
 
     def _pump(self, lines: list[bytes], budget: list[int]) -> bool:
-        """Read the current file to its end; False when the batch filled up first."""
-        fd, decoder = self._fd, self._decoder
-        if fd is None or decoder is None:
-            return True
-        while True:
-            if self._pieces is not None and not self._drain(lines, budget):
-                return False
-            if self._fd is None:
-                return True  # abandoned after an error
-            if budget[0] <= 0:
-                return False
-            chunk = os.read(fd, self.read_size)
-            if not chunk:
-                size = os.fstat(fd).st_size
-                if size < self._offset:
-                    self._fail(f"file shrank to {size} bytes", self._offset)
-                return True
-            self.bytes_read += len(chunk)
-            self._offset += len(chunk)
-            self._pieces = decoder.pieces(chunk)
-
-    def _drain(self, lines: list[bytes], budget: list[int]) -> bool:
-        """Split the decoded pieces of the latest read, one at a time (each at most a codec
-        block), until the batch is full (False) or they are all taken."""
-        pieces = self._pieces
-        assert pieces is not None
-        while budget[0] > 0:
-            try:
-                data = next(pieces, None)
-            except CorruptStream as error:
-                self._split(error.partial, lines)
-                self._fail(error.detail, error.offset)
-                return True
-            if data is None:
-                self._pieces = None
-                return True
-            budget[0] -= len(data)
-            self._split(data, lines)
-        return False
-
-    def _finish_file(self, lines: list[bytes]) -> None:
-        """The current file is final and read to its end: check the stream ended cleanly and
-        return its last line if the newline after it is missing."""
-        if self._decoder is not None and not self._stopped:
-            try:
-                self._decoder.finish()
-            except CorruptStream as error:
-                self._fail(error.detail, error.offset)
-        if self._stopped:
-            self._splitter.drop_partial()
-        else:
-            self._splitter.finish(lines)
-        self.close()
-
-    def _split(self, data: bytes, lines: list[bytes]) -> None:
-        """Hand decoded bytes to the line splitter, after those consumed before a resume."""
-        self._produced += len(data)
-        if self._discard:
-            if len(data) <= self._discard:
-                self._discard -= len(data)
-                return
-            data = data[self._discard :]
-            self._discard = 0
-        self._splitter.feed(data, lines)
+        """Read the current file to its end, counting the bytes read; False when the batch
+        filled up first."""
+        stream = self._stream
+        assert stream is not None
+        before = stream.offset
+        try:
+            return stream.pump(lines, budget)
+        finally:
+            self.bytes_read += stream.offset - before
 
     def _skip_line(self, line_no: int) -> None:
         assert self._file is not None
@@ -389,7 +321,7 @@ class LogReader:
                 self._record(ReadError(fresh.path, 0, fresh.error))
             return False
         current = self._file
-        if current is not None and fresh.layout == "single" and self._fd is not None:
+        if current is not None and fresh.layout == "single" and self._open_stream():
             renamed = fresh.files[0]
             if (renamed.dev, renamed.ino) != (self._dev, self._ino):
                 self._mark_gone()  # not the file we were reading: it was removed
@@ -403,12 +335,13 @@ class LogReader:
         self.close()
 
     def _fail(self, detail: str, offset: int) -> None:
-        """Abandon the current file after an error; lines already returned stay returned."""
+        """The current file cannot be opened or decoded: record it and give it up."""
+        self._record_at(detail, offset)
+        self.close()
+
+    def _record_at(self, detail: str, offset: int) -> None:
         path = self._file.path if self._file is not None else self.ref.path
         self._record(ReadError(path, offset, detail))
-        self._stopped = True
-        self._splitter.drop_partial()
-        self.close()
 
     def _record(self, error: ReadError) -> None:
         self.error = error
