@@ -23,6 +23,9 @@ class Followed:
     corrupt: int = 0
     malformed: set[tuple[str, str]] = field(default_factory=set)  # (event, field) logged
     pending: list[dict[str, Any]] = field(default_factory=list)  # translated, not yet claimed
+    # Catching up after a lost state database: events are claimed but not sent (see source).
+    quiet: bool = False
+    quieted: int = 0  # events taken as already emitted that way
 
     @property
     def app_id(self) -> str:

@@ -177,7 +177,9 @@ class SparkSource:
                         else:
                             skipped_as_handled += 1
                     continue
-                self._follow(key, ref)
+                # An application still running when the database was lost: what its log
+                # holds already was handled too; only what it writes from now on is sent.
+                self._follow(key, ref, quiet=lost and self.state.position(key) is None)
         if self._first_scan and self._skipped_by_horizon:
             log.info(
                 "eventlogs_skipped_by_horizon",
@@ -215,14 +217,14 @@ class SparkSource:
             log.info("eventlog_dir_found", directory=directory)
         return refs
 
-    def _follow(self, key: str, ref: LogRef) -> None:
+    def _follow(self, key: str, ref: LogRef, *, quiet: bool = False) -> None:
         app_log = ApplicationLog(
             ref,
             self.options,
             max_line_bytes=self.spark.max_line_bytes,
             stop_lookup=self.state.stop_request,
         )
-        self.apps[key] = Followed(key, app_log)
+        self.apps[key] = Followed(key, app_log, quiet=quiet)
         if ref.layout == "rolling":
             self._fs.watch(ref.path)
         log.info(
@@ -271,6 +273,15 @@ class SparkSource:
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)
             held = not self._emit(app, events)
+            if app.quiet and (reader.caught_up or reader.gone) and not held:
+                app.quiet = False
+                log.info(
+                    "eventlog_caught_up",
+                    log=app.log.ref.path,
+                    events_taken_as_emitted=app.quieted,
+                    detail="the state database was lost: the events of what this log held "
+                    "at the start are taken as already emitted; later ones are sent",
+                )
             if reader.caught_up or reader.gone or held:  # else it stopped at its batch size
                 break
             await asyncio.sleep(0)  # a large log must not starve the deliveries
@@ -287,6 +298,9 @@ class SparkSource:
         if fresh is None:
             return False
         app.pending = []
+        if app.quiet:  # claimed, so never sent later either, but not sent now
+            app.quieted += len(fresh)
+            return True
         for event in fresh:
             self._sink(app.app_id, event)
         return True

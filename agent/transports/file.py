@@ -49,6 +49,12 @@ _OPEN_FLAGS: Final = (
 log = structlog.get_logger(__name__)
 
 
+_REOPENED: Final = (
+    "the path no longer named the file being written (moved or removed): the events written "
+    "before are in that file, the next ones in a new file at the path"
+)
+
+
 class _NotRegularFileError(OSError):
     """Something other than a regular file (a FIFO, a device, a directory) sits at the path."""
 
@@ -108,6 +114,13 @@ class FileTransport:
             return None
         info = os.fstat(self._lock_fd)
         return identity_change(f"{self._path}.lock", (info.st_dev, info.st_ino))
+
+    def file_change(self) -> str | None:
+        """ "removed" or "replaced" when the path no longer names the file being written; the
+        next batch then goes to a new file at the path (see `_current`)."""
+        if self._fd is None or self._identity is None:
+            return None
+        return identity_change(self._path, self._identity)
 
     async def send(self, batch: Sequence[Envelope]) -> None:
         """Append the batch, one line per event; raise DeliveryError("write_error") if not."""
@@ -177,6 +190,7 @@ class FileTransport:
             except FileNotFoundError:
                 pass
             # Someone moved or deleted our file: writing on would lose the events unseen.
+            log.warning("file_reopened", path=self._path, detail=_REOPENED)
             os.close(self._fd)
             self._fd = None
         self._open()

@@ -332,6 +332,77 @@ def test_state_database_locked_by_another_process(workdir: Path) -> None:
     check_events(written, workdir / "ed25519.key")
 
 
+def test_state_database_lost_while_an_application_runs(workdir: Path) -> None:
+    """An application still running when the state database is lost: after the restart its
+    START is not sent again, what its log gains afterwards is, and each event exactly once."""
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    config = spark_config(workdir, events_dir)
+    ((name, content),) = workload_logs(1)
+    lines = content.split(b"\n")
+    growing = events_dir / f"{name}.inprogress"
+    growing.write_bytes(b"\n".join(lines[: len(lines) // 2]) + b"\n")
+    with agent(config) as process:
+        wait_until("the first half", lambda: (workdir / "lineage.jsonl").exists())
+        settle(process, "file")
+        stop_and_account(process)
+    first_life = read_jsonl(workdir / "lineage.jsonl")
+    assert [e["eventType"] for e in first_life][:1] == ["START"]
+    for path in workdir.glob("state/state.sqlite3*"):
+        path.unlink()
+    with agent(config) as process:
+        caught_up = process.wait_log("eventlog_caught_up", timeout=PATIENCE)
+        assert caught_up["events_taken_as_emitted"] == len(first_life)
+        with growing.open("ab") as out:
+            out.write(b"\n".join(lines[len(lines) // 2 :]))
+        growing.rename(events_dir / name)
+        wait_until("the log finished", lambda: finished_logs(workdir / "state") == 1)
+        settle(process, "file")
+        stop_and_account(process)
+    written = read_jsonl(workdir / "lineage.jsonl")
+    assert len(written) > len(first_life)
+    assert_same_events(written, reference_events(events_dir))
+    assert_runs_whole(written)
+    check_events(written, workdir / "ed25519.key")
+
+
+def test_events_file_moved_under_a_running_agent(workdir: Path) -> None:
+    """The events file moved away: one log line, /healthz degraded until the next batch opens
+    a new file; the moved file and the new one hold every event once."""
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    config = spark_config(workdir, events_dir)
+    written_to = workdir / "lineage.jsonl"
+    moved_to = workdir / "moved.jsonl"
+    with agent(config) as process:
+        some_logs(events_dir, 2)
+        wait_until("the first logs", lambda: finished_logs(workdir / "state") == 2)
+        settle(process, "file")
+        written_to.rename(moved_to)
+        changed = process.wait_log(
+            "file_changed_under_agent", timeout=PATIENCE, path=str(written_to)
+        )
+        assert changed["change"] == "removed"
+        assert changed["detail"] == (
+            "events already written are in the file that path named; the next batch starts a "
+            "new file at the path"
+        )
+        body = healthz(process)
+        assert body["status"] == "degraded"
+        assert body["problems"] == [f"{written_to} removed"]
+        some_logs(events_dir, 2, first=2)
+        process.wait_log("file_reopened", timeout=PATIENCE, path=str(written_to))
+        process.wait_log("file_change_resolved", timeout=PATIENCE, path=str(written_to))
+        wait_until("the new logs", lambda: finished_logs(workdir / "state") == 4)
+        settle(process, "file")
+        assert_healthy(process)
+        stop_and_account(process)
+    written = read_jsonl(moved_to) + read_jsonl(written_to)
+    assert_same_events(written, reference_events(events_dir))
+    assert_runs_whole(written)
+    check_events(written, workdir / "ed25519.key")
+
+
 def assert_same_events(written: list[dict[str, Any]], reference: list[dict[str, Any]]) -> None:
     """Each event the logs call for was written exactly once, byte for byte as the translator
     makes it (applications held by a fault may come later than others)."""
