@@ -364,7 +364,9 @@ class Daemon:
         deliveries = self.deliveries
         assert deliveries is not None
         rebuild = deliveries.to_rebuild(old.lineage, new.lineage)
-        signer = _signer_of(check_startup(new, transports=rebuild))
+        # In a thread: the checks read the key and CA files, which may sit on a slow mount.
+        checked = await asyncio.to_thread(check_startup, new, transports=rebuild)
+        signer = _signer_of(checked)
         holder = deliveries.file_lock_holder(new.lineage.file.path)
         transports = await build_transports(new.lineage, rebuild, file_lock_of=holder)
         try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
 import structlog
@@ -33,8 +34,9 @@ from agent.source import ApplicationStatus, Sink, SourceContext, StopOutcome
 from agent.spark import liveness
 from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
 from agent.spark.claims import Claims
+from agent.spark.directories import Directories
 from agent.spark.eventlog.inotify import DirectoryWatch
-from agent.spark.eventlog.layout import LogRef, scan
+from agent.spark.eventlog.layout import LogRef
 from agent.spark.followed import Followed
 from agent.spark.problems import LogProblems
 from agent.state import LogPosition, StateDB
@@ -68,7 +70,7 @@ class SparkSource:
         self.problems = LogProblems(metrics, self.health)
         self.apps: dict[str, Followed] = {}
         self._finished: set[str] = state.finished_keys()
-        self._missing_logged: set[str] = set()
+        self._dirs = Directories(spark.event_log_dirs)
         self._skipped_by_horizon = 0
         self._use_inotify = use_inotify
         self._wake = asyncio.Event()
@@ -104,11 +106,11 @@ class SparkSource:
                     not self._fs.available
                     or self._fs.rescan
                     or self._first_scan
-                    or self._missing_logged  # not watchable yet: look each poll interval
+                    or self._dirs.missing  # not watchable yet: look each poll interval
                     or now - last_scan >= RESCAN_EVERY
                 ):
                     self._fs.rescan = False
-                    self._discover()
+                    self._discover(await self._dirs.list())
                     last_scan = now
                 self.claims.new_pass()
                 await self._pump_all(stop)
@@ -135,15 +137,12 @@ class SparkSource:
 
     # -- discovery ---------------------------------------------------------------------------
 
-    def _discover(self) -> None:
+    def _discover(self, listed: Mapping[str, list[LogRef]]) -> None:
         horizon = self.spark.replay_horizon
         now_ns = time.time_ns()
         lost_state = self._first_scan and self.state.recreated and not self.spark.replay_existing
         skipped_as_handled = 0
-        for directory in self.spark.event_log_dirs:
-            refs = self._scan(directory)
-            if refs is None:
-                continue
+        for directory, refs in listed.items():
             self._fs.watch(directory)
             for ref in refs:
                 key = f"{directory.rstrip('/')}/{ref.key}"
@@ -195,27 +194,6 @@ class SparkSource:
                 "taken as already emitted (spark.replay_existing: true replays them)",
             )
         self._first_scan = False
-
-    def _scan(self, directory: str) -> list[LogRef] | None:
-        """The logs in one event-log directory; None (logged once) while it cannot be listed."""
-        try:
-            refs = scan(directory)
-        except OSError as error:
-            if directory not in self._missing_logged:
-                if isinstance(error, FileNotFoundError):
-                    log.warning(
-                        "eventlog_dir_missing",
-                        directory=directory,
-                        detail="waiting for it to appear",
-                    )
-                else:
-                    log.error("eventlog_dir_unreadable", directory=directory, error=error.strerror)
-                self._missing_logged.add(directory)
-            return None
-        if directory in self._missing_logged:
-            self._missing_logged.discard(directory)
-            log.info("eventlog_dir_found", directory=directory)
-        return refs
 
     def _follow(self, key: str, ref: LogRef, *, quiet: bool = False) -> None:
         app_log = ApplicationLog(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from agent import logs
 from agent.config import LineageConfig
 from agent.errors import StartError
@@ -27,10 +29,12 @@ async def build_transports(
                     raise StartError("lineage.http: the http transport needs an endpoint")
                 token = check_endpoint(lineage.http)
                 logs.register_secret(token)
-                built[name] = HttpTransport(lineage.http, token=token)
+                # Built in threads: reading a CA file or taking a lock may block (a slow
+                # mount), and a reload runs on the event loop.
+                built[name] = await asyncio.to_thread(HttpTransport, lineage.http, token=token)
             else:
                 holder = file_lock_of if isinstance(file_lock_of, FileTransport) else None
-                built[name] = FileTransport(lineage.file, lock_of=holder)
+                built[name] = await asyncio.to_thread(FileTransport, lineage.file, lock_of=holder)
     except BaseException:
         for transport in built.values():
             await transport.aclose()

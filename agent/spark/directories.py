@@ -1,0 +1,58 @@
+"""The event-log directories, listed off the event loop; each one that is missing or cannot
+be listed is logged once, and again when it comes back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import structlog
+
+from agent.spark.eventlog.layout import LogRef, scan
+
+log = structlog.get_logger("agent.spark")
+
+
+class Directories:
+    """The configured event-log directories and which of them cannot be listed now."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+        self.missing: set[str] = set()  # not listable at the last look (logged once)
+
+    async def list(self) -> dict[str, list[LogRef]]:
+        """The logs of each directory that can be listed now. In a thread: a directory on a
+        slow or hung mount must not hold up the deliveries, the control socket or SIGTERM."""
+        listed = await asyncio.to_thread(_list_all, self.paths)
+        found: dict[str, list[LogRef]] = {}
+        for directory, refs in listed.items():
+            if isinstance(refs, OSError):
+                self._unlistable(directory, refs)
+                continue
+            if directory in self.missing:
+                self.missing.discard(directory)
+                log.info("eventlog_dir_found", directory=directory)
+            found[directory] = refs
+        return found
+
+    def _unlistable(self, directory: str, error: OSError) -> None:
+        if directory in self.missing:
+            return
+        if isinstance(error, FileNotFoundError):
+            log.warning(
+                "eventlog_dir_missing", directory=directory, detail="waiting for it to appear"
+            )
+        else:
+            log.error("eventlog_dir_unreadable", directory=directory, error=error.strerror)
+        self.missing.add(directory)
+
+
+def _list_all(directories: Sequence[str]) -> dict[str, list[LogRef] | OSError]:
+    """Each directory's logs, or why it cannot be listed (blocking I/O)."""
+    listed: dict[str, list[LogRef] | OSError] = {}
+    for directory in directories:
+        try:
+            listed[directory] = scan(directory)
+        except OSError as error:
+            listed[directory] = error
+    return listed
