@@ -13,6 +13,7 @@ by design). Standalone: it imports only PySpark.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -53,7 +54,9 @@ class Context:
         return str(self.data / "inputs" / name)
 
 
-def session(plan: dict[str, Any], shape: dict[str, Any]) -> SparkSession:
+def session(
+    plan: dict[str, Any], shape: dict[str, Any], extra: dict[str, str] | None = None
+) -> SparkSession:
     out = Path(plan["out"])
     name = shape["name"]
     builder = (
@@ -82,7 +85,7 @@ def session(plan: dict[str, Any], shape: dict[str, Any]) -> SparkSession:
         )
     else:
         builder = builder.config("spark.sql.catalogImplementation", "in-memory")
-    for key, value in shape.get("conf", {}).items():
+    for key, value in {**shape.get("conf", {}), **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -437,33 +440,66 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _with_context(
+    job: Callable[[SparkSession, Context], None], ctx: Context, spark: SparkSession
+) -> None:
+    job(spark, ctx)
+
+
+def lake_job(name: str, out: Path) -> tuple[Callable[[SparkSession], None], dict[str, str]]:
+    """A shape of the lakehouse log generator (`lake:<name>`): its job and Spark conf. Each
+    gets a root of its own, laid out as the generator's jobs expect."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.data import make_lakehouse_logs as lake
+
+    root = out / "lake" / name
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    conf = dict(lake.DELTA) if "delta" in name else {}
+    if name.startswith("iceberg"):
+        conf = lake.iceberg_conf(root)
+    job = lake.SHAPES[name][0]
+    return (lambda spark: job(spark, root)), conf
+
+
 def main(plan: dict[str, Any]) -> None:
     out = Path(plan["out"])
     (out / "events").mkdir(parents=True, exist_ok=True)
     (out / "listener").mkdir(parents=True, exist_ok=True)
-    seed = SparkSession.builder.master("local[1]").appName("peer inputs")
-    seed = seed.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-    seed = seed.config("spark.driver.bindAddress", "127.0.0.1")
-    seed = seed.config("spark.jars", ",".join(plan["jars"]))  # the JVM's class path
-    spark = seed.getOrCreate()
-    inputs(spark, Context(out, "inputs", None))
-    spark.stop()
-    apps: dict[str, dict[str, Any]] = {}
+    if plan.get("inputs", True):
+        seed = SparkSession.builder.master("local[1]").appName("peer inputs")
+        seed = seed.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+        seed = seed.config("spark.driver.bindAddress", "127.0.0.1")
+        seed = seed.config("spark.jars", ",".join(plan["jars"]))  # the JVM's class path
+        spark = seed.getOrCreate()
+        inputs(spark, Context(out, "inputs", None))
+        spark.stop()
+    manifest = out / "manifest.json"  # shared with the other environment's process
+    apps: dict[str, dict[str, Any]] = (
+        json.loads(manifest.read_text())["apps"] if manifest.exists() else {}
+    )
     for shape in plan["shapes"]:
         began = time.monotonic()
-        spark = session(plan, shape)
+        job: Callable[[SparkSession], None]
+        extra: dict[str, str] = {}
+        if shape["job"].startswith("lake:"):
+            job, extra = lake_job(shape["job"].removeprefix("lake:"), out)
+        else:
+            job = functools.partial(
+                _with_context, JOBS[shape["job"]], Context(out, shape["name"], plan.get("postgres"))
+            )
+        spark = session(plan, shape, extra)
         record: dict[str, Any] = {
             "app_id": spark.sparkContext.applicationId,
             "app_name": f"peer {shape['name']}",
         }
         apps[shape["name"]] = record
         try:
-            JOBS[shape["job"]](spark, Context(out, shape["name"], plan.get("postgres")))
+            job(spark)
         except Exception as error:  # the failure shapes raise by design; recorded
             record["error"] = f"{type(error).__name__}: {str(error)[:500]}"
         spark.stop()
         record["seconds"] = round(time.monotonic() - began, 2)
-        write_atomic(out / "manifest.json", json.dumps({"apps": apps}, indent=2) + "\n")
+        write_atomic(manifest, json.dumps({"apps": apps}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

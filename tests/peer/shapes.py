@@ -5,8 +5,10 @@ that application needs beyond the common one, and what it needs from the machine
 shape (Delta, Iceberg, Kafka, streaming), write its job function in `jobs.py` and add a row
 here; `packages` lists the bundles of `scripts/jars.py` it needs on the driver's class path
 (fetched and passed with `spark.jars`). `pyspark` names the PySpark version a shape needs
-when it is not the project's: such shapes are reported as skipped until the harness builds
-that environment (a venv under build/ and a second jobs.py process).
+when it is not the project's: those shapes run in a second jobs.py process in the
+environment `scripts/pyenv.py lakehouse` builds under build/ (PySpark 4.1.1, the newest Spark
+the Delta, Iceberg and Kafka connectors support). Their jobs (`lake:<name>`) are the
+functions of `tests/data/make_lakehouse_logs.py` that made the checked-in lakehouse logs.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Need = Literal["postgres", "hive"]
+Need = Literal["postgres", "hive", "kafka"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class Shape:
 
 
 SCENARIOS = "tests/sparkjobs/scenarios.py"
+LAKE = "tests/data/make_lakehouse_logs.py"
+LAKE_PYSPARK = "4.1.1"
 COLUMNS = "tests/sparkjobs/columns_jobs.py"
 GOLDEN = "tests/golden/make_golden_logs.py"
 SHOW_URLS = {"spark.sql.redaction.options.regex": "(?i)secret|password"}
@@ -43,6 +47,15 @@ DERBY = {
     "spark.sql.catalog.derby.url": "jdbc:derby:memory:peer;create=true",
     "spark.sql.redaction.options.regex": "(?i)password",
 }
+
+
+def lake(name: str, what: str, packages: tuple[str, ...], *, kafka: bool = False) -> Shape:
+    """A shape of the lakehouse log generator, run on its PySpark."""
+    needs: tuple[Need, ...] = ("kafka",) if kafka else ()
+    return Shape(
+        name, f"lake:{name}", what, LAKE, packages=packages, needs=needs, pyspark=LAKE_PYSPARK
+    )
+
 
 SHAPES: tuple[Shape, ...] = (
     Shape("parquet", "parquet", "parquet write, read back, filter, overwrite", SCENARIOS),
@@ -96,6 +109,40 @@ SHAPES: tuple[Shape, ...] = (
     Shape("cancelled", "cancelled", "a write in a job group cancelled by the driver", SCENARIOS),
     Shape("rdd", "rdd", "RDD textFile count and saveAsTextFile", GOLDEN),
     Shape("wide", "wide", "the 500-column table: copy, row hash, mixed columns", COLUMNS),
+    lake(
+        "delta_path",
+        "Delta path table: create, append, overwrite, MERGE, UPDATE, DELETE, time travel",
+        ("delta",),
+    ),
+    lake(
+        "delta_catalog",
+        "Delta catalog tables: CREATE, INSERT, CTAS, saveAsTable, MERGE, UPDATE, DELETE",
+        ("delta",),
+    ),
+    lake(
+        "iceberg_hadoop",
+        "Iceberg (Hadoop catalog): CREATE, INSERT, MERGE, UPDATE, DELETE, CTAS",
+        ("iceberg",),
+    ),
+    lake(
+        "iceberg_jdbc",
+        "Iceberg (JDBC catalog on SQLite): the same statements",
+        ("iceberg", "sqlite-jdbc"),
+    ),
+    lake(
+        "kafka_batch",
+        "Kafka batch writes (topic option, topic column, avro) and reads",
+        ("spark-kafka", "spark-avro"),
+        kafka=True,
+    ),
+    lake("stream_file_parquet", "Structured Streaming: JSON files to parquet, availableNow", ()),
+    lake(
+        "stream_kafka_delta",
+        "Structured Streaming: Kafka to a Delta MERGE in foreachBatch",
+        ("spark-kafka", "delta"),
+        kafka=True,
+    ),
+    lake("stream_failure", "Structured Streaming: a micro-batch failing at run time", ()),
 )
 
 

@@ -10,6 +10,7 @@ said so) otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -117,6 +118,39 @@ def normalized(app_name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in app_name.lower())
 
 
+def lake_python() -> str:
+    """The interpreter of the lakehouse environment (PySpark 4.1.1), built once under build/."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "pyenv.py"), "lakehouse"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def run_jobs(python: str, plan: dict[str, Any], work: Path, env: dict[str, str], tag: str) -> None:
+    """One jobs.py process: the plan's shapes, one application each."""
+    plan_file = work / f"plan-{tag}.json"
+    plan_file.write_text(json.dumps(plan, indent=2))
+    with (work / f"spark-{tag}.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [python, str(JOBS), str(plan_file)],
+            cwd=work,
+            env={**env, "PYSPARK_PYTHON": python},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            code = proc.wait(SPARK_TIMEOUT)
+        finally:
+            stop_process(proc)
+    if code != 0:
+        tail = (work / f"spark-{tag}.log").read_text(errors="replace")[-4000:]
+        raise RuntimeError(f"jobs.py ({tag}) exited {code}:\n{tail}")
+
+
 def run(shapes: Sequence[Shape], work: Path) -> Outputs:
     out, agent_dir = work / "spark", work / "agent"
     (out / "events").mkdir(parents=True)
@@ -133,48 +167,41 @@ def run(shapes: Sequence[Shape], work: Path) -> Outputs:
         if reason is not None:
             skipped |= {s.name: reason for s in shapes if "postgres" in s.needs}
             runnable = [s for s in shapes if s.name not in skipped]
-    other = {s.name: s.pyspark for s in runnable if s.pyspark is not None}
-    skipped |= {
-        name: f"needs PySpark {version} in an environment of its own (not built yet)"
-        for name, version in other.items()
-    }
-    runnable = [s for s in runnable if s.name not in other]
     jars = [str(p) for p in listener_jars()]
-    for bundle in sorted({b for s in runnable for b in s.packages}):
-        jars += [str(p) for p in bundle_jars(bundle)]
     if server is not None:
         jars.append(str(JDBC_JAR))
-    plan = {
-        "out": str(out),
-        "jars": jars,
-        "postgres": None
-        if server is None
-        else {"url": server.jdbc_url, "user": server.user, "password": server.password},
-        "shapes": [
-            {"name": s.name, "job": s.job, "conf": s.conf, "hive": "hive" in s.needs}
-            for s in runnable
-        ],
-    }
-    (work / "plan.json").write_text(json.dumps(plan, indent=2))
+    groups: dict[str | None, list[Shape]] = defaultdict(list)  # PySpark version -> shapes
+    for shape in runnable:
+        groups[shape.pyspark].append(shape)
     began = time.monotonic()
     try:
-        with agent_process(agent_config(agent_dir, out / "events")) as agent:
-            with (work / "spark.log").open("wb") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, str(JOBS), str(work / "plan.json")],
-                    cwd=work,
-                    env=spark_env(),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-                try:
-                    code = proc.wait(SPARK_TIMEOUT)
-                finally:
-                    stop_process(proc)
+        with contextlib.ExitStack() as stack:
+            env = spark_env()
+            if any("kafka" in s.needs for s in runnable):
+                from tests.kafka import running_kafka
+
+                kafka = stack.enter_context(running_kafka(work))
+                kafka.create_topic("orders", partitions=2)  # stream_kafka_delta's source
+                kafka.produce("orders", [json.dumps({"n": n}) for n in range(7)])
+                env["LAKEHOUSE_KAFKA"] = kafka.bootstrap
+            agent = stack.enter_context(agent_process(agent_config(agent_dir, out / "events")))
+            for version, group in groups.items():  # the project's PySpark first (the inputs)
+                python = sys.executable if version is None else lake_python()
+                bundles = sorted({b for s in group for b in s.packages})
+                plan = {
+                    "out": str(out),
+                    "jars": jars + [str(p) for b in bundles for p in bundle_jars(b)],
+                    "inputs": version is None,
+                    "postgres": None
+                    if server is None
+                    else {"url": server.jdbc_url, "user": server.user, "password": server.password},
+                    "shapes": [
+                        {"name": s.name, "job": s.job, "conf": s.conf, "hive": "hive" in s.needs}
+                        for s in group
+                    ],
+                }
+                run_jobs(python, plan, work, env, version or "project")
             spark_seconds = time.monotonic() - began
-            if code != 0:
-                tail = (work / "spark.log").read_text(errors="replace")[-4000:]
-                raise RuntimeError(f"jobs.py exited {code}:\n{tail}")
             manifest = json.loads((out / "manifest.json").read_text())["apps"]
             expected = {normalized(m["app_name"]) for m in manifest.values()}
             lineage = agent_dir / "lineage.jsonl"
