@@ -152,7 +152,7 @@ def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.
     import json
 
     from agent import views
-    from agent.control import request
+    from agent.controlclient import request
     from agent.errors import ConfigError, ControlError
 
     try:

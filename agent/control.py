@@ -15,14 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import errno
 import grp
 import json
 import math
 import os
 import pwd
 import socket
-import stat
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -32,7 +30,9 @@ import structlog
 
 from agent import __version__
 from agent.config import AgentConfig
-from agent.errors import ControlError, StartError
+from agent.controlbind import bind, identity
+from agent.controlclient import MAX_REQUEST
+from agent.errors import ControlError
 from agent.health import HealthTracker
 from agent.metrics import Metrics
 from agent.pipeline import Pipeline
@@ -44,7 +44,6 @@ log = structlog.get_logger("agent.control")
 SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
 MAX_STOP_GRACE = 3600.0  # the largest grace a request may ask for
-MAX_REQUEST = 64 * 1024
 
 
 class AgentView(Protocol):
@@ -118,9 +117,9 @@ class ControlServer:
     async def start(self) -> None:
         """Bind the socket. Raises StartError when another agent answers on the path (it is
         never taken over), OSError when the path cannot be bound (something else is there)."""
-        sock = _bind(self.path)
+        sock = bind(self.path)
         try:
-            self._identity = _identity(self.path)
+            self._identity = identity(self.path)
             os.chmod(self.path, SOCKET_MODE)
             self._server = await asyncio.start_unix_server(self._client, sock=sock)
         except BaseException:
@@ -137,7 +136,7 @@ class ControlServer:
 
     def bound(self) -> bool:
         """Whether the path still is the socket this server bound (not removed or replaced)."""
-        return self._identity is not None and _identity(self.path) == self._identity
+        return self._identity is not None and identity(self.path) == self._identity
 
     def _unlink_own(self) -> None:
         """Remove the path only if it is still the socket this process bound: a socket another
@@ -285,85 +284,6 @@ class ControlServer:
         return {**dataclasses.asdict(outcome), "pids": list(outcome.pids)}
 
 
-_BIND_ATTEMPTS = 3
-_PROBE_TIMEOUT = 2.0  # seconds a live agent has to accept a connection and answer
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    return (info.st_dev, info.st_ino)
-
-
-def _bind(path: str) -> socket.socket:
-    """A unix socket bound at `path`, after removing a stale socket of a previous run.
-
-    bind(2) never replaces an existing file, so what is at the path is looked at first: a
-    socket nobody listens on is stale and removed (only if it is still the same file when
-    removed); a socket an agent answers on is StartError.
-    """
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    for _attempt in range(_BIND_ATTEMPTS):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(path)
-            return sock
-        except OSError as error:
-            sock.close()
-            if error.errno != errno.EADDRINUSE:
-                raise
-        _remove_stale(path)
-    raise OSError(errno.EADDRINUSE, f"{path} keeps being taken by another process")
-
-
-def _remove_stale(path: str) -> None:
-    """Remove the socket at `path` if nobody listens on it; StartError if an agent does."""
-    try:
-        before = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(before.st_mode):
-        raise OSError(errno.EADDRINUSE, f"{path} exists and is not a socket")
-    pid = _probe(path)
-    if pid is not None:
-        who = f"another lineage-agent (pid {pid})" if pid else "another process"
-        raise StartError(
-            f"control_socket: {who} is listening on {path}; give each agent its own "
-            "control_socket, or stop the other one first"
-        )
-    if _identity(path) == (before.st_dev, before.st_ino):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-
-
-def _probe(path: str) -> int | None:
-    """None when nobody listens at `path`; else the pid a live agent gives in its status
-    answer, or 0 when the listener does not say (not an agent, or it refused us)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(_PROBE_TIMEOUT)
-        try:
-            sock.connect(path)
-        except (ConnectionRefusedError, FileNotFoundError):
-            return None
-        except TimeoutError:
-            return 0  # a listener whose backlog is full is alive
-        try:
-            sock.sendall(b'{"command": "status"}\n')
-            data = b""
-            while not data.endswith(b"\n") and len(data) < 4 * MAX_REQUEST:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            answer = json.loads(data)
-            pid = answer.get("pid") if isinstance(answer, dict) else None
-        except (OSError, ValueError):
-            return 0
-    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else 0
-
-
 def _grace(value: object) -> float:
     """A request's grace: a finite number of seconds from 0 to MAX_STOP_GRACE."""
     seconds = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else -1
@@ -377,35 +297,3 @@ def _app_id(request: dict[str, Any]) -> str:
     if not isinstance(app_id, str) or not app_id:
         raise ControlError("an application id is required")
     return app_id
-
-
-# -- client ---------------------------------------------------------------------------------
-
-
-def request(path: str, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
-    """Send one request to a running agent and return its answer (blocking)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(path)
-        except FileNotFoundError:
-            raise ControlError(
-                f"{path}: no agent is listening (is lineage-agent running?)"
-            ) from None
-        except PermissionError:
-            raise ControlError(
-                f"{path}: permission denied (join the socket's group or use sudo)"
-            ) from None
-        except ConnectionRefusedError:
-            raise ControlError(f"{path}: no agent is listening (stale socket)") from None
-        sock.sendall(json.dumps(payload).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    if not data:
-        raise ControlError(f"{path}: the agent closed the connection without answering")
-    answer: dict[str, Any] = json.loads(data)
-    return answer

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from agent.config import AgentConfig, Bounds, fields_of
-from agent.control import request
+from agent.controlclient import request
 from tests.agentproc import AgentProcess, keygen, metric
 from tests.reliability.harness import (
     PATIENCE,
