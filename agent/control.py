@@ -1,4 +1,5 @@
-"""The control socket behind `lineage-agent status`, `describe APP_ID` and `job stop APP_ID`.
+"""The control socket behind `lineage-agent status`, `describe APP_ID`, `job stop APP_ID` and
+`exec` (which reports how the command it ran ended: `exec_end`).
 
 The server reads the running agent through `AgentView` (the daemon implements it) and acts on
 applications through the source's `ApplicationControl`; it knows neither class.
@@ -7,7 +8,7 @@ Protocol: a unix stream socket (mode 0660, in the runtime directory); the client
 JSON object per line ({"command": "status"} ...) and reads one JSON object back per line.
 Answers have `ok: true` or `ok: false` with an `error` text. The peer's uid comes from
 SO_PEERCRED: only root, the agent's own user and members of the socket's group are served,
-whatever the file mode says, and `job stop` records that uid as who asked.
+whatever the file mode says, and `job stop` and `exec_end` record that uid as who asked.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import json
 import math
 import os
 import pwd
+import re
 import socket
+import sqlite3
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -44,6 +47,9 @@ log = structlog.get_logger("agent.control")
 SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
 MAX_STOP_GRACE = 3600.0  # the largest grace a request may ask for
+MAX_STDERR_TAIL = 8192  # characters of a command's stderr a verdict keeps
+_EXEC_ID = re.compile(r"[0-9a-f]{32}")
+_SIGNAL = re.compile(r"SIG[A-Z0-9+-]{1,12}")
 
 
 class AgentView(Protocol):
@@ -112,6 +118,7 @@ class ControlServer:
             "status": self._status,
             "describe": self._describe,
             "job_stop": self._job_stop,
+            "exec_end": self._exec_end,
         }
 
     async def start(self) -> None:
@@ -268,6 +275,34 @@ class ControlServer:
             "stop": state.stop_request(app_id) if state else None,
         }
 
+    async def _exec_end(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
+        """How a command run by `lineage-agent exec` ended: kept in the state database until
+        its applications end (see `agent.spark.verdicts`)."""
+        exec_id = _exec_id(request)
+        status, signame, tail = _exit_status(request)
+        state = self.agent.state_db
+        if state is None:
+            raise ControlError(
+                "no state database is open (the agent is starting, or lineage is disabled)"
+            )
+        who = user_name(uid)
+        try:
+            recorded = state.record_verdict(exec_id, status, signame, tail, who)
+        except sqlite3.Error as error:
+            raise ControlError(f"the state database refused the verdict: {error}") from None
+        apps = self.agent.applications
+        app_ids = apps.verdict_arrived(exec_id) if apps else []
+        log.info(
+            "exec_verdict",
+            exec_id=exec_id,
+            status=status,
+            signal=signame,
+            requested_by=who,
+            applications=app_ids,
+            recorded=recorded,
+        )
+        return {"exec_id": exec_id, "recorded": recorded, "applications": app_ids}
+
     async def _job_stop(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         app_id = _app_id(request)
         reason = str(request.get("reason") or "stopped with lineage-agent job stop")
@@ -282,6 +317,26 @@ class ControlServer:
             grace=grace,
         )
         return {**dataclasses.asdict(outcome), "pids": list(outcome.pids)}
+
+
+def _exec_id(request: dict[str, Any]) -> str:
+    exec_id = request.get("exec_id")
+    if not isinstance(exec_id, str) or not _EXEC_ID.fullmatch(exec_id):
+        raise ControlError("exec_id: expected the 32 hex digits `lineage-agent exec` made")
+    return exec_id
+
+
+def _exit_status(request: dict[str, Any]) -> tuple[int, str | None, str]:
+    """(status, signal name, stderr tail) of an `exec_end` request, checked."""
+    status, signame = request.get("status"), request.get("signal")
+    if not isinstance(status, int) or isinstance(status, bool) or not 0 <= status <= 255:
+        raise ControlError(f"status: expected an exit status from 0 to 255, got {status!r}")
+    if signame is not None and not (isinstance(signame, str) and _SIGNAL.fullmatch(signame)):
+        raise ControlError(f"signal: expected a signal name such as SIGTERM, got {signame!r}")
+    tail = request.get("stderr_tail", "")
+    if not isinstance(tail, str):
+        raise ControlError("stderr_tail: expected text")
+    return status, signame, tail[-MAX_STDERR_TAIL:]
 
 
 def _grace(value: object) -> float:
