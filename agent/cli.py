@@ -2,7 +2,9 @@
 
 Exit codes: 0 ok, 1 a check failed (verify, replay) or the agent's source died (run: systemd
 restarts it), 2 usage, 78 (EX_CONFIG) configuration or start-up refusal, so that systemd's
-RestartPreventExitStatus=78 stops a restart loop, 130 interrupted.
+RestartPreventExitStatus=78 stops a restart loop, 130 interrupted. `exec` exits with its
+command's status (128 + N when signal N killed it), 126 / 127 when the command cannot be run
+or is not found, as a shell does.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 EX_OK = 0
 EX_FAILED = 1
 EX_USAGE = 2
+EX_NOT_EXECUTABLE = 126  # `exec`: the command was found but cannot be run, as a shell says
+EX_NOT_FOUND = 127  # `exec`: no such command
 EX_CONFIG = 78
 EX_INTERRUPTED = 130
 DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
@@ -199,6 +203,25 @@ def _cmd_job_stop(args: argparse.Namespace) -> int:
     return _ask(args, payload, timeout=args.grace + 30)
 
 
+def _cmd_exec(args: argparse.Namespace) -> int:
+    """`exec`: the command's own status; the agent's problems are told on stderr, never
+    change the status and never keep the command from running."""
+    from agent.exec_cli import command_of, execute
+
+    command = command_of(args)
+    if not command:
+        _err("exec: no command given: lineage-agent exec [--config FILE] -- COMMAND...")
+        return EX_USAGE
+    try:
+        return execute(args, command, _socket_path)
+    except FileNotFoundError:
+        _err(f"exec: {command[0]}: command not found")
+        return EX_NOT_FOUND
+    except PermissionError:
+        _err(f"exec: {command[0]}: permission denied")
+        return EX_NOT_EXECUTABLE
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     """`replay`: 2 when a log or file could not be handled, 1 when a run failed or an event
     was dropped, else 0 (see `replay --help`)."""
@@ -336,6 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _control_args(stop)
     stop.set_defaults(func=_cmd_job_stop)
+
+    from agent.exec_cli import register as register_exec
+
+    register_exec(sub, _cmd_exec)
 
     from agent.replay_cli import register
 

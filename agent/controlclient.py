@@ -1,6 +1,6 @@
 """The client side of the control socket: one JSON request, one JSON answer.
 
-`request` is what `lineage-agent status`, `describe` and `job stop` send; `probe` is
+`request` is what `lineage-agent status`, `describe`, `job stop` and `exec` send; `probe` is
 how a starting agent tells a live agent's socket from a stale one.
 """
 
