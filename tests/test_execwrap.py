@@ -4,6 +4,7 @@ signals passed on, stdout and stderr passed through, the Spark properties it han
 from __future__ import annotations
 
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -85,3 +86,38 @@ def test_spark_properties_go_through_spark_submit_opts() -> None:
         '"-Dspark.lineageAgent.parent=ns/dag \\"x\\".task/019a5f3e-1c2d-7e4f-8a9b-0c1d2e3f4a5b"'
     )
     assert env["PATH"] == os.environ["PATH"]
+
+
+def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
+    """Ctrl-C on a real terminal (a pty) signals the whole foreground process group: the
+    command gets one SIGINT, handles it and goes on; exec, signalled too, does not end."""
+    ready, stop = tmp_path / "ready", tmp_path / "stop"
+    script = (
+        "n=0; trap 'n=$((n+1))' INT; "
+        f"touch {ready}; while [ ! -e {stop} ]; do sleep 0.05; done; echo count $n; exit 5"
+    )
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: a session of its own, the pty its controlling terminal
+        os.execv(sys.executable, [sys.executable, *EXEC_NO_RETRY[1:], "sh", "-c", script])
+    output = b""
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the command did not start"
+            time.sleep(0.02)
+        os.write(terminal, b"\x03")  # the terminal's VINTR character
+        time.sleep(1.0)
+        stop.touch()
+        while True:
+            try:
+                chunk = os.read(terminal, 4096)
+            except OSError:  # EIO: every process holding the pty's other side is gone
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(terminal)
+    assert os.waitstatus_to_exitcode(status) == 5, output
+    assert b"count 1\r\n" in output, output
