@@ -12,6 +12,7 @@ then it ends as Spark logged it and `exec_verdict_missing` says so.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
@@ -29,7 +30,10 @@ def lookup(state: StateDB) -> VerdictLookup:
     """The translator's way to the verdicts the state database keeps."""
 
     def verdict(exec_id: str) -> Verdict | None:
-        row = state.verdict(exec_id)
+        try:
+            row = state.verdict(exec_id)
+        except sqlite3.Error:  # locked for a moment: the next pass looks again
+            return None
         return None if row is None else Verdict(*row)
 
     return verdict
