@@ -32,6 +32,7 @@ from tests.spark_scenarios import (
 pytestmark = pytest.mark.spark
 
 JOB = ROOT / "tests" / "sparkjobs" / "exec_job.py"
+SPARK_SUBMIT = Path(sys.executable).with_name("spark-submit")
 INSERT = "execute_insert_into_hadoop_fs_relation_command"
 PARENT_RUN = "019a5f3e-1c2d-7e4f-8a9b-0c1d2e3f4a5b"
 ROOT_RUN = "019a5f3e-0000-7000-8000-000000000001"
@@ -77,14 +78,20 @@ def setup(tmp_path: Path) -> Setup:
 
 
 def start_exec(
-    s: Setup, mode: str, *, retry_for: str = "0", env: dict[str, str] | None = None
+    s: Setup,
+    mode: str,
+    *,
+    retry_for: str = "0",
+    env: dict[str, str] | None = None,
+    launcher: str = sys.executable,
 ) -> subprocess.Popen[bytes]:
-    """`lineage-agent exec -- python exec_job.py ... MODE`, output to files under work/."""
+    """`lineage-agent exec -- python exec_job.py ... MODE` (or `spark-submit exec_job.py`),
+    output to files under work/."""
     out = s.work / mode
     out.mkdir(exist_ok=True)
     command = [
         *(sys.executable, "-m", "agent", "exec", "--config", str(s.config)),
-        *("--retry-for", retry_for, "--", sys.executable, str(JOB), str(s.events), str(out)),
+        *("--retry-for", retry_for, "--", launcher, str(JOB), str(s.events), str(out)),
         mode,
     ]
     with (s.work / f"{mode}.out").open("wb") as stdout, (s.work / f"{mode}.err").open("wb") as err:
@@ -174,15 +181,18 @@ def test_parent_facets_from_the_schedulers_environment(
     assert child["run"]["facets"]["parent"]["root"] == parent["root"]
 
 
-def test_program_that_raises_after_its_work_fails(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher", ["python", "spark-submit"])
+def test_program_that_raises_after_its_work_fails(tmp_path: Path, launcher: str) -> None:
     """PySpark logs ExitCode 0 after the exception, yet the application ends FAIL with the
-    exit status and the end of stderr; the status and stderr pass through unchanged."""
+    exit status and the end of stderr, and the status passes through; the same under
+    `python job.py` and `spark-submit job.py`. spark-submit prints the Python program's
+    traceback on its stdout, so there stderr's last lines are the JVM's shutdown log."""
     s = setup(tmp_path)
+    program = sys.executable if launcher == "python" else str(SPARK_SUBMIT)
     with spark_daemon(s.config):
-        ran = finish(s, start_exec(s, "raise"), "raise")
+        ran = finish(s, start_exec(s, "raise", launcher=program), "raise")
         events = wait_events(s.lineage, ended("exec_raise"))
     assert ran.status == 1
-    assert RAISED in ran.stderr
     app = terminal(events, "exec_raise")
     assert app["eventType"] == "FAIL"
     message = error_message(app)
@@ -190,7 +200,13 @@ def test_program_that_raises_after_its_work_fails(tmp_path: Path) -> None:
         "the command run by lineage-agent exec exited with status 1; the last lines of its "
         "stderr:\n"
     )
-    assert RAISED in message
+    if launcher == "python":
+        assert RAISED in ran.stderr
+        assert RAISED in message
+    else:
+        assert RAISED in ran.stdout
+        assert "Successfully stopped SparkContext" in message
+    assert message.endswith(ran.stderr.rstrip()[-200:])  # the tail, as the command wrote it
     assert terminal(events, f"exec_raise.{INSERT}.raise_numbers")["eventType"] == "COMPLETE"
     assert_run_shapes(events)
     s.key_check(events)
