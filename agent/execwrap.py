@@ -52,6 +52,7 @@ FORWARDED: Final = (
 )
 TAIL_LINES: Final = 20  # lines of the command's stderr the verdict carries
 TAIL_BYTES: Final = 4096  # and at most this many bytes of them
+STDERR_LINGER: Final = 5.0  # seconds stderr is still copied after the command ended
 REPORT_TIMEOUT: Final = 5.0  # seconds the agent has to answer the report
 RETRY_EVERY: Final = 2.0  # seconds between the background retries
 #: Refusals of an agent that may keep the report a moment later.
@@ -119,8 +120,9 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str, Ended]:
         copier = threading.Thread(target=_copy, args=(read_end, tail), daemon=True)
         copier.start()
         status = _wait(pid, waited)
-        # A grandchild that outlives the command may hold stderr open: do not wait for it.
-        copier.join(timeout=2.0)
+        # What the command left behind (PySpark's JVM) still writes its last lines; a process
+        # that keeps stderr open for good (a daemon it started) is not waited for.
+        copier.join(timeout=STDERR_LINGER)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, waited)
     code = os.waitstatus_to_exitcode(status)
