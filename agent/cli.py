@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent import __version__
@@ -247,16 +247,21 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return code
 
 
-def _grace(text: str) -> float:
-    """`job stop --grace`: a finite number of seconds from 0 to MAX_STOP_GRACE."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_STOP_GRACE):
-        raise argparse.ArgumentTypeError(
-            f"expected seconds from 0 to {MAX_STOP_GRACE:g}, got {text!r}"
-        )
+def seconds_argument(maximum: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds from 0 to `maximum` (`job stop --grace`,
+    `exec --retry-for`); anything else, `nan` and `inf` included, is a usage error."""
+
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0 <= value <= maximum):
+            raise argparse.ArgumentTypeError(
+                f"expected seconds from 0 to {maximum:g}, got {text!r}"
+            )
+        return value
+
     return seconds
 
 
@@ -351,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stop.add_argument(
         "--grace",
-        type=_grace,
+        type=seconds_argument(MAX_STOP_GRACE),
         default=STOP_GRACE,
         metavar="SECONDS",
         help=f"seconds between SIGTERM and SIGKILL, 0 to {MAX_STOP_GRACE:g} (default "
@@ -362,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from agent.exec_cli import register as register_exec
 
-    register_exec(sub, _cmd_exec)
+    register_exec(sub, _cmd_exec, seconds_argument)
 
     from agent.replay_cli import register
 

@@ -7,7 +7,6 @@ are told on stderr after the command's own output and change nothing else (`exec
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -24,8 +23,10 @@ MAX_RETRY_FOR: Final = 86400.0
 def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     func: Callable[[argparse.Namespace], int],
+    seconds: Callable[[float], Callable[[str], float]],
 ) -> argparse.ArgumentParser:
-    """Add `exec` to the `lineage-agent` command, run by `func`."""
+    """Add `exec` to the `lineage-agent` command, run by `func`; `seconds(maximum)` is the
+    argument type of a bounded number of seconds."""
     parser = subparsers.add_parser(
         "exec",
         help="run a Spark program and tell the agent how it ended",
@@ -46,7 +47,7 @@ def register(
     parser.add_argument("--socket", help="control socket path (instead of --config)")
     parser.add_argument(
         "--retry-for",
-        type=_retry_for,
+        type=seconds(MAX_RETRY_FOR),
         default=RETRY_FOR,
         metavar="SECONDS",
         help="when no agent answers at the end, a detached process retries for this long, "
@@ -55,19 +56,6 @@ def register(
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND")
     parser.set_defaults(func=func)
     return parser
-
-
-def _retry_for(text: str) -> float:
-    """`--retry-for`: a finite number of seconds from 0 to MAX_RETRY_FOR."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_RETRY_FOR):
-        raise argparse.ArgumentTypeError(
-            f"expected seconds from 0 to {MAX_RETRY_FOR:g}, got {text!r}"
-        )
-    return seconds
 
 
 def command_of(args: argparse.Namespace) -> list[str]:

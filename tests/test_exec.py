@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.agentproc import ROOT, assert_identity
 from tests.independent import public_key, verify
@@ -70,10 +69,7 @@ class Ran:
 def setup(tmp_path: Path) -> Setup:
     events = tmp_path / "events"
     events.mkdir()
-    config = daemon_config(tmp_path / "agent", events)
-    data = yaml.safe_load(config.read_text())
-    data["spark"]["exec_verdict_wait"] = "90s"
-    config.write_text(yaml.safe_dump(data))
+    config = daemon_config(tmp_path / "agent", events, exec_verdict_wait="90s")
     return Setup(config, events, tmp_path / "agent" / "lineage.jsonl", tmp_path)
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from agent.controlclient import request
 from agent.spark.translate.listener import wanted
@@ -159,10 +158,7 @@ def test_daemon_applies_a_verdict_that_came_before_the_log(tmp_path: Path) -> No
     ends as Spark logged it after `spark.exec_verdict_wait`, and says so in the log."""
     events_dir = tmp_path / "events"
     events_dir.mkdir()
-    config = daemon_config(tmp_path / "agent", events_dir)
-    data = yaml.safe_load(config.read_text())
-    data["spark"]["exec_verdict_wait"] = "1s"
-    config.write_text(yaml.safe_dump(data))
+    config = daemon_config(tmp_path / "agent", events_dir, exec_verdict_wait="1s")
     out = tmp_path / "agent" / "lineage.jsonl"
     socket = str(tmp_path / "agent" / "control.sock")
     late = "fedcba9876543210fedcba9876543210"
