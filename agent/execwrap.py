@@ -124,6 +124,10 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str, Ended]:
         # that keeps stderr open for good (a daemon it started) is not waited for.
         copier.join(timeout=STDERR_LINGER)
     finally:
+        # What came after the child ended has nobody to reach, and must not end exec itself
+        # (a SIGHUP of a closing terminal would replace the command's status): consumed.
+        while signal.sigtimedwait(waited, 0) is not None:
+            pass
         signal.pthread_sigmask(signal.SIG_UNBLOCK, waited)
     code = os.waitstatus_to_exitcode(status)
     if code < 0:

@@ -121,3 +121,20 @@ def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
         os.close(terminal)
     assert os.waitstatus_to_exitcode(status) == 5, output
     assert b"count 1\r\n" in output, output
+
+
+def test_a_signal_after_the_command_ended_keeps_its_status() -> None:
+    """While exec still copies what the command left behind on stderr, a SIGTERM or SIGHUP
+    to exec changes nothing: it exits with the command's status."""
+    proc = subprocess.Popen(
+        [*EXEC_NO_RETRY, "sh", "-c", "echo started >&2; (sleep 2) & exit 4"],
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    assert proc.stderr.readline() == b"started\n"
+    time.sleep(0.5)  # the command has ended; its background sleep holds stderr open
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGHUP)
+    proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(30) == 4
