@@ -154,8 +154,9 @@ def test_state_keeps_the_first_verdict_across_reopen(tmp_path: Path) -> None:
 
 def test_daemon_applies_a_verdict_that_came_before_the_log(tmp_path: Path) -> None:
     """The real daemon: a verdict reported before its application's log appears waits in the
-    state database and ends that application FAIL; an application whose verdict never comes
-    ends as Spark logged it after `spark.exec_verdict_wait`, and says so in the log."""
+    state database, across a restart, and ends that application FAIL; an application whose
+    verdict never comes ends as Spark logged it after `spark.exec_verdict_wait`, and says so
+    in the log."""
     events_dir = tmp_path / "events"
     events_dir.mkdir()
     config = daemon_config(tmp_path / "agent", events_dir, exec_verdict_wait="1s")
@@ -178,6 +179,8 @@ def test_daemon_applies_a_verdict_that_came_before_the_log(tmp_path: Path) -> No
             {"command": "exec_end", "exec_id": EXEC_ID, "status": 3, "stderr_tail": TAIL},
         )
         assert answer == {"ok": True, "exec_id": EXEC_ID, "recorded": True, "applications": []}
+    # The agent restarts before the log appears: the verdict waits in the state database.
+    with spark_daemon(config) as agent:
         for log, exec_id in (("success", EXEC_ID), ("sql_failure", late)):
             lines = with_properties(log, {"spark.lineageAgent.exec": exec_id})
             staged = tmp_path / log
