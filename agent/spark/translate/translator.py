@@ -46,7 +46,7 @@ from typing import Any, Literal
 from agent.spark.plan import read as plans
 from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
 from agent.spark.plan.tables import normalize
-from agent.spark.translate import runids
+from agent.spark.translate import charges, runids
 from agent.spark.translate.events import MAX_MS
 from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
 from agent.spark.translate.jobs import Jobs
@@ -60,12 +60,11 @@ from agent.spark.translate.runs import (
     Failure,
     Run,
     classify,
-    count_stage,
     job_failure,
     summary,
     terminal_state,
 )
-from agent.spark.translate.values import as_int, as_str, mappings, properties
+from agent.spark.translate.values import as_int, as_str, properties
 from agent.spark.translate.verdict import (
     CANCELLED_AT_END,
     EXEC,
@@ -374,39 +373,15 @@ class ApplicationTranslator:
         if self._life.app is None or not isinstance(info, Mapping):
             return
         self._life.tick(as_int(info.get("Completion Time")))
-        run, execution = self._owner(as_int(info.get("Stage ID")))
-        accumulables = mappings(info.get("Accumulables"))
-        tallies = [self._life.app.tally] + ([run.tally] if run else [])
-        count_stage(accumulables, tallies, execution)
+        charges.completed_stage(self._life.app, self._jobs, self._sql, info)
 
     def _on_task_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        reason = event.get("Task End Reason")
-        reason = reason.get("Reason") if isinstance(reason, Mapping) else None
-        if (
-            self._life.app is None
-            or not isinstance(reason, str)
-            or reason in ("Success", "TaskKilled")
-        ):
+        app = self._life.app
+        if app is None or not charges.failed_task(app, self._jobs, self._sql, event):
             return
         info = event.get("Task Info")
         if isinstance(info, Mapping):
             self._life.tick(as_int(info.get("Finish Time")))
-        run, _ = self._owner(as_int(event.get("Stage ID")))
-        self._life.app.tally.failed_tasks += 1
-        if run is not None:
-            run.tally.failed_tasks += 1
-
-    def _owner(self, stage: int | None) -> tuple[Run | None, Execution | None]:
-        """The open child run (and SQL execution) whose job ran this stage."""
-        job = self._jobs.of_stage(stage)
-        if job is None:
-            return None, None
-        if job.run is not None:
-            return (job.run if job.run.state == "RUNNING" else None), None
-        execution = self._sql.execution(job.execution)
-        if execution is None:
-            return None, None
-        return self._sql.run_of(execution), execution
 
     # -- ending runs ------------------------------------------------------------------------
 
