@@ -2,7 +2,9 @@
 
 Exit codes: 0 ok, 1 a check failed (verify, replay) or the agent's source died (run: systemd
 restarts it), 2 usage, 78 (EX_CONFIG) configuration or start-up refusal, so that systemd's
-RestartPreventExitStatus=78 stops a restart loop, 130 interrupted.
+RestartPreventExitStatus=78 stops a restart loop, 130 interrupted. `exec` exits with its
+command's status (128 + N when signal N killed it), 126 / 127 when the command cannot be run
+or is not found, as a shell does.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import argparse
 import asyncio
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent import __version__
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 EX_OK = 0
 EX_FAILED = 1
 EX_USAGE = 2
+EX_NOT_EXECUTABLE = 126  # `exec`: the command was found but cannot be run, as a shell says
+EX_NOT_FOUND = 127  # `exec`: no such command
 EX_CONFIG = 78
 EX_INTERRUPTED = 130
 DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
@@ -152,7 +156,7 @@ def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.
     import json
 
     from agent import views
-    from agent.control import request
+    from agent.controlclient import request
     from agent.errors import ConfigError, ControlError
 
     try:
@@ -199,6 +203,25 @@ def _cmd_job_stop(args: argparse.Namespace) -> int:
     return _ask(args, payload, timeout=args.grace + 30)
 
 
+def _cmd_exec(args: argparse.Namespace) -> int:
+    """`exec`: the command's own status; the agent's problems are told on stderr, never
+    change the status and never keep the command from running."""
+    from agent.exec_cli import command_of, execute
+
+    command = command_of(args)
+    if not command:
+        _err("exec: no command given: lineage-agent exec [--config FILE] -- COMMAND...")
+        return EX_USAGE
+    try:
+        return execute(args, command, _socket_path)
+    except FileNotFoundError:
+        _err(f"exec: {command[0]}: command not found")
+        return EX_NOT_FOUND
+    except PermissionError:
+        _err(f"exec: {command[0]}: permission denied")
+        return EX_NOT_EXECUTABLE
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     """`replay`: 2 when a log or file could not be handled, 1 when a run failed or an event
     was dropped, else 0 (see `replay --help`)."""
@@ -224,16 +247,21 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return code
 
 
-def _grace(text: str) -> float:
-    """`job stop --grace`: a finite number of seconds from 0 to MAX_STOP_GRACE."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_STOP_GRACE):
-        raise argparse.ArgumentTypeError(
-            f"expected seconds from 0 to {MAX_STOP_GRACE:g}, got {text!r}"
-        )
+def seconds_argument(maximum: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds from 0 to `maximum` (`job stop --grace`,
+    `exec --retry-for`); anything else, `nan` and `inf` included, is a usage error."""
+
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0 <= value <= maximum):
+            raise argparse.ArgumentTypeError(
+                f"expected seconds from 0 to {maximum:g}, got {text!r}"
+            )
+        return value
+
     return seconds
 
 
@@ -328,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stop.add_argument(
         "--grace",
-        type=_grace,
+        type=seconds_argument(MAX_STOP_GRACE),
         default=STOP_GRACE,
         metavar="SECONDS",
         help=f"seconds between SIGTERM and SIGKILL, 0 to {MAX_STOP_GRACE:g} (default "
@@ -336,6 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _control_args(stop)
     stop.set_defaults(func=_cmd_job_stop)
+
+    from agent.exec_cli import register as register_exec
+
+    register_exec(sub, _cmd_exec, seconds_argument)
 
     from agent.replay_cli import register
 

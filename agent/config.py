@@ -113,6 +113,9 @@ class SparkConfig:
     replay_existing: bool = False
     # longer event-log lines are counted and skipped
     max_line_bytes: Annotated[int, Bounds(1024, 1024 * 1024 * 1024)] = 64 * 1024 * 1024
+    # how long the end of an application run by `lineage-agent exec` waits for the command's
+    # exit status once its log ended (then it ends as Spark logged it); 0 does not wait
+    exec_verdict_wait: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 30.0
     # input-field entries one columnLineage facet may carry (~200 bytes each), so a wide
     # table cannot make a multi-megabyte event; 0 leaves column lineage out
     column_lineage_max_fields: Annotated[int, Bounds(0, 100_000)] = 1000

@@ -1,4 +1,5 @@
-"""The control socket behind `lineage-agent status`, `describe APP_ID` and `job stop APP_ID`.
+"""The control socket behind `lineage-agent status`, `describe APP_ID`, `job stop APP_ID` and
+`exec` (which reports how the command it ran ended: `exec_end`).
 
 The server reads the running agent through `AgentView` (the daemon implements it) and acts on
 applications through the source's `ApplicationControl`; it knows neither class.
@@ -7,7 +8,7 @@ Protocol: a unix stream socket (mode 0660, in the runtime directory); the client
 JSON object per line ({"command": "status"} ...) and reads one JSON object back per line.
 Answers have `ok: true` or `ok: false` with an `error` text. The peer's uid comes from
 SO_PEERCRED: only root, the agent's own user and members of the socket's group are served,
-whatever the file mode says, and `job stop` records that uid as who asked.
+whatever the file mode says, and `job stop` and `exec_end` record that uid as who asked.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import errno
 import grp
 import json
 import math
 import os
 import pwd
+import re
 import socket
-import stat
+import sqlite3
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,9 @@ import structlog
 
 from agent import __version__
 from agent.config import AgentConfig
-from agent.errors import ControlError, StartError
+from agent.controlbind import bind, identity
+from agent.controlclient import MAX_REQUEST
+from agent.errors import ControlError
 from agent.health import HealthTracker
 from agent.metrics import Metrics
 from agent.pipeline import Pipeline
@@ -44,7 +47,9 @@ log = structlog.get_logger("agent.control")
 SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
 MAX_STOP_GRACE = 3600.0  # the largest grace a request may ask for
-MAX_REQUEST = 64 * 1024
+MAX_STDERR_TAIL = 8192  # characters of a command's stderr a verdict keeps
+_EXEC_ID = re.compile(r"[0-9a-f]{32}")
+_SIGNAL = re.compile(r"SIG[A-Z0-9+-]{1,12}")
 
 
 class AgentView(Protocol):
@@ -113,14 +118,15 @@ class ControlServer:
             "status": self._status,
             "describe": self._describe,
             "job_stop": self._job_stop,
+            "exec_end": self._exec_end,
         }
 
     async def start(self) -> None:
         """Bind the socket. Raises StartError when another agent answers on the path (it is
         never taken over), OSError when the path cannot be bound (something else is there)."""
-        sock = _bind(self.path)
+        sock = bind(self.path)
         try:
-            self._identity = _identity(self.path)
+            self._identity = identity(self.path)
             os.chmod(self.path, SOCKET_MODE)
             self._server = await asyncio.start_unix_server(self._client, sock=sock)
         except BaseException:
@@ -137,7 +143,7 @@ class ControlServer:
 
     def bound(self) -> bool:
         """Whether the path still is the socket this server bound (not removed or replaced)."""
-        return self._identity is not None and _identity(self.path) == self._identity
+        return self._identity is not None and identity(self.path) == self._identity
 
     def _unlink_own(self) -> None:
         """Remove the path only if it is still the socket this process bound: a socket another
@@ -269,6 +275,34 @@ class ControlServer:
             "stop": state.stop_request(app_id) if state else None,
         }
 
+    async def _exec_end(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
+        """How a command run by `lineage-agent exec` ended: kept in the state database until
+        its applications end (see `agent.spark.verdicts`)."""
+        exec_id = _exec_id(request)
+        status, signame, tail = _exit_status(request)
+        state = self.agent.state_db
+        if state is None:
+            raise ControlError(
+                "no state database is open (the agent is starting, or lineage is disabled)"
+            )
+        who = user_name(uid)
+        try:
+            recorded = state.record_verdict(exec_id, status, signame, tail, who)
+        except sqlite3.Error as error:
+            raise ControlError(f"the state database refused the verdict: {error}") from None
+        apps = self.agent.applications
+        app_ids = apps.verdict_arrived(exec_id) if apps else []
+        log.info(
+            "exec_verdict",
+            exec_id=exec_id,
+            status=status,
+            signal=signame,
+            requested_by=who,
+            applications=app_ids,
+            recorded=recorded,
+        )
+        return {"exec_id": exec_id, "recorded": recorded, "applications": app_ids}
+
     async def _job_stop(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         app_id = _app_id(request)
         reason = str(request.get("reason") or "stopped with lineage-agent job stop")
@@ -285,83 +319,24 @@ class ControlServer:
         return {**dataclasses.asdict(outcome), "pids": list(outcome.pids)}
 
 
-_BIND_ATTEMPTS = 3
-_PROBE_TIMEOUT = 2.0  # seconds a live agent has to accept a connection and answer
+def _exec_id(request: dict[str, Any]) -> str:
+    exec_id = request.get("exec_id")
+    if not isinstance(exec_id, str) or not _EXEC_ID.fullmatch(exec_id):
+        raise ControlError("exec_id: expected the 32 hex digits `lineage-agent exec` made")
+    return exec_id
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    return (info.st_dev, info.st_ino)
-
-
-def _bind(path: str) -> socket.socket:
-    """A unix socket bound at `path`, after removing a stale socket of a previous run.
-
-    bind(2) never replaces an existing file, so what is at the path is looked at first: a
-    socket nobody listens on is stale and removed (only if it is still the same file when
-    removed); a socket an agent answers on is StartError.
-    """
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    for _attempt in range(_BIND_ATTEMPTS):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(path)
-            return sock
-        except OSError as error:
-            sock.close()
-            if error.errno != errno.EADDRINUSE:
-                raise
-        _remove_stale(path)
-    raise OSError(errno.EADDRINUSE, f"{path} keeps being taken by another process")
-
-
-def _remove_stale(path: str) -> None:
-    """Remove the socket at `path` if nobody listens on it; StartError if an agent does."""
-    try:
-        before = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(before.st_mode):
-        raise OSError(errno.EADDRINUSE, f"{path} exists and is not a socket")
-    pid = _probe(path)
-    if pid is not None:
-        who = f"another lineage-agent (pid {pid})" if pid else "another process"
-        raise StartError(
-            f"control_socket: {who} is listening on {path}; give each agent its own "
-            "control_socket, or stop the other one first"
-        )
-    if _identity(path) == (before.st_dev, before.st_ino):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-
-
-def _probe(path: str) -> int | None:
-    """None when nobody listens at `path`; else the pid a live agent gives in its status
-    answer, or 0 when the listener does not say (not an agent, or it refused us)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(_PROBE_TIMEOUT)
-        try:
-            sock.connect(path)
-        except (ConnectionRefusedError, FileNotFoundError):
-            return None
-        except TimeoutError:
-            return 0  # a listener whose backlog is full is alive
-        try:
-            sock.sendall(b'{"command": "status"}\n')
-            data = b""
-            while not data.endswith(b"\n") and len(data) < 4 * MAX_REQUEST:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            answer = json.loads(data)
-            pid = answer.get("pid") if isinstance(answer, dict) else None
-        except (OSError, ValueError):
-            return 0
-    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else 0
+def _exit_status(request: dict[str, Any]) -> tuple[int, str | None, str]:
+    """(status, signal name, stderr tail) of an `exec_end` request, checked."""
+    status, signame = request.get("status"), request.get("signal")
+    if not isinstance(status, int) or isinstance(status, bool) or not 0 <= status <= 255:
+        raise ControlError(f"status: expected an exit status from 0 to 255, got {status!r}")
+    if signame is not None and not (isinstance(signame, str) and _SIGNAL.fullmatch(signame)):
+        raise ControlError(f"signal: expected a signal name such as SIGTERM, got {signame!r}")
+    tail = request.get("stderr_tail", "")
+    if not isinstance(tail, str):
+        raise ControlError("stderr_tail: expected text")
+    return status, signame, tail[-MAX_STDERR_TAIL:]
 
 
 def _grace(value: object) -> float:
@@ -377,35 +352,3 @@ def _app_id(request: dict[str, Any]) -> str:
     if not isinstance(app_id, str) or not app_id:
         raise ControlError("an application id is required")
     return app_id
-
-
-# -- client ---------------------------------------------------------------------------------
-
-
-def request(path: str, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
-    """Send one request to a running agent and return its answer (blocking)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(path)
-        except FileNotFoundError:
-            raise ControlError(
-                f"{path}: no agent is listening (is lineage-agent running?)"
-            ) from None
-        except PermissionError:
-            raise ControlError(
-                f"{path}: permission denied (join the socket's group or use sudo)"
-            ) from None
-        except ConnectionRefusedError:
-            raise ControlError(f"{path}: no agent is listening (stale socket)") from None
-        sock.sendall(json.dumps(payload).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    if not data:
-        raise ControlError(f"{path}: the agent closed the connection without answering")
-    answer: dict[str, Any] = json.loads(data)
-    return answer

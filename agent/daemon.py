@@ -25,7 +25,7 @@ from typing import Literal
 import structlog
 from prometheus_client import CollectorRegistry
 
-from agent import __version__, logs
+from agent import __version__
 from agent.config import AgentConfig
 from agent.configfile import load_config
 from agent.control import ControlServer
@@ -36,7 +36,8 @@ from agent.health import HealthTracker
 from agent.metrics import Metrics, MetricsServer
 from agent.owned import OwnedFiles
 from agent.pipeline import Pipeline
-from agent.preflight import Checked, check_startup
+from agent.preflight import check_startup
+from agent.reconfigure import apply_config, signer_of
 from agent.sdnotify import Notifier, watchdog_interval
 from agent.signing import Signer
 from agent.source import ApplicationControl, Source, SourceContext
@@ -51,11 +52,6 @@ SourceFactory = Callable[[AgentConfig, SourceContext], Source]
 Outcome = Literal["stopped", "source_failed"]
 #: Where the agent is in its life, as `status` and /healthz show it.
 Phase = Literal["starting", "running", "stopping", "stopped", "disabled"]
-
-
-def _signer_of(checked: Checked) -> Signer:
-    assert checked.signing_key is not None  # the service's checks read the key or raise
-    return Signer(checked.signing_key)
 
 
 @dataclass
@@ -128,7 +124,7 @@ class Daemon:
         config = self.config
         # What `config check` checks too (key, endpoints, token, CA bundle, events file), before
         # anything is opened.
-        signer = _signer_of(check_startup(config))
+        signer = signer_of(check_startup(config))
         # Then the control socket: a second agent configured with a live agent's socket
         # refuses (StartError) before it opens anything else. It answers `status` while the
         # rest starts.
@@ -330,7 +326,9 @@ class Daemon:
         try:
             # In a thread: no file-system call may hold up the loop (or SIGTERM).
             new = await asyncio.to_thread(load_config, self.config.source)
-            await self._apply(new)
+            assert self.pipeline is not None and self.deliveries is not None
+            await apply_config(self.config, new, self.pipeline, self.deliveries)
+            self.config = new
         except Exception as error:
             # Whatever went wrong, a reload never ends the agent: the running configuration
             # stays. An error of the agent's own tree is the operator's to fix and needs no
@@ -350,44 +348,6 @@ class Daemon:
         self.metrics.reloads.labels(result="ok").inc()
         log.info("reload_ok", config=new.source, transports=list(new.lineage.transport))
         return True
-
-    async def _apply(self, new: AgentConfig) -> None:
-        old = self.config
-        for key, before, after in (
-            ("metrics.listen", old.metrics.listen, new.metrics.listen),
-            ("state_dir", old.state_dir, new.state_dir),
-            ("control_socket", old.control_socket, new.control_socket),
-            ("lineage.enabled", old.lineage.enabled, new.lineage.enabled),
-        ):
-            if before != after:
-                log.warning("reload_needs_restart", key=key, running=before, configured=after)
-        deliveries = self.deliveries
-        assert deliveries is not None
-        rebuild = deliveries.to_rebuild(old.lineage, new.lineage)
-        # In a thread: the checks read the key and CA files, which may sit on a slow mount.
-        checked = await asyncio.to_thread(check_startup, new, transports=rebuild)
-        signer = _signer_of(checked)
-        holder = deliveries.file_lock_holder(new.lineage.file.path)
-        transports = await build_transports(new.lineage, rebuild, file_lock_of=holder)
-        try:
-            self._commit(new, signer, transports)
-        except BaseException:
-            # Not reached with a config the loader accepted; if it were, the transports built
-            # for it must not leak (the file transport's would hold its path's lock).
-            for transport in transports.values():
-                with contextlib.suppress(Exception):
-                    await transport.aclose()
-            raise
-        await deliveries.swap_in(transports)
-        self.config = new
-
-    def _commit(self, new: AgentConfig, signer: Signer, transports: dict[str, Transport]) -> None:
-        """Put the checked new config in force: signer, logging, queues, added and removed
-        transports (replaced transports are swapped in by the caller)."""
-        assert self.pipeline is not None and self.deliveries is not None
-        self.pipeline.set_signer(signer.sign_event)
-        logs.configure(new.logging.level, new.logging.format)
-        self.deliveries.reconfigure(new.lineage, transports)
 
     # -- views -----------------------------------------------------------------------------
 

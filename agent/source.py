@@ -59,13 +59,17 @@ class StopOutcome:
 
 @runtime_checkable
 class ApplicationControl(Protocol):
-    """A source's answers to `status`, `describe` and `job stop`."""
+    """A source's answers to `status`, `describe`, `job stop` and `exec`."""
 
     def applications(self) -> Sequence[ApplicationStatus]:
         """Every application followed now."""
 
     def application(self, app_id: str) -> ApplicationStatus | None:
         """The followed application with that id (or log name), if any."""
+
+    def verdict_arrived(self, exec_id: str) -> list[str]:
+        """A verdict of that run of `lineage-agent exec` was recorded in the state database:
+        apply it soon; the ids of the applications followed now that it started."""
 
     async def stop_application(
         self, app_id: str, *, reason: str, requested_by: str, grace: float

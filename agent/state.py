@@ -1,5 +1,5 @@
-"""SQLite state in the state directory: log positions, emitted run events, stop requests and
-the delivery ledger ("what ran, what moved, was it delivered").
+"""SQLite state in the state directory: log positions, emitted run events, stop requests, the
+verdicts of `lineage-agent exec` and the delivery ledger ("what ran, what moved, was it delivered").
 
 Errors:
     StateError: the database cannot be opened, is corrupt, or another agent holds the state
@@ -30,6 +30,8 @@ from agent.errors import StateError
 from agent.fsutil import identity_change, take_lock
 
 SCHEMA_VERSION = 1
+#: Seconds a verdict of `lineage-agent exec` is kept: far longer than any application waits.
+VERDICTS_KEPT = 30 * 86400.0
 #: Ledger rows kept in memory while the database refuses them (about 200 bytes each).
 MAX_PENDING_ROWS = 100_000
 
@@ -56,6 +58,14 @@ CREATE INDEX IF NOT EXISTS emitted_app ON emitted (app_key);
 CREATE TABLE IF NOT EXISTS stops (
     app_id TEXT PRIMARY KEY,
     reason TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    exec_id TEXT PRIMARY KEY,        -- one run of `lineage-agent exec` (spark.lineageAgent.exec)
+    status INTEGER NOT NULL,         -- the command's exit status (128 + N: killed by signal N)
+    signal TEXT,
+    stderr_tail TEXT NOT NULL,
     requested_by TEXT NOT NULL,
     time REAL NOT NULL
 );
@@ -247,6 +257,30 @@ class StateDB:
             "SELECT reason, requested_by FROM stops WHERE app_id = ?", (app_id,)
         ).fetchone()
         return (row[0], row[1]) if row else None
+
+    # -- verdicts of `lineage-agent exec` ----------------------------------------------------
+
+    def record_verdict(
+        self, exec_id: str, status: int, signal: str | None, stderr_tail: str, requested_by: str
+    ) -> bool:
+        """Keep how a command run by `lineage-agent exec` ended until its applications end;
+        False when that run's verdict was recorded already (the first one stays)."""
+        now = time.time()
+        with self._transaction():
+            self._db.execute("DELETE FROM verdicts WHERE time < ?", (now - VERDICTS_KEPT,))
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO verdicts VALUES (?, ?, ?, ?, ?, ?)",
+                (exec_id, status, signal, stderr_tail, requested_by, now),
+            )
+        return bool(cursor.rowcount)
+
+    def verdict(self, exec_id: str) -> tuple[int, str | None, str, str] | None:
+        """(status, signal, stderr tail, requested by) of that run of `exec`, if it ended."""
+        row = self._db.execute(
+            "SELECT status, signal, stderr_tail, requested_by FROM verdicts WHERE exec_id = ?",
+            (exec_id,),
+        ).fetchone()
+        return (int(row[0]), row[1], str(row[2]), str(row[3])) if row else None
 
     # -- delivery ledger -------------------------------------------------------------------
 

@@ -273,8 +273,9 @@ def wait_events(
     raise AssertionError(f"condition not met within {seconds}s; events: {seen}")
 
 
-def daemon_config(work: Path, events_dir: Path, *, stale_after: str = "10m") -> Path:
-    """A config for `lineage-agent run`: file transport into `work/lineage.jsonl`."""
+def daemon_config(work: Path, events_dir: Path, *, stale_after: str = "10m", **spark: Any) -> Path:
+    """A config for `lineage-agent run`: file transport into `work/lineage.jsonl`; `spark`
+    adds keys to the `spark:` section."""
     work.mkdir(parents=True, exist_ok=True)
     if not (work / "ed25519.key").exists():
         keygen(work)
@@ -293,6 +294,7 @@ def daemon_config(work: Path, events_dir: Path, *, stale_after: str = "10m") -> 
                     "poll_interval": "200ms",
                     "stale_after": stale_after,
                     "replay_horizon": 0,
+                    **spark,
                 },
                 "metrics": {"listen": "127.0.0.1:0"},
                 "state_dir": str(work / "state"),

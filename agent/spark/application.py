@@ -19,10 +19,13 @@ from agent.spark.eventlog.records import RecordBatch, read_records
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
+from agent.spark.translate.verdict import Verdict
 
 Event = dict[str, Any]
 #: (reason, requested by) of a `job stop` recorded for an application id, or None.
 StopLookup = Callable[[str], tuple[str, str] | None]
+#: The verdict of the `lineage-agent exec` run with that id, once its command ended.
+VerdictLookup = Callable[[str], Verdict | None]
 
 READ_BATCH: Final = 4 * 1024 * 1024  # decoded bytes per read
 #: The errorMessage of runs still open when a finished log ends without ApplicationEnd.
@@ -30,13 +33,17 @@ LOG_ENDED: Final = "the event log ended without ApplicationEnd for this run"
 _ENV: Final = b'"Event":"SparkListenerEnvironmentUpdate"'
 
 
-def translate_options(spark: SparkConfig, namespace: str) -> TranslateOptions:
-    """The translator's options from the `spark:` section and the job namespace."""
+def translate_options(
+    spark: SparkConfig, namespace: str, *, await_verdict: bool = False
+) -> TranslateOptions:
+    """The translator's options from the `spark:` section and the job namespace;
+    `await_verdict` for the daemon, which hears the verdicts of `lineage-agent exec`."""
     return TranslateOptions(
         namespace=namespace,
         emit_empty_executions=spark.emit_empty_executions,
         running_interval_ms=int(spark.running_interval * 1000),
         column_lineage_max_fields=spark.column_lineage_max_fields,
+        await_verdict=await_verdict,
     )
 
 
@@ -50,6 +57,7 @@ class ApplicationLog:
         *,
         max_line_bytes: int,
         stop_lookup: StopLookup | None = None,
+        verdict_lookup: VerdictLookup | None = None,
     ) -> None:
         self.ref = ref
         self.reader = LogReader(ref, max_line_bytes=max_line_bytes)
@@ -57,6 +65,7 @@ class ApplicationLog:
         self.ui_port: int | None = None  # the driver UI's port, from the environment event
         self._stop_lookup = stop_lookup
         self._stop_checked = stop_lookup is None
+        self._verdict_lookup = verdict_lookup
 
     @property
     def app_id(self) -> str:
@@ -82,6 +91,12 @@ class ApplicationLog:
                 request = self._stop_lookup(translator.app_id)
                 if request is not None:
                     translator.request_stop(reason=request[0], requested_by=request[1])
+        exec_id = translator.exec_id
+        if self._verdict_lookup is not None and translator.awaiting_verdict and exec_id:
+            # Looked up at every feed: it may have come before the log or while it waited.
+            verdict = self._verdict_lookup(exec_id)
+            if verdict is not None:
+                events.extend(translator.settle(verdict))
         return events
 
     def take_warnings(self) -> list[str]:

@@ -20,6 +20,7 @@ class Followed:
     last_growth: float = field(default_factory=time.monotonic)
     closed: bool = False  # ended as driver lost; followed lazily in case it grows again
     stop_pending: float | None = None  # monotonic time a `job stop` ended its driver
+    verdict_since: float | None = None  # monotonic time its end began to wait for a verdict
     corrupt: int = 0
     malformed: set[tuple[str, str]] = field(default_factory=set)  # (event, field) logged
     pending: list[dict[str, Any]] = field(default_factory=list)  # translated, not yet claimed

@@ -31,7 +31,7 @@ from agent.errors import ControlError
 from agent.health import HealthTracker
 from agent.metrics import Metrics
 from agent.source import ApplicationStatus, Sink, SourceContext, StopOutcome
-from agent.spark import liveness
+from agent.spark import liveness, verdicts
 from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
 from agent.spark.claims import Claims
 from agent.spark.directories import Directories
@@ -62,7 +62,7 @@ class SparkSource:
         use_inotify: bool = True,
     ) -> None:
         self.spark = spark
-        self.options = translate_options(spark, spark.namespace or namespace)
+        self.options = translate_options(spark, spark.namespace or namespace, await_verdict=True)
         self.state = state
         self.metrics = metrics
         self.health = health or HealthTracker()
@@ -201,6 +201,7 @@ class SparkSource:
             self.options,
             max_line_bytes=self.spark.max_line_bytes,
             stop_lookup=self.state.stop_request,
+            verdict_lookup=verdicts.lookup(self.state),
         )
         self.apps[key] = Followed(key, app_log, quiet=quiet)
         if ref.layout == "rolling":
@@ -246,7 +247,7 @@ class SparkSource:
             if batch.lines:
                 app.last_growth = time.monotonic()
             self.problems.report(app, batch)
-            events = app.log.feed(batch)
+            events = app.log.feed(batch) + verdicts.overdue(app, self.spark.exec_verdict_wait)
             self.problems.report_malformed(app, app.log.take_malformed())
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)
@@ -263,7 +264,7 @@ class SparkSource:
             if reader.caught_up or reader.gone or held:  # else it stopped at its batch size
                 break
             await asyncio.sleep(0)  # a large log must not starve the deliveries
-        if reader.exhausted or reader.gone:
+        if (reader.exhausted or reader.gone) and not app.log.translator.awaiting_verdict:
             self._finish(app)
 
     def _emit(self, app: Followed, events: list[dict[str, Any]]) -> bool:
@@ -342,6 +343,12 @@ class SparkSource:
         app = self.find(app_id)
         if app is not None:
             app.log.translator.request_stop(reason=reason, requested_by=requested_by)
+
+    def verdict_arrived(self, exec_id: str) -> list[str]:
+        """A verdict of `lineage-agent exec` is in the state database: look at once; the
+        applications followed now that this run of `exec` started."""
+        self.wake()
+        return [a.app_id for a in self.apps.values() if a.log.translator.exec_id == exec_id]
 
     async def stop_application(
         self, app_id: str, *, reason: str, requested_by: str, grace: float

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import sys
 
-from agent import daemon
+from agent import reconfigure
 from agent.config import AgentConfig
+from agent.deliveries import Deliveries
+from agent.pipeline import Pipeline
 from agent.signing import Signer
 from agent.transports.base import Transport
 from tests.reliability import memagent
@@ -19,20 +21,21 @@ TRIGGER = "fail-on-apply"
 
 
 def install() -> None:
-    """Wrap `Daemon._commit` so that the trigger namespace raises inside it."""
-    commit = daemon.Daemon._commit
+    """Wrap `reconfigure._commit` so that the trigger namespace raises inside it."""
+    commit = reconfigure._commit
 
     def failing(
-        self: daemon.Daemon,
         new: AgentConfig,
         signer: Signer,
         transports: dict[str, Transport],
+        pipeline: Pipeline,
+        deliveries: Deliveries,
     ) -> None:
         if new.lineage.namespace == TRIGGER:
             raise RuntimeError("injected fault")
-        commit(self, new, signer, transports)
+        commit(new, signer, transports, pipeline, deliveries)
 
-    daemon.Daemon._commit = failing  # type: ignore[method-assign]
+    reconfigure._commit = failing
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agent.configfile import load_config, parse_config
-from agent.control import request
+from agent.controlclient import request
 from agent.errors import ConfigError
 from tests.agentproc import AgentProcess, keygen, metric
 from tests.independent import verify

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from agent.config import AgentConfig, Bounds, fields_of
-from agent.control import request
+from agent.controlclient import request
 from tests.agentproc import AgentProcess, keygen, metric
 from tests.reliability.harness import (
     PATIENCE,
@@ -146,6 +146,7 @@ RANGES = {
     "spark.replay_horizon": "a duration from 0s to 3650d",
     "spark.max_line_bytes": "an integer from 1024 to 1073741824",
     "spark.column_lineage_max_fields": "an integer from 0 to 100000",
+    "spark.exec_verdict_wait": "a duration from 0s to 1h",
 }
 HUGE = int("9" * 400)
 HUGE_SHOWN = "9" * 77 + "..."

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.control import request
+from agent.controlclient import request
 from tests.agentproc import metric
 from tests.reliability.harness import (
     PATIENCE,

@@ -12,6 +12,8 @@ from agent.spark.translate.events import RunRef, parent_facet
 from agent.spark.translate.naming import Catalog
 from agent.spark.translate.runs import Run
 from agent.spark.translate.values import as_uuid
+from agent.spark.translate.verdict import PARENT, ROOT_PARENT, scheduler_run
+from agent.spark.translate.verdict import PROPERTIES as EXEC_PROPERTIES
 
 #: The Spark properties the translator keeps from the environment event.
 PROPERTIES: Final = frozenset(
@@ -27,6 +29,7 @@ PROPERTIES: Final = frozenset(
         "spark.openlineage.rootParentJobNamespace",
         "spark.openlineage.rootParentJobName",
         "spark.openlineage.rootParentRunId",
+        *EXEC_PROPERTIES,
     }
 )
 
@@ -40,6 +43,9 @@ class TranslateOptions:
     column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
     # bootstrap servers of Kafka reads, which the event log never shows; None = unknown
     kafka_bootstrap: str | None = None
+    # hold the terminal event of an application run by `lineage-agent exec` at ApplicationEnd
+    # until `settle` gives the command's verdict (the daemon); off, it ends as Spark logged it
+    await_verdict: bool = False
 
 
 def catalog_of(props: Mapping[str, str]) -> Catalog:
@@ -53,13 +59,25 @@ def catalog_of(props: Mapping[str, str]) -> Catalog:
 def parent_of(run: Run, app: RunRef, props: Mapping[str, str]) -> dict[str, Any] | None:
     """The `parent` facet: children point at the application `app`; the application at the
     scheduler run that launched it, when `spark.openlineage.parent*` / `rootParent*`
-    properties say so. The root is the scheduler's root run, else its parent run, else the
+    properties say so, else when `lineage-agent exec` found it in the scheduler's environment
+    (`verdict`). The root is the scheduler's root run, else its parent run, else the
     application."""
-    external = _external_run(props, "parent")
-    root = _external_run(props, "rootParent") or external
+    external, root = _scheduler(props)
     if run.kind == "application":
         return None if external is None else parent_facet(external, root)
     return parent_facet(app, root)
+
+
+def _scheduler(props: Mapping[str, str]) -> tuple[RunRef | None, RunRef | None]:
+    """The scheduler's parent run and root run, from one source: the OpenLineage properties
+    when they name a parent, else what `lineage-agent exec` passed."""
+    external = _external_run(props, "parent")
+    if external is not None:
+        return external, _external_run(props, "rootParent") or external
+    external = scheduler_run(props.get(PARENT))
+    if external is not None:
+        return external, scheduler_run(props.get(ROOT_PARENT)) or external
+    return None, _external_run(props, "rootParent")
 
 
 def _external_run(props: Mapping[str, str], prefix: str) -> RunRef | None:

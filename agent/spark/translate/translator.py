@@ -29,11 +29,13 @@ runs and counters: see `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
-execution failed, else COMPLETE). `close(cause="driver_lost")` (no ApplicationEnd will come:
-the driver died) ends every open run FAIL, `close(cause="stopped")` ABORT. At ApplicationEnd
-every open child run is ended first, so the application's terminal event is always the last
-one; events that follow it (late JobEnd / SQLExecutionEnd of cancelled work) are ignored. A
-failed job whose JobEnd is logged after ApplicationEnd is therefore reported as aborted.
+execution failed, else COMPLETE), amended by the verdict of `lineage-agent exec` (`verdict`):
+with `await_verdict`, an application run by it is held at ApplicationEnd until `settle`.
+`close(cause="driver_lost")` (no ApplicationEnd will come: the driver died) ends every open
+run FAIL, `close(cause="stopped")` ABORT. At ApplicationEnd every open child run is ended
+first, so the application's terminal event is always the last one; events that follow it
+(late JobEnd / SQLExecutionEnd of cancelled work) are ignored. A failed job whose JobEnd is
+logged after ApplicationEnd is therefore reported as aborted.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Any, Literal
 from agent.spark.plan import read as plans
 from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
 from agent.spark.plan.tables import normalize
-from agent.spark.translate import runids
+from agent.spark.translate import charges, runids
 from agent.spark.translate.events import MAX_MS
 from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
 from agent.spark.translate.jobs import Jobs
@@ -57,14 +59,19 @@ from agent.spark.translate.runs import (
     Execution,
     Failure,
     Run,
-    application_end,
     classify,
-    count_stage,
     job_failure,
     summary,
     terminal_state,
 )
-from agent.spark.translate.values import as_int, as_str, mappings, properties
+from agent.spark.translate.values import as_int, as_str, properties
+from agent.spark.translate.verdict import (
+    CANCELLED_AT_END,
+    EXEC,
+    AppEnd,
+    Verdict,
+    application_state,
+)
 
 Event = dict[str, Any]
 
@@ -84,6 +91,7 @@ class ApplicationTranslator:
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
         self._jobs = Jobs()
         self._last: Failure | None = None  # outcome of the last job / execution to finish
+        self._ending: AppEnd | None = None  # ApplicationEnd, held for the command's verdict
         self._handlers: dict[str, Callable[[Mapping[str, Any], list[Event]], None]] = {
             "SparkListenerLogStart": self._on_log_start,
             "SparkListenerEnvironmentUpdate": self._on_environment,
@@ -146,6 +154,27 @@ class ApplicationTranslator:
     def stop_requested(self) -> bool:
         return self._life.stop is not None
 
+    @property
+    def exec_id(self) -> str | None:
+        """The `lineage-agent exec` that ran this application, if one did."""
+        return self._props.get(EXEC)
+
+    @property
+    def awaiting_verdict(self) -> bool:
+        """ApplicationEnd was read; the application's end waits for `settle`."""
+        return self._ending is not None
+
+    def settle(self, verdict: Verdict | None) -> list[Event]:
+        """End the application held at ApplicationEnd with the verdict of its command (None:
+        none came, Spark's log alone decides); see `verdict`."""
+        out: list[Event] = []
+        ending, self._ending = self._ending, None
+        if ending is None:
+            return out
+        state, failure = application_state(ending, verdict)
+        self._end_app(ending.time_ms, state, failure, out, children=("ABORT", CANCELLED_AT_END))
+        return out
+
     def close(
         self, *, cause: Literal["driver_lost", "stopped"], time_ms: int, message: str
     ) -> list[Event]:
@@ -154,6 +183,8 @@ class ApplicationTranslator:
         `time_ms` is raised to the latest Spark timestamp seen, so no terminal event predates
         its run's START.
         """
+        if self._ending is not None:  # ApplicationEnd came: no verdict will now
+            return self.settle(None)
         out: list[Event] = []
         if self._life.app is None or self._finished:
             return out
@@ -204,14 +235,10 @@ class ApplicationTranslator:
             return
         end = self._life.tick(as_int(event.get("Timestamp")))
         in_flight = bool(self._jobs or self._sql)
-        cancelled = Failure(
-            "shutdown",
-            "the application ended before this run finished: Spark cancels running jobs "
-            "because SparkContext was shut down",
-        )
-        exit_code = as_int(event.get("ExitCode"))
-        state, failure = application_end(exit_code, in_flight, self._last)
-        self._end_app(end, state, failure, out, children=("ABORT", cancelled))
+        self._ending = AppEnd(end, as_int(event.get("ExitCode")), in_flight, self._last)
+        self._finished = True  # what follows ApplicationEnd is ignored, verdict or not
+        if not (self.options.await_verdict and self.exec_id):
+            out.extend(self.settle(None))
 
     def _end_app(
         self,
@@ -346,39 +373,15 @@ class ApplicationTranslator:
         if self._life.app is None or not isinstance(info, Mapping):
             return
         self._life.tick(as_int(info.get("Completion Time")))
-        run, execution = self._owner(as_int(info.get("Stage ID")))
-        accumulables = mappings(info.get("Accumulables"))
-        tallies = [self._life.app.tally] + ([run.tally] if run else [])
-        count_stage(accumulables, tallies, execution)
+        charges.completed_stage(self._life.app, self._jobs, self._sql, info)
 
     def _on_task_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        reason = event.get("Task End Reason")
-        reason = reason.get("Reason") if isinstance(reason, Mapping) else None
-        if (
-            self._life.app is None
-            or not isinstance(reason, str)
-            or reason in ("Success", "TaskKilled")
-        ):
+        app = self._life.app
+        if app is None or not charges.failed_task(app, self._jobs, self._sql, event):
             return
         info = event.get("Task Info")
         if isinstance(info, Mapping):
             self._life.tick(as_int(info.get("Finish Time")))
-        run, _ = self._owner(as_int(event.get("Stage ID")))
-        self._life.app.tally.failed_tasks += 1
-        if run is not None:
-            run.tally.failed_tasks += 1
-
-    def _owner(self, stage: int | None) -> tuple[Run | None, Execution | None]:
-        """The open child run (and SQL execution) whose job ran this stage."""
-        job = self._jobs.of_stage(stage)
-        if job is None:
-            return None, None
-        if job.run is not None:
-            return (job.run if job.run.state == "RUNNING" else None), None
-        execution = self._sql.execution(job.execution)
-        if execution is None:
-            return None, None
-        return self._sql.run_of(execution), execution
 
     # -- ending runs ------------------------------------------------------------------------
 

@@ -1,0 +1,140 @@
+"""`lineage-agent exec` as a process wrapper, without Spark: statuses as a shell gives them,
+signals passed on, stdout and stderr passed through, the Spark properties it hands on."""
+
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent.execwrap import command_env
+
+EXEC = (sys.executable, "-m", "agent", "exec", "--socket", "/nonexistent/control.sock")
+EXEC_NO_RETRY = (*EXEC, "--retry-for", "0", "--")
+NOT_TOLD = (
+    "lineage-agent: exec: the agent was not told how the command ended (/nonexistent/"
+    "control.sock: no agent is listening (is lineage-agent running?))\n"
+)
+
+
+def run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*EXEC_NO_RETRY, *command], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_status_stdout_and_stderr_pass_through() -> None:
+    """The command's status, stdout and stderr are exec's; exec adds one line of its own
+    when no agent answers."""
+    ran = run("sh", "-c", "echo out; echo err >&2; exit 3")
+    assert (ran.returncode, ran.stdout, ran.stderr) == (3, "out\n", "err\n" + NOT_TOLD)
+
+
+def test_killed_by_a_signal_is_128_plus_n() -> None:
+    """A command killed by SIGKILL makes exec exit 137, as a shell says."""
+    assert run("sh", "-c", "kill -KILL $$").returncode == 128 + signal.SIGKILL
+
+
+def test_missing_command_is_127() -> None:
+    """A command that does not exist: 127 and a shell's words."""
+    ran = run("no-such-command-here")
+    assert (ran.returncode, ran.stderr) == (
+        127,
+        "lineage-agent: exec: no-such-command-here: command not found\n",
+    )
+
+
+def test_signals_sent_to_exec_reach_the_command(tmp_path: Path) -> None:
+    """SIGUSR1 and SIGTERM sent to exec (by kill, not a terminal) reach the command once."""
+    ready = tmp_path / "ready"
+    script = (
+        "trap 'echo usr1' USR1; trap 'echo term; exit 42' TERM; "
+        f"touch {ready}; while true; do sleep 0.05; done"
+    )
+    proc = subprocess.Popen(
+        [*EXEC_NO_RETRY, "sh", "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    stdout, _ = proc.communicate(timeout=30)
+    assert (proc.returncode, stdout) == (42, "usr1\nterm\n")
+
+
+def test_spark_properties_go_through_spark_submit_opts() -> None:
+    """The exec id and the scheduler's runs are appended to SPARK_SUBMIT_OPTS, quoted the
+    way Spark's launcher splits it."""
+    environ = {
+        "SPARK_SUBMIT_OPTS": "-Xmx1g",
+        "OPENLINEAGE_PARENT_ID": 'ns/dag "x".task/019a5f3e-1c2d-7e4f-8a9b-0c1d2e3f4a5b',
+        "PATH": os.environ["PATH"],
+    }
+    env = command_env(environ, "0123456789abcdef0123456789abcdef")
+    assert env["SPARK_SUBMIT_OPTS"] == (
+        '-Xmx1g "-Dspark.lineageAgent.exec=0123456789abcdef0123456789abcdef" '
+        '"-Dspark.lineageAgent.parent=ns/dag \\"x\\".task/019a5f3e-1c2d-7e4f-8a9b-0c1d2e3f4a5b"'
+    )
+    assert env["PATH"] == os.environ["PATH"]
+
+
+def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
+    """Ctrl-C on a real terminal (a pty) signals the whole foreground process group: the
+    command gets one SIGINT, handles it and goes on; exec, signalled too, does not end."""
+    ready, stop = tmp_path / "ready", tmp_path / "stop"
+    script = (
+        "n=0; trap 'n=$((n+1))' INT; "
+        f"touch {ready}; while [ ! -e {stop} ]; do sleep 0.05; done; echo count $n; exit 5"
+    )
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: a session of its own, the pty its controlling terminal
+        os.execv(sys.executable, [sys.executable, *EXEC_NO_RETRY[1:], "sh", "-c", script])
+    output = b""
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the command did not start"
+            time.sleep(0.02)
+        os.write(terminal, b"\x03")  # the terminal's VINTR character
+        time.sleep(1.0)
+        stop.touch()
+        while True:
+            try:
+                chunk = os.read(terminal, 4096)
+            except OSError:  # EIO: every process holding the pty's other side is gone
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(terminal)
+    assert os.waitstatus_to_exitcode(status) == 5, output
+    assert b"count 1\r\n" in output, output
+
+
+def test_a_signal_after_the_command_ended_keeps_its_status() -> None:
+    """While exec still copies what the command left behind on stderr, a SIGTERM or SIGHUP
+    to exec changes nothing: it exits with the command's status."""
+    proc = subprocess.Popen(
+        [*EXEC_NO_RETRY, "sh", "-c", "echo started >&2; (sleep 2) & exit 4"],
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    assert proc.stderr.readline() == b"started\n"
+    time.sleep(0.5)  # the command has ended; its background sleep holds stderr open
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGHUP)
+    proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(30) == 4
