@@ -37,7 +37,16 @@ def translate_options(spark: SparkConfig, namespace: str) -> TranslateOptions:
         emit_empty_executions=spark.emit_empty_executions,
         running_interval_ms=int(spark.running_interval * 1000),
         column_lineage_max_fields=spark.column_lineage_max_fields,
+        emit_read_only_runs=spark.emit_read_only_runs,
+        properties_facet=spark.properties_facet or (),
+        tags=tuple(_tag(tag) for tag in spark.tags or ()),
+        history_server_url=spark.history_server_url,
     )
+
+
+def _tag(text: str) -> tuple[str, str]:
+    key, _, value = text.partition(":")
+    return key, value
 
 
 class ApplicationLog:
