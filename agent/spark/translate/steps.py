@@ -22,9 +22,13 @@ own, measured on real PySpark 4.x logs (tests/test_steps.py):
 Only top-level executions are judged: a nested execution (same `rootExecutionId` as a user
 statement) stays inside its statement's run whatever its call site.
 
-Read-only actions (`action`): an execution that writes no dataset was started by an action
-(`count`, `collect`, `show`, `toPandas`, `take`, ...): its name is the action, read from the
-`Dataset` method in `details` (`collectToPython` -> `collect`, `showString` -> `show`).
+Read-only actions (`action`): a top-level execution started by one of the `Dataset` actions
+that hand rows back to the program (`count`, `collect`, `show`, `toPandas`, `take`, ...;
+`_ACTIONS`), read from `details` (`collectToPython` -> `collect`, `showString` -> `show`,
+`collectAsArrowToPython` -> `to_pandas`). A run is read-only when its root execution is
+such an action and it writes nothing; statements (`spark.sql("UPDATE ...")`, Delta's
+`DeltaTable.update`) and writers are never read-only, whether or not their writes are
+understood.
 
 SQL text (`sql_text`): Spark puts the statement itself into `description` only where a SQL
 shell runs it: the `spark-sql` CLI (`SparkSQLCLIDriver`) and the Thrift server
@@ -38,8 +42,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any, Final
-
-from agent.spark.plan.tables import normalize
 
 #: `details`' first line: the Spark API method the program called.
 _FRAME: Final = re.compile(
@@ -62,9 +64,17 @@ _ACTIONS: Final = {
     "toPythonIterator": "to_local_iterator",
     "toLocalIterator": "to_local_iterator",
     "showString": "show",
+    "count": "count",
+    "head": "take",
+    "take": "take",
     "takeAsList": "take",
+    "first": "take",
+    "tail": "tail",
     "tailToPython": "tail",
     "isEmpty": "is_empty",
+    "foreach": "foreach",
+    "foreachPartition": "foreach",
+    "reduce": "reduce",
 }
 
 
@@ -88,7 +98,7 @@ def action(event: Mapping[str, Any]) -> str | None:
     frame = _frame(event)
     if frame is None or frame[0] != "Dataset":
         return None
-    return _ACTIONS.get(frame[1]) or normalize(frame[1]) or None
+    return _ACTIONS.get(frame[1])
 
 
 def sql_text(event: Mapping[str, Any]) -> str | None:

@@ -307,9 +307,9 @@ class ApplicationTranslator:
         root) and its first output; a read-only run after its action and its first input."""
         assert self._life.app is not None
         datasets = self._life.datasets(run)
-        if _read_only(run):
+        if run.action is not None and _read_only(run):
             writer = run.executions[0]
-            command = run.action or plans.command_name(writer.command) or "sql_execution"
+            command = run.action
             suffix = datasets.first_input_suffix
         else:
             writer = next((e for e in run.executions if e.writes), run.executions[0])
@@ -432,8 +432,11 @@ class ApplicationTranslator:
 
 
 def _read_only(run: Run) -> bool:
-    """A run that names datasets and writes none: an action (`count`, `show`) or a query
-    whose result goes back to the program."""
-    return any(e.refs for e in run.executions) and not any(
-        e.writes or any(r.feeds_write for r in e.refs.values()) for e in run.executions
+    """A run of an action (`count`, `show`: see `steps`) that reads datasets and writes
+    none; one that names no dataset is an empty execution (`emit_empty_executions`)."""
+    named = any(e.refs for e in run.executions)
+    return (
+        run.action is not None
+        and named
+        and not any(e.writes or any(r.feeds_write for r in e.refs.values()) for e in run.executions)
     )
