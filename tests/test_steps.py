@@ -48,6 +48,7 @@ WRITES = [
     f"{APP}.{INSERT}.out_people_inferred",
     f"{APP}.{INSERT}.out_people_headed",
     f"{APP}.{INSERT}.out_plain",
+    f"{APP}.{INSERT}.out_plain_inferred",
     f"{APP}.{INSERT}.out_events_inferred",
     f"{APP}.{INSERT}.out_events_typed",
     f"{APP}.{INSERT}.out_people_merged",
@@ -168,17 +169,33 @@ def assert_one_step_per_name(events: list[Event]) -> None:
 
 
 def test_reader_executions_are_the_schema_inference_reads(logs: Logs) -> None:
-    """Per CSV read (header + inferSchema, header only, neither) Spark runs two executions
-    at the reader's call site, over `Scan text`; JSON and mergeSchema reads run none."""
+    """Per CSV read (header + inferSchema, header only, neither, inferSchema only) Spark runs
+    two executions at the reader's call site, over `Scan text`; JSON inference and parquet
+    footer / mergeSchema reads run Spark jobs outside any execution, and none is a run."""
     for lines in logs.runs:
         internal = [e for e in sql_starts(lines) if steps.internal(e)]
         assert [e["details"].split("(")[0].rsplit(".", 2)[-2:] for e in internal] == [
             ["DataFrameReader", "csv"]
-        ] * 6
+        ] * 8
         roots = [e["sparkPlanInfo"]["nodeName"] for e in internal]
-        assert roots == ["CollectLimit", "DeserializeToObject"] * 3
+        assert roots == ["CollectLimit", "DeserializeToObject"] * 4
         assert all(e["executionId"] == e["rootExecutionId"] for e in internal)
         assert all("Scan text" in e["physicalPlanDescription"] for e in internal)
+        outside = [
+            e
+            for e in map(orjson.loads, (x for x in lines if b'"SparkListenerJobStart"' in x[:40]))
+            if "spark.sql.execution.id" not in e["Properties"]
+        ]
+        sites = {
+            r["Callsite"].split(" ")[0]
+            for e in outside
+            for s in e["Stage Infos"]
+            for r in s["RDD Info"]
+        }
+        assert {"csv", "json", "parquet"} <= sites
+        events = translate(lines, emit_read_only_runs=True)
+        jobs = {e["job"]["facets"]["jobType"]["jobType"] for e in events}
+        assert jobs == {"APPLICATION", "SQL_JOB"}
 
 
 def test_spark_internal_reads_never_become_runs(logs: Logs) -> None:

@@ -8,7 +8,8 @@ run's uncompressed single-file log lands in `OUT_DIR/events/`; `OUT_DIR/manifest
 lists the application ids in run order and the data directory.
 
 What it does, in order (tests/test_steps.py asserts on it):
-* reads CSV with `header` + `inferSchema`, with `header` only, with neither; JSON with
+* reads CSV with `header` + `inferSchema`, with `header` only, with neither, with
+  `inferSchema` only; JSON with
   inferred and with a given schema; parquet with `mergeSchema` (Spark-internal executions
   and jobs, no step of the program);
 * writes each of them to parquet (one step each);
@@ -43,11 +44,13 @@ def program(spark: SparkSession, data: Path, out: Path, warehouse: Path) -> None
     )
     headed = spark.read.option("header", True).csv(str(data / "people.csv"))
     plain = spark.read.csv(str(data / "plain.csv"))
+    plain_inferred = spark.read.option("inferSchema", True).csv(str(data / "plain.csv"))
     inferred = spark.read.json(str(data / "events.json"))
     typed = spark.read.schema("id long, kind string").json(str(data / "events.json"))
     people.write.mode("overwrite").parquet(str(out / "people_inferred"))
     headed.write.mode("overwrite").parquet(str(out / "people_headed"))
     plain.write.mode("overwrite").parquet(str(out / "plain"))
+    plain_inferred.write.mode("overwrite").parquet(str(out / "plain_inferred"))
     inferred.write.mode("overwrite").parquet(str(out / "events_inferred"))
     typed.write.mode("overwrite").parquet(str(out / "events_typed"))
     merged = spark.read.option("mergeSchema", True).parquet(str(out / "people_inferred"))

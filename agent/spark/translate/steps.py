@@ -10,9 +10,10 @@ Spark-internal executions (`internal`): executions started by a *reader* method
 returns a DataFrame: it never runs the program's work, so whatever it executes is Spark's
 own, measured on real PySpark 4.x logs (tests/test_steps.py):
 
-* CSV with `header` or `inferSchema` (and CSV without either: Spark still reads the first
-  line to count the columns): two executions, `CollectLimit` over `Scan text` (the header)
-  and `DeserializeToObject` over `Scan text` (the inference pass);
+* CSV with `header` and/or `inferSchema` (and CSV without either: Spark still reads the
+  first line to count the columns): two executions, `CollectLimit` over `Scan text` (the
+  first line) and `DeserializeToObject` over `Scan text` (the inference pass; with
+  `inferSchema` it also runs a job outside any execution, through `SQLExecutionRDD`);
 * JSON without a schema: one Spark job outside any SQL execution (no run: it reads through
   `SQLExecutionRDD`, which is no file RDD);
 * parquet footers and `mergeSchema`: Spark jobs over a `ParallelCollectionRDD` of the file
