@@ -408,3 +408,57 @@ def test_tags_facet_on_every_job(logs: Logs) -> None:
     ]
     assert all(e["job"]["facets"]["tags"]["tags"] == expected for e in events)
     assert not any("tags" in e["job"]["facets"] for e in translate(logs.runs[0]))
+
+
+# --- call sites, as each Spark version writes them ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("details", "internal", "action"),
+    [
+        ("org.apache.spark.sql.classic.DataFrameReader.csv(DataFrameReader.scala:266)", True, None),
+        ("org.apache.spark.sql.DataFrameReader.json(DataFrameReader.scala:361)", True, None),
+        ("org.apache.spark.sql.DataFrameReader.load(DataFrameReader.scala:211)", True, None),
+        (
+            "org.apache.spark.sql.classic.DataStreamReader.load(DataStreamReader.scala:60)",
+            True,
+            None,
+        ),
+        ("org.apache.spark.sql.classic.Dataset.count(Dataset.scala:1580)", False, "count"),
+        (
+            "org.apache.spark.sql.classic.Dataset.collectToPython(Dataset.scala:2139)",
+            False,
+            "collect",
+        ),
+        ("org.apache.spark.sql.Dataset.showString(Dataset.scala:323)", False, "show"),
+        (
+            "org.apache.spark.sql.Dataset.collectAsArrowToPython(Dataset.scala:4150)",
+            False,
+            "to_pandas",
+        ),
+        ("org.apache.spark.sql.Dataset.createOrReplaceTempView(Dataset.scala:3248)", False, None),
+        ("org.apache.spark.sql.DataFrameWriter.parquet(DataFrameWriter.scala:383)", False, None),
+        ("io.delta.tables.DeltaTable.update(DeltaTable.scala:300)", False, None),
+        ("", False, None),
+    ],
+)
+def test_call_sites(details: str, internal: bool, action: str | None) -> None:
+    """Spark 3.5 and 4.x call sites: readers are Spark's own work, Dataset actions are named
+    by the action users know, anything else is neither."""
+    event = {"details": details + "\njava.base/jdk.internal.reflect.Method.invoke(Method.java:580)"}
+    assert steps.internal(event) is internal
+    assert steps.action(event) == action
+
+
+def test_sql_text_only_from_sql_shells() -> None:
+    """The description is the statement only under the spark-sql CLI or the Thrift server."""
+    thrift = (
+        "org.apache.spark.sql.hive.thriftserver.SparkExecuteStatementOperation"
+        ".org$apache$spark$sql$hive$thriftserver$SparkExecuteStatementOperation$$execute"
+        "(SparkExecuteStatementOperation.scala:252)"
+    )
+    assert steps.sql_text({"details": thrift, "description": " SELECT 1 "}) == "SELECT 1"
+    program = "org.apache.spark.sql.classic.SparkSession.sql(SparkSession.scala:567)"
+    assert steps.sql_text({"details": program, "description": "sql at job.py:12"}) is None
+    assert steps.sql_text({"details": thrift, "description": ""}) is None
+    assert steps.sql_text({"description": "SELECT 1"}) is None
