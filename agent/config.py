@@ -29,6 +29,8 @@ class Kind(enum.Enum):
     HTTP_URL = enum.auto()  # absolute http:// or https:// URL
     ENV_NAME = enum.auto()  # environment variable name (the value is never read here)
     LISTEN = enum.auto()  # host:port or [v6]:port; null, false or '' disable
+    TAG = enum.auto()  # key:value (the value may hold more colons)
+    PROPERTY = enum.auto()  # a Spark property name: dotted words (spark.executor.memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,26 @@ LocalPath = Annotated[str, Kind.PATH]
 HttpUrl = Annotated[str, Kind.HTTP_URL]
 EnvName = Annotated[str, Kind.ENV_NAME]
 Listen = Annotated[str, Kind.LISTEN]
+Tag = Annotated[str, Kind.TAG]
+SparkProperty = Annotated[str, Kind.PROPERTY]
+
+#: The Spark properties the application's `lineageAgent_sparkProperties` facet shows by
+#: default: how and where it ran and what it was given, never a secret.
+DEFAULT_PROPERTIES_FACET: Final = (
+    "spark.master",
+    "spark.submit.deployMode",
+    "spark.app.name",
+    "spark.driver.memory",
+    "spark.executor.memory",
+    "spark.executor.cores",
+    "spark.executor.instances",
+    "spark.dynamicAllocation.enabled",
+    "spark.sql.shuffle.partitions",
+    "spark.sql.adaptive.enabled",
+    "spark.sql.catalogImplementation",
+    "spark.yarn.queue",
+    "spark.kubernetes.namespace",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +141,13 @@ class SparkConfig:
     # input-field entries one columnLineage facet may carry (~200 bytes each), so a wide
     # table cannot make a multi-megabyte event; 0 leaves column lineage out
     column_lineage_max_fields: Annotated[int, Bounds(0, 100_000)] = 1000
+    # runs of read-only actions (count, collect, show, toPandas): off, they move no data
+    emit_read_only_runs: bool = False
+    # Spark properties the application's lineageAgent_sparkProperties facet shows; null: none
+    properties_facet: tuple[SparkProperty, ...] | None = DEFAULT_PROPERTIES_FACET
+    tags: tuple[Tag, ...] | None = None  # key:value tags on every job (the `tags` facet)
+    # the History Server's address, for the application facet's link to its page
+    history_server_url: HttpUrl | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """Reading the config values of the special kinds (durations, paths, URLs, environment
-variable names, listen addresses) and saying what a value's bounds are, in words."""
+variable names, listen addresses, tags, Spark property names) and saying what a value's
+bounds are, in words."""
 
 from __future__ import annotations
 
@@ -66,6 +67,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LISTEN = re.compile(r"\[(?P<v6>[^\]]+)\]:(?P<port6>\d{1,5})|(?P<host>[^:\[\]]+):(?P<port>\d{1,5})")
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+_TAG_KEY = re.compile(r"[A-Za-z0-9_.\-/]+")
+_PROPERTY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
 
 
 def _read_duration(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> float:
@@ -166,10 +169,33 @@ def _read_listen(reader: NodeReader, node: Node, path: str, bounds: Bounds | Non
     return text
 
 
+def _read_tag(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
+    text = reader.string(node, path)
+    key, colon, value = text.partition(":")
+    if not colon or not _TAG_KEY.fullmatch(key) or not value.strip():
+        raise reader.error(
+            node, path, f"expected a tag as key:value, like team:payments, got {describe(node)}"
+        )
+    return f"{key}:{value.strip()}"
+
+
+def _read_property(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
+    text = reader.string(node, path)
+    if not _PROPERTY.fullmatch(text):
+        raise reader.error(
+            node,
+            path,
+            f"expected a Spark property name like spark.executor.memory, got {describe(node)}",
+        )
+    return text
+
+
 KIND_READERS: dict[Kind, typing.Callable[[NodeReader, Node, str, Bounds | None], Any]] = {
     Kind.DURATION: _read_duration,
     Kind.PATH: _read_path,
     Kind.HTTP_URL: _read_http_url,
     Kind.ENV_NAME: _read_env_name,
     Kind.LISTEN: _read_listen,
+    Kind.TAG: _read_tag,
+    Kind.PROPERTY: _read_property,
 }

@@ -27,6 +27,8 @@ FACET_URLS: Final[dict[str, str]] = {
     "parent": _standard("1-2-0", "ParentRunFacet"),
     "errorMessage": _standard("1-0-1", "ErrorMessageRunFacet"),
     "jobType": _standard("2-0-4", "JobTypeJobFacet"),
+    "sql": _standard("1-1-0", "SQLJobFacet"),
+    "tags": _standard("1-0-0", "TagsJobFacet"),
     # dataset facets
     "schema": _standard("1-2-0", "SchemaDatasetFacet"),
     "dataSource": _standard("1-0-1", "DatasourceDatasetFacet"),
@@ -38,6 +40,10 @@ FACET_URLS: Final[dict[str, str]] = {
     # ours
     "lineageAgent_run": SCHEMA_BASE + "lineageAgent_run.json#/$defs/RunCountersRunFacet",
     "lineageAgent_signature": SCHEMA_BASE + "lineageAgent_signature.json#/$defs/SignatureRunFacet",
+    "lineageAgent_application": SCHEMA_BASE
+    + "lineageAgent_application.json#/$defs/ApplicationDetailsRunFacet",
+    "lineageAgent_sparkProperties": SCHEMA_BASE
+    + "lineageAgent_sparkProperties.json#/$defs/SparkPropertiesRunFacet",
     "lineageAgent_truncation": SCHEMA_BASE
     + "lineageAgent_truncation.json#/$defs/TruncationDatasetFacet",
 }

@@ -15,7 +15,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config import AgentConfig, FileConfig, HttpAuth, HttpConfig, LineageConfig
+from agent.config import (
+    DEFAULT_PROPERTIES_FACET,
+    AgentConfig,
+    FileConfig,
+    HttpAuth,
+    HttpConfig,
+    LineageConfig,
+)
 from agent.configfile import load_config, parse_config, redacted
 from agent.errors import ConfigError
 
@@ -183,9 +190,58 @@ def test_event_log_dirs_single_string() -> None:
     assert config.spark.event_log_dirs == ("/data/spark-events",)
 
 
+def test_what_users_see_defaults() -> None:
+    """Read-only runs are off by default; the properties facet has its allow-list; no tags."""
+    spark = parse("lineage:\n").spark
+    assert spark.emit_read_only_runs is False
+    assert spark.properties_facet == DEFAULT_PROPERTIES_FACET
+    assert "spark.master" in DEFAULT_PROPERTIES_FACET
+    assert (spark.tags, spark.history_server_url) == (None, None)
+
+
+def test_what_users_see_keys() -> None:
+    """Read-only runs, the properties allow-list, tags and the History Server are read."""
+    spark = parse(
+        """\
+        lineage:
+        spark:
+          emit_read_only_runs: true
+          properties_facet: [spark.executor.memory, spark.yarn.queue]
+          tags: [team:payments, "env: prod", "link:http://wiki/x"]
+          history_server_url: https://history.example.com:18080
+        """
+    ).spark
+    assert spark.emit_read_only_runs is True
+    assert spark.properties_facet == ("spark.executor.memory", "spark.yarn.queue")
+    assert spark.tags == ("team:payments", "env:prod", "link:http://wiki/x")
+    assert spark.history_server_url == "https://history.example.com:18080"
+    assert parse("lineage:\nspark: {properties_facet: null}\n").spark.properties_facet is None
+
+
 # --- errors, word for word --------------------------------------------------------------------
 
 BROKEN = [
+    pytest.param(
+        "lineage:\nspark: {tags: [team]}\n",
+        "config.yaml:2: spark.tags[0]: expected a tag as key:value, like team:payments, got 'team'",
+        id="tag-without-value",
+    ),
+    pytest.param(
+        "lineage:\nspark: {tags: [':x']}\n",
+        "config.yaml:2: spark.tags[0]: expected a tag as key:value, like team:payments, got ':x'",
+        id="tag-without-key",
+    ),
+    pytest.param(
+        "lineage:\nspark: {properties_facet: [executor memory]}\n",
+        "config.yaml:2: spark.properties_facet[0]: expected a Spark property name like "
+        "spark.executor.memory, got 'executor memory'",
+        id="property-name",
+    ),
+    pytest.param(
+        "lineage:\nspark: {emit_read_only_runs: sometimes}\n",
+        "config.yaml:2: spark.emit_read_only_runs: expected true or false, got 'sometimes'",
+        id="read-only-switch",
+    ),
     pytest.param(
         """\
         lineage:

@@ -185,6 +185,15 @@ def test_application_and_child_facets() -> None:
             "bytesOut": 0,
             "failedTasks": 0,
         },
+        "lineageAgent_application": {
+            "_producer": PRODUCER,
+            "_schemaURL": FACET_URLS["lineageAgent_application"],
+            "applicationId": "local-1795495169157",
+            "applicationName": "exp-success",
+            "user": "root",
+            "master": "local[2]",
+            "deployMode": "client",
+        },
     }
     assert child["job"]["facets"]["jobType"]["jobType"] == "SQL_JOB"
     link = {"runId": app_run}, {"namespace": "spark", "name": "exp_success"}
@@ -356,15 +365,14 @@ def test_sigkill_log_closed_as_stopped() -> None:
 
 
 def test_catalog_log_runs() -> None:
-    """saveAsTable and CTAS are one run each, named by table; other writes are runs too."""
+    """saveAsTable and CTAS are one run each, named by table; other writes are runs too; the
+    CSV header and schema-inference executions are none."""
     translator, events = translate("catalog")
     app = "golden_catalog_app"
     ctas = f"{app}.execute_create_data_source_table_as_select_command"
     names = [n for t, n in outline(events) if t == "START"]
     assert names == [
         app,
-        f"{app}.collect_limit",  # CSV header inference reads the file
-        f"{app}.deserialize_to_object",  # schema inference reads it again
         f"{ctas}.default_people",
         f"{ctas}.default_adults",
         f"{app}.{INSERT}.default_adults",

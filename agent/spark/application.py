@@ -44,7 +44,16 @@ def translate_options(
         running_interval_ms=int(spark.running_interval * 1000),
         column_lineage_max_fields=spark.column_lineage_max_fields,
         await_verdict=await_verdict,
+        emit_read_only_runs=spark.emit_read_only_runs,
+        properties_facet=spark.properties_facet or (),
+        tags=tuple(_tag(tag) for tag in spark.tags or ()),
+        history_server_url=spark.history_server_url,
     )
+
+
+def _tag(text: str) -> tuple[str, str]:
+    key, _, value = text.partition(":")
+    return key, value
 
 
 class ApplicationLog:

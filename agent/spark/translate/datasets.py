@@ -92,6 +92,12 @@ class RunDatasets:
         first = next(iter(self.outputs), None)
         return None if first is None else output_suffix(first, self.tables.get(first))
 
+    @property
+    def first_input_suffix(self) -> str | None:
+        """The job-name suffix of the run's first input (named like an output)."""
+        first = next(iter(self.inputs), None)
+        return None if first is None else output_suffix(first, None)
+
     def as_lists(self, *, statistics: bool) -> tuple[list[Dataset], list[Dataset]]:
         """`inputs` and `outputs` of a RunEvent; statistics facets on terminal events only."""
         if statistics:

@@ -3,12 +3,14 @@
 Every event carries `processing_engine`, the counters facet `lineageAgent_run` (zeros on
 START, live values on RUNNING, final ones on terminal events), `errorMessage` when the run
 ended with one, `parent` for child runs (and for the application when the scheduler that
-launched it said so) and the `jobType` job facet. Dataset statistics facets appear on
-terminal events only: before the end they would be partial.
+launched it said so) and the `jobType` job facet; the caller adds the facets of
+`appfacets`. Dataset statistics facets appear on terminal events only: before the end they
+would be partial.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -46,12 +48,15 @@ def run_event(
     datasets: RunDatasets,
     parent: dict[str, Any] | None = None,
     failure: Failure | None = None,
+    run_facets: Mapping[str, dict[str, Any]] | None = None,
+    job_facets: Mapping[str, dict[str, Any]] | None = None,
 ) -> Event:
-    """One RunEvent of `run` at `time_ms` (Spark's clock, Unix ms)."""
-    run_facets: dict[str, Any] = {}
+    """One RunEvent of `run` at `time_ms` (Spark's clock, Unix ms); `run_facets` and
+    `job_facets` are added after the ones every event has."""
+    facets: dict[str, Any] = {}
     if parent is not None:
-        run_facets["parent"] = parent
-    run_facets["processing_engine"] = facet(
+        facets["parent"] = parent
+    facets["processing_engine"] = facet(
         "processing_engine",
         version=spark_version or "unknown",
         name="spark",
@@ -59,7 +64,7 @@ def run_event(
     )
     counted = event_type != "START"  # START always reports zeros
     tally = run.tally
-    run_facets["lineageAgent_run"] = facet(
+    facets["lineageAgent_run"] = facet(
         "lineageAgent_run",
         recordsIn=tally.records_in if counted else 0,
         recordsOut=tally.records_out if counted else 0,
@@ -71,7 +76,8 @@ def run_event(
         error = facet("errorMessage", message=failure.message, programmingLanguage="JAVA")
         if failure.stack:
             error["stackTrace"] = failure.stack
-        run_facets["errorMessage"] = error
+        facets["errorMessage"] = error
+    facets.update(run_facets or {})
     inputs, outputs = datasets.as_lists(statistics=event_type not in ("START", "RUNNING"))
     job_type = facet("jobType", processingType="BATCH", integration="SPARK", jobType=run.job_type)
     return {
@@ -79,8 +85,12 @@ def run_event(
         "eventType": event_type,
         "producer": PRODUCER,
         "schemaURL": OPENLINEAGE_SCHEMA_URL,
-        "run": {"runId": run.run_id, "facets": run_facets},
-        "job": {"namespace": namespace, "name": run.job_name, "facets": {"jobType": job_type}},
+        "run": {"runId": run.run_id, "facets": facets},
+        "job": {
+            "namespace": namespace,
+            "name": run.job_name,
+            "facets": {"jobType": job_type, **(job_facets or {})},
+        },
         "inputs": inputs,
         "outputs": outputs,
     }

@@ -17,6 +17,12 @@ import collections
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from agent.spark.translate.appfacets import (
+    application_details,
+    spark_properties,
+    sql_facet,
+    tags_facet,
+)
 from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
 from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
@@ -37,6 +43,8 @@ class Lifecycle:
         self.spark_version: str | None = None
         self.clock = 0  # the latest Spark timestamp seen
         self.stop: tuple[str, str] | None = None  # (reason, requested by)
+        # (app id, attempt, name) and user of the application, for its details facet
+        self.identity: tuple[tuple[str, str | None, str], str | None] | None = None
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
 
     def tick(self, time_ms: int | None) -> int:
@@ -96,7 +104,32 @@ class Lifecycle:
             datasets=datasets,
             parent=self._parent_facet(run),
             failure=failure,
+            run_facets=self._run_facets(run),
+            job_facets=self._job_facets(run),
         )
+
+    def _run_facets(self, run: Run) -> dict[str, Any]:
+        """The application run's details and allow-listed properties."""
+        facets: dict[str, Any] = {}
+        if run.kind != "application" or self.identity is None:
+            return facets
+        ids, user = self.identity
+        history = self.options.history_server_url
+        facets["lineageAgent_application"] = application_details(ids, user, self.props, history)
+        shown = spark_properties(self.props, self.options.properties_facet)
+        if shown is not None:
+            facets["lineageAgent_sparkProperties"] = shown
+        return facets
+
+    def _job_facets(self, run: Run) -> dict[str, Any]:
+        """The statement of a run a SQL shell ran, and the configured tags."""
+        facets: dict[str, Any] = {}
+        if run.sql:
+            facets["sql"] = sql_facet(run.sql)
+        tags = tags_facet(self.options.tags)
+        if tags is not None:
+            facets["tags"] = tags
+        return facets
 
     def datasets(self, run: Run) -> RunDatasets:
         return run_datasets(run, catalog_of(self.props), self.options.column_lineage_max_fields)

@@ -24,7 +24,20 @@ else the warehouse location (``file:/warehouse``), else the catalog name.
 
 Jobs are ``{app}.{command}.{output}`` where ``app`` and ``command`` are normalized the way the
 integration's ``NameNormalizer`` does (``MyXMLApp`` -> ``my_xml_app``) and ``output`` is the
-table (``db_table``) or the last two directories of the output path (``data_out``).
+table (``db_table``) or the last two directories of the output path (``data_out``). A
+read-only run (an action that writes nothing) is ``{app}.{action}.{input}``: the action
+(``count``, ``collect``, ``show``) and what it read, named like an output.
+
+Within one application no two different steps share a job name (`JobNames`): a step is a
+name plus what it ran (the plan's command: `collect` and `take` of one DataFrame differ
+there) and the datasets it reads and writes. The first step to claim a name keeps it, a
+later *different* step with the same name gets ``_2``, ``_3``, ... in the order the steps
+first ran; the same step run again (same name, same datasets) is another run of the same
+job. A name has at most `MAX_VARIANTS` variants: a long-running application that repeats a
+step over ever new inputs (a loop over daily files) runs the 100th and later ones as
+``_100``, so its names and the memory they take stay bounded. Programs run their steps in
+program order, so the same step of the same program gets the same name on every run, and
+Marquez keeps its history.
 
 """
 
@@ -172,6 +185,27 @@ def output_suffix(dataset: DatasetName, table: TableIdent | None) -> str:
 def job_name(app: str, command: str | None = None, suffix: str | None = None) -> str:
     """`{app}.{command}.{suffix}` with the absent parts left out."""
     return ".".join(part for part in (app, command, suffix) if part)
+
+
+#: A step's identity beside its name: what it ran, the datasets it reads and it writes.
+Step = tuple[str, frozenset[DatasetName], frozenset[DatasetName]]
+MAX_VARIANTS: Final = 100
+
+
+class JobNames:
+    """The job names given in one application, each to one step (module docstring)."""
+
+    def __init__(self) -> None:
+        self._steps: dict[str, Step] = {}  # given name -> the step that holds it
+
+    def assign(self, base: str, step: Step) -> str:
+        """The name of `step`, whose plain name is `base`."""
+        name, ordinal = base, 1
+        while name in self._steps and self._steps[name] != step and ordinal < MAX_VARIANTS:
+            ordinal += 1
+            name = f"{base}_{ordinal}"
+        self._steps.setdefault(name, step)
+        return name
 
 
 @dataclass(frozen=True, slots=True)

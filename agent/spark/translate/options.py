@@ -1,5 +1,6 @@
 """What shapes a translation: its options, and the Spark properties it reads (the catalog's
-location, the scheduler run that launched the application)."""
+location, the scheduler run that launched the application; `appfacets` adds those of the
+application facet, the options the allow-listed ones)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ class TranslateOptions:
     # hold the terminal event of an application run by `lineage-agent exec` at ApplicationEnd
     # until `settle` gives the command's verdict (the daemon); off, it ends as Spark logged it
     await_verdict: bool = False
+    # runs of actions that read and write nothing (count, collect, show, toPandas)
+    emit_read_only_runs: bool = False
+    # the Spark properties the `lineageAgent_sparkProperties` facet may show
+    properties_facet: tuple[str, ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()  # the `tags` job facet of every run
+    history_server_url: str | None = None  # the application facet's `historyUrl` base
 
 
 def catalog_of(props: Mapping[str, str]) -> Catalog:

@@ -136,6 +136,8 @@ class Run:
     key: int = -1  # sql: root execution id; rdd: job id
     paths: tuple[str, ...] = ()  # rdd: the input paths
     failure: Failure | None = None  # sql: its last failed job, for the stack trace
+    action: str | None = None  # sql: the action that ran it (`count`), see `steps`
+    sql: str | None = None  # sql: the statement, when a SQL shell ran it
 
 
 @dataclass(slots=True)

@@ -46,12 +46,13 @@ from typing import Any, Literal
 from agent.spark.plan import read as plans
 from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
 from agent.spark.plan.tables import normalize
-from agent.spark.translate import charges, runids
+from agent.spark.translate import charges, runids, steps
+from agent.spark.translate.appfacets import DETAIL_PROPERTIES
 from agent.spark.translate.events import MAX_MS
 from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
 from agent.spark.translate.jobs import Jobs
 from agent.spark.translate.lifecycle import Lifecycle
-from agent.spark.translate.naming import job_name
+from agent.spark.translate.naming import JobNames, job_name
 from agent.spark.translate.options import PROPERTIES, TranslateOptions
 from agent.spark.translate.required import missing_field
 from agent.spark.translate.runs import (
@@ -61,6 +62,7 @@ from agent.spark.translate.runs import (
     Run,
     classify,
     job_failure,
+    remember,
     summary,
     terminal_state,
 )
@@ -85,6 +87,9 @@ class ApplicationTranslator:
         self.malformed: list[tuple[str, str]] = []  # (event, missing field); drained likewise
         self._app_ids: tuple[str, str | None, str] | None = None  # app id, attempt, name
         self._props: dict[str, str] = {}
+        self._wanted_props = PROPERTIES | DETAIL_PROPERTIES | set(options.properties_facet)
+        self._names = JobNames()
+        self._internal: set[int] = set()  # recent root executions that are Spark's own
         self._life = Lifecycle(options, self._props)
         self._finished = False
         self._sql = SqlRuns()
@@ -213,7 +218,7 @@ class ApplicationTranslator:
 
     def _on_environment(self, event: Mapping[str, Any], out: list[Event]) -> None:
         for section in ("Spark Properties", "Hadoop Properties"):
-            for key, value in properties(event.get(section), PROPERTIES):
+            for key, value in properties(event.get(section), self._wanted_props):
                 self._props.setdefault(key, value)
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -225,6 +230,7 @@ class ApplicationTranslator:
         name = as_str(event.get("App Name")) or self._props.get("spark.app.name") or app_id
         attempt = as_str(event.get("App Attempt ID"))
         self._app_ids = (app_id, attempt, name)
+        self._life.identity = (self._app_ids, as_str(event.get("User")))
         job = normalize(self._props.get("spark.openlineage.appName") or name) or "spark"
         run_id = runids.run_id(start, app_id, attempt, "application")
         self._life.app = Run("application", run_id, "APPLICATION", start, job)
@@ -269,6 +275,9 @@ class ApplicationTranslator:
         start = self._life.tick(as_int(event.get("time")))
         root = as_int(event.get("rootExecutionId"))
         root = exec_id if root is None or not 0 <= root <= exec_id else root
+        if root in self._internal or (root == exec_id and steps.internal(event)):
+            remember(self._internal, root)  # Spark's own work for a reader: never a run
+            return
         if self._sql.ended(root):
             self.warnings.append(f"execution {exec_id} started after its root {root} ended")
             return
@@ -277,6 +286,9 @@ class ApplicationTranslator:
         run, execution = self._sql.open(
             exec_id, root, lambda: Run("sql", run_id, "SQL_JOB", start, key=root)
         )
+        run.sql = run.sql or steps.sql_text(event)
+        if exec_id == root:
+            run.action = steps.action(event)
         self._read_plan(execution, event, run, out)
 
     def _on_sql_update(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -289,7 +301,7 @@ class ApplicationTranslator:
     ) -> None:
         notes, names_data = add_plan(execution, event)
         self.warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
-        if not run.started and names_data:
+        if not run.started and names_data and self._wanted(run):
             self._start_sql(run, out)
 
     def _on_accum_updates(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -312,14 +324,28 @@ class ApplicationTranslator:
         self._last = Failure(outcome, error, run.failure.stack if run.failure else None)
         self._finish(run, end, terminal_state(self._last), self._last, out)
 
+    def _wanted(self, run: Run) -> bool:
+        """Whether a run that names datasets is emitted: a read-only one only when
+        `emit_read_only_runs`."""
+        return self.options.emit_read_only_runs or not _read_only(run)
+
     def _start_sql(self, run: Run, out: list[Event]) -> None:
-        """Name the run after the first execution that writes (else the root) and its first
-        output, then START it."""
+        """Name the run, then START it: after the first execution that writes (else the
+        root) and its first output; a read-only run after its action and its first input."""
         assert self._life.app is not None
-        writer = next((e for e in run.executions if e.writes), run.executions[0])
-        command = plans.command_name(writer.command) or "sql_execution"
-        suffix = self._life.datasets(run).first_output_suffix
-        run.job_name = job_name(self._life.app.job_name, command, suffix)
+        datasets = self._life.datasets(run)
+        if run.action is not None and _read_only(run):
+            writer = run.executions[0]
+            command = run.action
+            suffix = datasets.first_input_suffix
+        else:
+            writer = next((e for e in run.executions if e.writes), run.executions[0])
+            command = plans.command_name(writer.command) or "sql_execution"
+            suffix = datasets.first_output_suffix
+        base = job_name(self._life.app.job_name, command, suffix)
+        ran = writer.command or ""
+        step = (ran, frozenset(datasets.inputs), frozenset(datasets.outputs))
+        run.job_name = self._names.assign(base, step)
         self._life.start(run, out)
 
     # -- jobs, stages, tasks ---------------------------------------------------------------
@@ -348,10 +374,12 @@ class ApplicationTranslator:
                 runids.run_id(submitted, app_id, attempt, "rdd", job_id),
                 "RDD_JOB",
                 submitted,
-                job_name(self._life.app.job_name, suffix),
                 key=job_id,
                 paths=paths,
             )
+            inputs = frozenset(self._life.datasets(job.run).inputs)
+            base = job_name(self._life.app.job_name, suffix)
+            job.run.job_name = self._names.assign(base, (suffix, inputs, frozenset()))
             self._rdd_runs[job_id] = job.run
             self._life.start(job.run, out)
 
@@ -394,10 +422,24 @@ class ApplicationTranslator:
         if run.kind == "sql":
             self._sql.close(run)
             if not run.started:
-                if not (any(e.refs for e in run.executions) or self.options.emit_empty_executions):
+                named = any(e.refs for e in run.executions)
+                if not (named or self.options.emit_empty_executions) or (
+                    named and not self._wanted(run)
+                ):
                     run.state = state
                     return
                 self._start_sql(run, out)
         elif run.kind == "rdd":
             self._rdd_runs.pop(run.key, None)
         self._life.end(run, end, state, failure, out)
+
+
+def _read_only(run: Run) -> bool:
+    """A run of an action (`count`, `show`: see `steps`) that reads datasets and writes
+    none; one that names no dataset is an empty execution (`emit_empty_executions`)."""
+    named = any(e.refs for e in run.executions)
+    return (
+        run.action is not None
+        and named
+        and not any(e.writes or any(r.feeds_write for r in e.refs.values()) for e in run.executions)
+    )

@@ -1,0 +1,114 @@
+"""Which top-level SQL executions are steps of the user's program, and what each one is. Pure.
+
+Every `SparkListenerSQLExecutionStart` carries `details`, the JVM call site of the API call
+that started the execution (its first line is the Spark method the program called, e.g.
+`org.apache.spark.sql.classic.DataFrameReader.csv(DataFrameReader.scala:266)`), and
+`description`, that call site's short form or the job description the program set.
+
+Spark-internal executions (`internal`): executions started by a *reader* method
+(`DataFrameReader.csv/json/parquet/load/table/...`, `DataStreamReader.*`). A reader only
+returns a DataFrame: it never runs the program's work, so whatever it executes is Spark's
+own, measured on real PySpark 4.x logs (tests/test_steps.py):
+
+* CSV with `header` and/or `inferSchema` (and CSV without either: Spark still reads the
+  first line to count the columns): two executions, `CollectLimit` over `Scan text` (the
+  first line) and `DeserializeToObject` over `Scan text` (the inference pass; with
+  `inferSchema` it also runs a job outside any execution, through `SQLExecutionRDD`);
+* JSON without a schema: one Spark job outside any SQL execution (no run: it reads through
+  `SQLExecutionRDD`, which is no file RDD);
+* parquet footers and `mergeSchema`: Spark jobs over a `ParallelCollectionRDD` of the file
+  list, outside any SQL execution (no run either);
+* format-internal reads at `load()` (a Delta log read) likewise carry the reader's call site.
+
+Only top-level executions are judged: a nested execution (same `rootExecutionId` as a user
+statement) stays inside its statement's run whatever its call site.
+
+Read-only actions (`action`): a top-level execution started by one of the `Dataset` actions
+that hand rows back to the program (`count`, `collect`, `show`, `toPandas`, `take`, ...;
+`_ACTIONS`), read from `details` (`collectToPython` -> `collect`, `showString` -> `show`,
+`collectAsArrowToPython` -> `to_pandas`). A run is read-only when its root execution is
+such an action and it writes nothing; statements (`spark.sql("UPDATE ...")`, Delta's
+`DeltaTable.update`) and writers are never read-only, whether or not their writes are
+understood.
+
+SQL text (`sql_text`): Spark puts the statement itself into `description` only where a SQL
+shell runs it: the `spark-sql` CLI (`SparkSQLCLIDriver`) and the Thrift server
+(`SparkExecuteStatementOperation`, what beeline and JDBC clients reach). `spark.sql(...)`
+from a program logs no query text (its description is `sql at <file>:<line>`), so its runs
+carry no `sql` facet.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+#: `details`' first line: the Spark API method the program called.
+_FRAME: Final = re.compile(
+    r"^\s*(?:at\s+)?org\.apache\.spark\.sql\.(?:classic\.)?(?P<cls>\w+)\.(?P<method>\w+)\("
+)
+_READERS: Final = frozenset({"DataFrameReader", "DataStreamReader"})
+_SQL_SHELLS: Final = (
+    "org.apache.spark.sql.hive.thriftserver.SparkSQLCLIDriver",
+    "org.apache.spark.sql.hive.thriftserver.SparkSQLDriver",
+    "org.apache.spark.sql.hive.thriftserver.SparkExecuteStatementOperation",
+)
+#: Dataset methods behind the actions a program calls, by the name a user knows them by.
+_ACTIONS: Final = {
+    "collectToPython": "collect",
+    "collectAsList": "collect",
+    "collect": "collect",
+    "executeCollect": "collect",
+    "collectAsArrowToPython": "to_pandas",
+    "collectAsArrowToR": "collect",
+    "toPythonIterator": "to_local_iterator",
+    "toLocalIterator": "to_local_iterator",
+    "showString": "show",
+    "count": "count",
+    "head": "take",
+    "take": "take",
+    "takeAsList": "take",
+    "first": "take",
+    "tail": "tail",
+    "tailToPython": "tail",
+    "isEmpty": "is_empty",
+    "foreach": "foreach",
+    "foreachPartition": "foreach",
+    "reduce": "reduce",
+}
+
+
+def _frame(event: Mapping[str, Any]) -> tuple[str, str] | None:
+    details = event.get("details")
+    if not isinstance(details, str):
+        return None
+    match = _FRAME.match(details.split("\n", 1)[0])
+    return (match["cls"], match["method"]) if match else None
+
+
+def internal(event: Mapping[str, Any]) -> bool:
+    """Whether a SQLExecutionStart is Spark's own work for a reader (module docstring)."""
+    frame = _frame(event)
+    return frame is not None and frame[0] in _READERS
+
+
+def action(event: Mapping[str, Any]) -> str | None:
+    """The action (`count`, `collect`, `show`, ...) a SQLExecutionStart ran, if a Dataset
+    method started it."""
+    frame = _frame(event)
+    if frame is None or frame[0] != "Dataset":
+        return None
+    return _ACTIONS.get(frame[1])
+
+
+def sql_text(event: Mapping[str, Any]) -> str | None:
+    """The SQL statement of an execution a SQL shell ran (module docstring), else None."""
+    details = event.get("details")
+    description = event.get("description")
+    if not isinstance(details, str) or not isinstance(description, str):
+        return None
+    first = details.split("\n", 1)[0].strip().removeprefix("at ")
+    if not first.startswith(_SQL_SHELLS) or not description.strip():
+        return None
+    return description.strip()
