@@ -116,6 +116,8 @@ class SparkConfig:
     # input-field entries one columnLineage facet may carry (~200 bytes each), so a wide
     # table cannot make a multi-megabyte event; 0 leaves column lineage out
     column_lineage_max_fields: Annotated[int, Bounds(0, 100_000)] = 1000
+    # each Structured Streaming micro-batch as a child run of its query run
+    streaming_batch_runs: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ FACET_URLS: Final[dict[str, str]] = {
     "columnLineage": _standard("1-2-0", "ColumnLineageDatasetFacet"),
     # ours
     "lineageAgent_run": SCHEMA_BASE + "lineageAgent_run.json#/$defs/RunCountersRunFacet",
+    "lineageAgent_stream": SCHEMA_BASE + "lineageAgent_stream.json#/$defs/StreamingQueryRunFacet",
     "lineageAgent_signature": SCHEMA_BASE + "lineageAgent_signature.json#/$defs/SignatureRunFacet",
     "lineageAgent_truncation": SCHEMA_BASE
     + "lineageAgent_truncation.json#/$defs/TruncationDatasetFacet",

@@ -37,6 +37,7 @@ def translate_options(spark: SparkConfig, namespace: str) -> TranslateOptions:
         emit_empty_executions=spark.emit_empty_executions,
         running_interval_ms=int(spark.running_interval * 1000),
         column_lineage_max_fields=spark.column_lineage_max_fields,
+        streaming_batch_runs=spark.streaming_batch_runs,
     )
 
 

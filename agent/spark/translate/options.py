@@ -40,6 +40,8 @@ class TranslateOptions:
     column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
     # bootstrap servers of Kafka reads, which the event log never shows; None = unknown
     kafka_bootstrap: str | None = None
+    # each streaming micro-batch as a child run of its query run (off: folded into it)
+    streaming_batch_runs: bool = False
 
 
 def catalog_of(props: Mapping[str, str]) -> Catalog:

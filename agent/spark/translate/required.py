@@ -54,6 +54,12 @@ REQUIRED: Final[dict[str, tuple[tuple[tuple[str, ...], Check], ...]]] = {
     "SparkListenerSQLAdaptiveExecutionUpdate": ((("executionId",), _int),),
     "SparkListenerDriverAccumUpdates": ((("executionId",), _int), (("accumUpdates",), _list)),
     "SparkListenerSQLExecutionEnd": ((("executionId",), _int), (("time",), _int)),
+    "StreamingQueryListener$QueryStartedEvent": ((("id",), _text), (("runId",), _text)),
+    "StreamingQueryListener$QueryProgressEvent": (
+        (("progress", "id"), _text),
+        (("progress", "runId"), _text),
+    ),
+    "StreamingQueryListener$QueryTerminatedEvent": ((("id",), _text), (("runId",), _text)),
 }
 
 

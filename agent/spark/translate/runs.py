@@ -63,7 +63,7 @@ class RunSummary:
 
     run_id: str
     job_name: str
-    job_type: str  # APPLICATION | SQL_JOB | RDD_JOB
+    job_type: str  # APPLICATION | SQL_JOB | RDD_JOB | STREAMING_QUERY
     state: str  # RUNNING | COMPLETE | FAIL | ABORT
     start_ms: int
     end_ms: int | None
@@ -116,10 +116,35 @@ class Execution:
 
 
 @dataclass(slots=True)
-class Run:
-    """One OpenLineage run: the application, a SQL execution group or an RDD job."""
+class StreamQuery:
+    """What a streaming query run knows of its query: from QueryStarted, the latest progress
+    event and its micro-batches' plans (`streaming` reads them)."""
 
-    kind: str  # application | sql | rdd
+    query_id: str  # stable across restarts from the same checkpoint
+    spark_run_id: str  # Spark's `runId`: new at every start
+    name: str | None
+    batch_id: int | None = None  # the last completed micro-batch
+    batches: int = 0  # progress events seen
+    input_rows: int = 0  # summed over every progress event
+    input_rows_per_second: float | None = None  # of the last progress event
+    processed_rows_per_second: float | None = None
+    sources: tuple[Mapping[str, Any], ...] = ()  # the last progress event's sources
+    sink: str | None = None  # the sink's description
+    error_class: str | None = None
+    # datasets the descriptions name: (role, description) -> reference or a Kafka topic
+    described: dict[tuple[str, str], tuple[DatasetRef | DatasetName, ...]] = field(
+        default_factory=dict
+    )
+    # what the micro-batch plans name, file-source scans folded into their directory
+    refs: dict[tuple[object, ...], DatasetRef] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Run:
+    """One OpenLineage run: the application, a SQL execution group, an RDD job or a
+    streaming query."""
+
+    kind: str  # application | sql | rdd | stream
     run_id: str
     job_type: str
     start_ms: int
@@ -136,6 +161,8 @@ class Run:
     key: int = -1  # sql: root execution id; rdd: job id
     paths: tuple[str, ...] = ()  # rdd: the input paths
     failure: Failure | None = None  # sql: its last failed job, for the stack trace
+    stream: StreamQuery | None = None  # stream: its query
+    query: Run | None = None  # sql: the streaming query run whose micro-batch this is
 
 
 @dataclass(slots=True)
@@ -165,6 +192,15 @@ def summary(run: Run) -> RunSummary:
             tally.failed_tasks,
         ),
         error=run.error,
+    )
+
+
+def cancelled_child() -> Failure:
+    """How a child run still open at ApplicationEnd ended."""
+    return Failure(
+        "shutdown",
+        "the application ended before this run finished: Spark cancels running jobs "
+        "because SparkContext was shut down",
     )
 
 

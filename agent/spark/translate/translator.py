@@ -21,11 +21,11 @@ Runs (job namespace from the options):
   ends at the root's SQLExecutionEnd. Executions without datasets emit nothing unless
   `emit_empty_executions` (then START and terminal together at their end);
 * each RDD job outside SQL that reads files (`sc.textFile`): jobType RDD_JOB, named after its
-  RDD lineage like the OpenLineage integration does. An RDD save's output path is not in the
-  event log, so RDD outputs are never reported.
+  RDD lineage like the OpenLineage integration does (RDD outputs are not in the event log);
+* each start of a Structured Streaming query: jobType STREAMING_QUERY (`queries`); its
+  micro-batch executions are runs only with `streaming_batch_runs`.
 
-Events, RUNNING at the interval and `job stop`: see `lifecycle`; terminal states of child
-runs and counters: see `runs`.
+Events, RUNNING and `job stop`: `lifecycle`; child runs' terminal states, counters: `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
@@ -51,6 +51,7 @@ from agent.spark.translate.jobs import Jobs
 from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import job_name
 from agent.spark.translate.options import PROPERTIES, TranslateOptions
+from agent.spark.translate.queries import Queries
 from agent.spark.translate.required import missing_field
 from agent.spark.translate.runs import (
     AppSummary,
@@ -58,6 +59,7 @@ from agent.spark.translate.runs import (
     Failure,
     Run,
     application_end,
+    cancelled_child,
     classify,
     count_stage,
     job_failure,
@@ -98,6 +100,8 @@ class ApplicationTranslator:
             "SparkListenerDriverAccumUpdates": self._on_accum_updates,
             "SparkListenerSQLExecutionEnd": self._on_sql_end,
         }
+        self._queries = Queries(self._life, self.warnings, options.streaming_batch_runs)
+        self._handlers.update(self._queries.handlers(lambda: self._app_ids and self._app_ids[:2]))
 
     # -- public API -----------------------------------------------------------------------
 
@@ -165,7 +169,8 @@ class ApplicationTranslator:
 
     def snapshot(self) -> AppSummary:
         """Runs with job names, states, datasets and counters: for status / describe."""
-        open_runs = [r for r in (*self._sql.runs(), *self._rdd_runs.values()) if r.started]
+        children = (*self._sql.runs(), *self._rdd_runs.values(), *self._queries.runs())
+        open_runs = [r for r in children if r.started]
         return AppSummary(
             app_id=self.app_id,
             attempt_id=self.attempt_id,
@@ -203,15 +208,9 @@ class ApplicationTranslator:
         if self._life.app is None:
             return
         end = self._life.tick(as_int(event.get("Timestamp")))
-        in_flight = bool(self._jobs or self._sql)
-        cancelled = Failure(
-            "shutdown",
-            "the application ended before this run finished: Spark cancels running jobs "
-            "because SparkContext was shut down",
-        )
-        exit_code = as_int(event.get("ExitCode"))
-        state, failure = application_end(exit_code, in_flight, self._last)
-        self._end_app(end, state, failure, out, children=("ABORT", cancelled))
+        in_flight = bool(self._jobs or self._sql or self._queries)
+        state, failure = application_end(as_int(event.get("ExitCode")), in_flight, self._last)
+        self._end_app(end, state, failure, out, children=("ABORT", cancelled_child()))
 
     def _end_app(
         self,
@@ -226,6 +225,7 @@ class ApplicationTranslator:
         assert self._life.app is not None
         for run in (*self._sql.runs(), *self._rdd_runs.values()):
             self._finish(run, end, children[0], children[1], out)
+        self._queries.end_all(end, *children, out)
         if self._life.stop is not None:
             state, failure = "ABORT", self._life.stopped(None)
         self._finish(self._life.app, end, state, failure, out)
@@ -250,6 +250,8 @@ class ApplicationTranslator:
         run, execution = self._sql.open(
             exec_id, root, lambda: Run("sql", run_id, "SQL_JOB", start, key=root)
         )
+        if exec_id == root:
+            self._queries.link(run, event.get("description"))
         self._read_plan(execution, event, run, out)
 
     def _on_sql_update(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -262,7 +264,8 @@ class ApplicationTranslator:
     ) -> None:
         notes, names_data = add_plan(execution, event)
         self.warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
-        if not run.started and names_data:
+        self._queries.absorb(run, execution)
+        if not run.started and names_data and self._queries.own(run):
             self._start_sql(run, out)
 
     def _on_accum_updates(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -289,10 +292,11 @@ class ApplicationTranslator:
         """Name the run after the first execution that writes (else the root) and its first
         output, then START it."""
         assert self._life.app is not None
-        writer = next((e for e in run.executions if e.writes), run.executions[0])
-        command = plans.command_name(writer.command) or "sql_execution"
-        suffix = self._life.datasets(run).first_output_suffix
-        run.job_name = job_name(self._life.app.job_name, command, suffix)
+        if run.query is None:  # a micro-batch is named after its query (`Queries.link`)
+            writer = next((e for e in run.executions if e.writes), run.executions[0])
+            command = plans.command_name(writer.command) or "sql_execution"
+            suffix = self._life.datasets(run).first_output_suffix
+            run.job_name = job_name(self._life.app.job_name, command, suffix)
         self._life.start(run, out)
 
     # -- jobs, stages, tasks ---------------------------------------------------------------
@@ -346,39 +350,32 @@ class ApplicationTranslator:
         if self._life.app is None or not isinstance(info, Mapping):
             return
         self._life.tick(as_int(info.get("Completion Time")))
-        run, execution = self._owner(as_int(info.get("Stage ID")))
-        accumulables = mappings(info.get("Accumulables"))
-        tallies = [self._life.app.tally] + ([run.tally] if run else [])
-        count_stage(accumulables, tallies, execution)
+        runs, execution = self._owners(as_int(info.get("Stage ID")))
+        count_stage(mappings(info.get("Accumulables")), [r.tally for r in runs], execution)
 
     def _on_task_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
         reason = event.get("Task End Reason")
-        reason = reason.get("Reason") if isinstance(reason, Mapping) else None
-        if (
-            self._life.app is None
-            or not isinstance(reason, str)
-            or reason in ("Success", "TaskKilled")
-        ):
+        reason = reason.get("Reason") if isinstance(reason, Mapping) else None  # text: `required`
+        if self._life.app is None or reason in (None, "Success", "TaskKilled"):
             return
         info = event.get("Task Info")
         if isinstance(info, Mapping):
             self._life.tick(as_int(info.get("Finish Time")))
-        run, _ = self._owner(as_int(event.get("Stage ID")))
-        self._life.app.tally.failed_tasks += 1
-        if run is not None:
+        for run in self._owners(as_int(event.get("Stage ID")))[0]:
             run.tally.failed_tasks += 1
 
-    def _owner(self, stage: int | None) -> tuple[Run | None, Execution | None]:
-        """The open child run (and SQL execution) whose job ran this stage."""
-        job = self._jobs.of_stage(stage)
-        if job is None:
-            return None, None
-        if job.run is not None:
-            return (job.run if job.run.state == "RUNNING" else None), None
-        execution = self._sql.execution(job.execution)
-        if execution is None:
-            return None, None
-        return self._sql.run_of(execution), execution
+    def _owners(self, stage: int | None) -> tuple[list[Run], Execution | None]:
+        """The runs a stage's metrics count for (the application, the open child run whose
+        job ran it and that run's streaming query), and the SQL execution of that job."""
+        assert self._life.app is not None
+        job, runs = self._jobs.of_stage(stage), [self._life.app]
+        execution = self._sql.execution(job.execution) if job is not None else None
+        if job is not None and job.run is not None and job.run.state == "RUNNING":
+            runs.append(job.run)
+        elif execution is not None:
+            run = self._sql.run_of(execution)
+            runs += [run, run.query] if run.query is not None else [run]
+        return runs, execution
 
     # -- ending runs ------------------------------------------------------------------------
 
@@ -391,7 +388,8 @@ class ApplicationTranslator:
         if run.kind == "sql":
             self._sql.close(run)
             if not run.started:
-                if not (any(e.refs for e in run.executions) or self.options.emit_empty_executions):
+                named = any(e.refs for e in run.executions) or self.options.emit_empty_executions
+                if not (named and self._queries.own(run)):
                     run.state = state
                     return
                 self._start_sql(run, out)
