@@ -111,7 +111,8 @@ def test_every_streaming_log_gives_one_query_run_and_valid_events(shape: str) ->
 def test_file_source_to_parquet_names_the_directories_and_counts_the_batches() -> None:
     """availableNow file -> parquet: START at QueryStarted with the query's ids, COMPLETE at
     QueryTerminated; input = the source directory (never its files) with the scanned schema,
-    output = the sink directory; counters from the progress events and the batches' tasks."""
+    output = the sink directory with the schema and column lineage of the rows the batches
+    returned; counters from the progress events and the batches' tasks."""
     _, events = replay("stream_file_parquet")
     start, complete = of_type(events, "STREAMING_QUERY")
     assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
@@ -129,6 +130,13 @@ def test_file_source_to_parquet_names_the_directories_and_counts_the_batches() -
     assert names(complete["inputs"]) == [("file", f"{DATA}/incoming")]
     assert fields(complete["inputs"][0]) == [("id", "long"), ("kind", "string")]
     assert names(complete["outputs"]) == [("file", f"{DATA}/clicks_parquet")]
+    assert fields(complete["outputs"][0]) == [("id", "long"), ("kind", "string")]
+    lineage = complete["outputs"][0]["facets"]["columnLineage"]["fields"]
+    assert {
+        (column, i["namespace"], i["name"], i["field"])
+        for column, found in lineage.items()
+        for i in found["inputFields"]
+    } == {("id", "file", f"{DATA}/incoming", "id"), ("kind", "file", f"{DATA}/incoming", "kind")}
     facet = complete["run"]["facets"]["lineageAgent_stream"]
     assert (facet["batchId"], facet["batches"], facet["inputRows"]) == (1, 2, 4)
     assert facet["sink"] == f"FileSink[file:{DATA}/clicks_parquet]"
@@ -180,6 +188,8 @@ def test_sigterm_leaves_the_query_open_and_it_ends_abort() -> None:
     assert end["run"]["facets"]["errorMessage"]["message"] == APP_ENDED
     assert (start["inputs"], names(end["inputs"])) == ([], [])  # a rate source: no dataset
     assert names(end["outputs"]) == [("file", f"{DATA}/ticks")]
+    # the rate source's scan prints no types: only `value#1L` says it is a long
+    assert fields(end["outputs"][0]) == [("timestamp", ""), ("value", "long")]
     facet = end["run"]["facets"]["lineageAgent_stream"]
     assert (facet["batchId"], facet["batches"], facet["inputRows"]) == (2, 3, 55)
     assert [e["eventType"] for e in of_type(events, "APPLICATION")] == ["START", "ABORT"]
@@ -203,6 +213,7 @@ def test_failed_query_ends_fail_with_the_exception_and_its_error_class() -> None
     assert end["run"]["facets"]["lineageAgent_stream"]["errorClass"] == "CAST_INVALID_INPUT"
     assert names(end["inputs"]) == [("file", f"{DATA}/incoming")]
     assert names(end["outputs"]) == [("file", f"{DATA}/quantities")]
+    assert fields(end["outputs"][0]) == [("id", "long"), ("qty", "integer")]  # the cast's type
 
 
 def test_running_events_come_from_progress_events_at_the_interval() -> None:

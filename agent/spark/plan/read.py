@@ -82,6 +82,14 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
     return PlanSummary(_command(plan_info), tuple(with_lineage), tuple(notes))
 
 
+def returned_rows(description: object) -> DatasetRef | None:
+    """What the plan's root returns (see `lineage.returned`): a streaming micro-batch's
+    rows, which its sink, outside the plan, writes."""
+    text = description if isinstance(description, str) else ""
+    types = _attribute_types(parse_description(text))
+    return lineage.returned(text, types, scan_datasets)
+
+
 def _walk(root: object, notes: list[str]) -> Iterator[Mapping[str, Any]]:
     """Depth-first, children in order, bounded so a hostile tree cannot exhaust memory."""
     stack = [root]

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, ValuesView
 from typing import Any, Final
 
+from agent.spark.plan.read import returned_rows
 from agent.spark.plan.tables import normalize
 from agent.spark.translate import runids, streaming
 from agent.spark.translate.lifecycle import Lifecycle
@@ -83,10 +84,15 @@ class Queries:
         """Whether a SQL run is a run of its own: not a micro-batch folded into its query."""
         return run.query is None or self.batch_runs
 
-    def absorb(self, run: Run, execution: Execution) -> None:
-        """A micro-batch execution's datasets join its query run."""
+    def absorb(self, run: Run, execution: Execution, event: Mapping[str, Any]) -> None:
+        """A micro-batch execution's datasets join its query run; the rows the batch's root
+        returns are what a sink outside the plan writes (their schema and lineage)."""
         query = run.query.stream if run.query is not None else None
-        if query is not None and not streaming.absorb(query, execution.refs.values()):
+        if query is None:
+            return
+        if execution.exec_id == execution.root and not execution.writes:
+            query.rows = returned_rows(event.get("physicalPlanDescription")) or query.rows
+        if not streaming.absorb(query, execution.refs.values()):
             self._warnings.append(
                 f"streaming query {query.name or query.query_id}: too many datasets in its "
                 f"micro-batches; execution {execution.exec_id}'s are left out"

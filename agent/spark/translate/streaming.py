@@ -17,6 +17,7 @@ in a warning and becomes a dataset in namespace `unknown`, so events stay schema
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -194,7 +195,7 @@ def stream_datasets(
     for (role, _), found in query.described.items():
         for item in found:
             if isinstance(item, DatasetRef):
-                refs.append((_with_fields(query, item), {}))
+                refs.append((_with_fields(query, _with_rows(query, item)), {}))
             else:
                 topics.append((role, item))
     refs += [(ref, {}) for ref in query.refs.values()]
@@ -268,6 +269,19 @@ def _with_fields(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
         if other.location == ref.location and other.fields:
             return DatasetRef("input", ref.node, location=ref.location, fields=other.fields)
     return ref
+
+
+def _with_rows(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
+    """A sink outside the plan writes the rows the micro-batch returned: their schema and
+    column lineage, the scanned files named by their source directory."""
+    rows = query.rows
+    if ref.role != "output" or rows is None:
+        return ref
+    columns = rows.columns
+    if columns is not None:
+        inputs = {k: tuple(_fold(query, r) for r in v) for k, v in columns.inputs.items()}
+        columns = dataclasses.replace(columns, inputs=inputs)
+    return dataclasses.replace(ref, fields=rows.fields, columns=columns)
 
 
 def _source_dirs(query: StreamQuery) -> list[str]:

@@ -264,7 +264,7 @@ class ApplicationTranslator:
     ) -> None:
         notes, names_data = add_plan(execution, event)
         self.warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
-        self._queries.absorb(run, execution)
+        self._queries.absorb(run, execution, event)
         if not run.started and names_data and self._queries.own(run):
             self._start_sql(run, out)
 
