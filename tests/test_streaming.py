@@ -291,6 +291,22 @@ def test_a_query_without_a_name_is_named_by_its_id() -> None:
     assert "name" not in query[-1]["run"]["facets"]["lineageAgent_stream"]
 
 
+def test_micro_batch_known_by_its_job_group_when_its_description_is_not_spark_s() -> None:
+    """A micro-batch whose description is not Spark's (one the user set) is still known by
+    its job group, the query's runId: no run of its own."""
+    events = [orjson.loads(line) for line in lines("stream_file_parquet")]
+    for event in events:
+        if event["Event"].endswith("SparkListenerSQLExecutionStart"):
+            event["description"] = "nightly clicks"
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    out = feed(translator, events)
+    assert {e["job"]["facets"]["jobType"]["jobType"] for e in out} == {
+        "APPLICATION",
+        "STREAMING_QUERY",
+    }
+    assert names(of_type(out, "STREAMING_QUERY")[-1]["inputs"]) == [("file", f"{DATA}/incoming")]
+
+
 def test_unrecognized_source_and_sink_stay_valid_and_are_named_in_warnings() -> None:
     """Descriptions the agent does not know give `unknown` datasets, valid events and one
     warning each naming what was not understood."""
@@ -375,6 +391,42 @@ def test_source_descriptions(description: str, expected: list[tuple[str, str]]) 
     assert streaming.add_progress(query, progress, "h:1") == []
     run = Run("stream", "00000000-0000-7000-8000-000000000000", "STREAMING_QUERY", 0, stream=query)
     assert names(list(streaming.stream_datasets(run, Catalog()).inputs.values())) == expected
+
+
+@pytest.mark.parametrize(
+    ("description", "expected", "notes"),
+    [
+        ("FileSink[file:/out]", [("file", "/out")], []),
+        ("DeltaSink[/tables/clicks]", [("file", "/tables/clicks")], []),  # a path sink
+        ("DeltaSink[file:/wh/tbl_out]", [("file", "/wh/tbl_out")], []),  # toTable
+        ("ForeachBatchSink", [], []),
+        ("org.apache.spark.sql.execution.streaming.ConsoleTable$@7d1f2b", [], []),
+        (
+            "org.apache.spark.sql.kafka010.KafkaSourceProvider$KafkaTable@2926db66",
+            [],
+            [
+                "sink 'org.apache.spark.sql.kafka010.KafkaSourceProvider$KafkaTable@2926db66': "
+                "the event log does not show a Kafka sink's topic"
+            ],
+        ),
+    ],
+)
+def test_sink_descriptions(
+    description: str, expected: list[tuple[str, str]], notes: list[str]
+) -> None:
+    """Sink descriptions as Spark 4.1.1, Delta 4.3.1 and the Kafka connector write them
+    (measured), the datasets they name and what the warnings say; the rows a Kafka sink
+    counts are summed, a file sink's -1 is left out."""
+    query = StreamQuery("q", "r", "n")
+    for rows in (2, 3):
+        written = rows if "Kafka" in description else -1
+        sink = {"description": description, "numOutputRows": written}
+        progress = {"batchId": 0, "sources": [], "sink": sink}
+        assert streaming.add_progress(query, progress, None) == (notes if rows == 2 else [])
+    run = Run("stream", "00000000-0000-7000-8000-000000000000", "STREAMING_QUERY", 0, stream=query)
+    assert names(list(streaming.stream_datasets(run, Catalog()).outputs.values())) == expected
+    facet = streaming.stream_facet(query)
+    assert facet.get("outputRows") == (5 if "Kafka" in description else None)
 
 
 def test_micro_batch_descriptions() -> None:

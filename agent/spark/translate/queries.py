@@ -72,10 +72,14 @@ class Queries:
             _PREFIX + "QueryTerminatedEvent": self._terminated,
         }
 
-    def link(self, run: Run, description: object) -> None:
-        """Make a new SQL run a micro-batch of its query when its description says so."""
-        found = streaming.micro_batch_of(description)
-        query = self._open.get(found[1]) if found else None
+    def link(self, run: Run, event: Mapping[str, Any]) -> None:
+        """Make a new SQL run a micro-batch of its query when its SQLExecutionStart says so:
+        its description (`<name>\nid = …\nrunId = …\nbatch = N`), else its job group (the
+        query's runId), which a description set by the user would leave."""
+        found = streaming.micro_batch_of(event.get("description"))
+        group = event.get("jobGroupId")
+        spark_run_id = found[1] if found else group.lower() if isinstance(group, str) else None
+        query = self._open.get(spark_run_id) if spark_run_id else None
         if query is not None:
             run.query = query
             run.job_name = job_name(query.job_name, "micro_batch")
@@ -135,9 +139,9 @@ class Queries:
         if run is None or run.stream is None:
             return
         self._life.tick(streaming.iso_ms(progress.get("timestamp")))
-        unknown = streaming.add_progress(run.stream, progress, self._life.options.kafka_bootstrap)
+        notes = streaming.add_progress(run.stream, progress, self._life.options.kafka_bootstrap)
         name = run.stream.name or run.stream.query_id
-        self._warnings += [f"streaming query {name}: {what} not understood" for what in unknown]
+        self._warnings += [f"streaming query {name}: {note}" for note in notes]
         self._life.running([run], out)
 
     def _terminated(self, event: Mapping[str, Any], out: list[Event]) -> None:

@@ -126,6 +126,7 @@ class StreamQuery:
     batch_id: int | None = None  # the last completed micro-batch
     batches: int = 0  # progress events seen
     input_rows: int = 0  # summed over every progress event
+    output_rows: int | None = None  # summed where the sink knows them (not -1)
     input_rows_per_second: float | None = None  # of the last progress event
     processed_rows_per_second: float | None = None
     sources: tuple[Mapping[str, Any], ...] = ()  # the last progress event's sources

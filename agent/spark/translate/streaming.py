@@ -70,7 +70,9 @@ _NO_DATASET: Final = frozenset(
         "org.apache.spark.sql.execution.streaming.sources.ConsoleTable$",
     }
 )
+_KAFKA_SINK: Final = "kafka010.KafkaSourceProvider$KafkaTable"  # its toString: no topic
 _MAX_REFS: Final = 256  # distinct datasets one query's micro-batch plans may add
+_MAX_DESCRIBED: Final = 64  # distinct source and sink descriptions one query may add
 _MAX_TEXT: Final = 4096  # characters of one offset or description in the facet
 
 
@@ -106,7 +108,8 @@ def new_query(event: Mapping[str, Any]) -> StreamQuery:
 
 
 def add_progress(query: StreamQuery, progress: Mapping[str, Any], kafka: str | None) -> list[str]:
-    """Take in one QueryProgressEvent's `progress`; the descriptions newly not understood."""
+    """Take in one QueryProgressEvent's `progress`; what it newly says that the agent cannot
+    name (a description not understood, a Kafka sink's topic), for the warnings."""
     query.name = query.name or as_str(progress.get("name"))
     query.batch_id = as_int(progress.get("batchId"))
     query.batches += 1
@@ -116,15 +119,23 @@ def add_progress(query: StreamQuery, progress: Mapping[str, Any], kafka: str | N
     query.input_rows_per_second = _rate(sources, "inputRowsPerSecond")
     query.processed_rows_per_second = _rate(sources, "processedRowsPerSecond")
     sink = progress.get("sink")
-    query.sink = as_str(sink.get("description")) if isinstance(sink, Mapping) else None
-    unknown: list[str] = []
+    sink = sink if isinstance(sink, Mapping) else {}
+    query.sink = as_str(sink.get("description"))
+    written = as_int(sink.get("numOutputRows"))  # -1: the file and foreachBatch sinks
+    if written is not None and written >= 0:
+        query.output_rows = (query.output_rows or 0) + written
+    notes: list[str] = []
     described = [("input", as_str(s.get("description")) or "") for s in sources]
     for role, text in [*described, ("output", query.sink or "")]:
-        if not text or (role, text) in query.described:
+        if not text or (role, text) in query.described or len(query.described) >= _MAX_DESCRIBED:
             continue
+        what = f"{'source' if role == 'input' else 'sink'} {text[:200]!r}"
         found = _described(role, text, kafka)
-        if found is None:
-            unknown.append(f"{'source' if role == 'input' else 'sink'} {text[:200]!r}")
+        if found is None and role == "output" and _KAFKA_SINK in text:
+            notes.append(f"{what}: the event log does not show a Kafka sink's topic")
+            found = ()
+        elif found is None:
+            notes.append(f"{what} not understood")
             found = (DatasetName(UNKNOWN_NAMESPACE, text[:200]),)
         query.described[(role, text)] = found
     for key, ref in list(query.refs.items()):  # batch 0's files, read before any progress
@@ -132,7 +143,7 @@ def add_progress(query: StreamQuery, progress: Mapping[str, Any], kafka: str | N
         if folded is not ref:
             del query.refs[key]
             query.refs.setdefault(_key(folded), folded)
-    return unknown
+    return notes
 
 
 def absorb(query: StreamQuery, refs: Iterable[DatasetRef]) -> bool:
@@ -170,6 +181,8 @@ def stream_facet(query: StreamQuery) -> dict[str, Any]:
         fields["batchId"] = query.batch_id
     fields["batches"] = query.batches
     fields["inputRows"] = query.input_rows
+    if query.output_rows is not None:
+        fields["outputRows"] = query.output_rows
     if query.input_rows_per_second is not None:
         fields["inputRowsPerSecond"] = query.input_rows_per_second
     if query.processed_rows_per_second is not None:

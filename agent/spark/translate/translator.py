@@ -251,7 +251,7 @@ class ApplicationTranslator:
             exec_id, root, lambda: Run("sql", run_id, "SQL_JOB", start, key=root)
         )
         if exec_id == root:
-            self._queries.link(run, event.get("description"))
+            self._queries.link(run, event)
         self._read_plan(execution, event, run, out)
 
     def _on_sql_update(self, event: Mapping[str, Any], out: list[Event]) -> None:
