@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -90,6 +91,7 @@ def finite(
     events_dir = work / "events"
     events_dir.mkdir()
     kafka_broker.create_topic("orders", partitions=2)
+    kafka_broker.create_topic("clicks-out", partitions=1)
     kafka_broker.produce("orders", [json.dumps({"n": n}) for n in range(5)])
     job = spark_job(python, jars, "finite", events_dir, work, kafka_broker.bootstrap)
     try:
@@ -121,13 +123,21 @@ def test_live_queries_are_one_run_each_and_valid(
     kinds = {e["job"]["facets"]["jobType"]["jobType"] for e in events}
     assert kinds == {"APPLICATION", "STREAMING_QUERY"}
     runs = {e["job"]["name"]: e["eventType"] for e in events if e["eventType"] != "START"}
+    app = "streaming_live_finite"
     assert runs == {
-        "streaming_live_finite": "FAIL",  # the last query failed (see the README's rules)
-        "streaming_live_finite.streaming_query.file_to_parquet": "COMPLETE",
-        "streaming_live_finite.streaming_query.orders_to_delta": "COMPLETE",
-        "streaming_live_finite.streaming_query.bad_cast": "FAIL",
+        app: "FAIL",  # the last query failed (see the README's rules)
+        **{
+            f"{app}.streaming_query.{name}": "COMPLETE"
+            for name in ("file_to_parquet", "to_delta", "from_delta", "to_kafka", "orders_to_delta")
+        },
+        f"{app}.streaming_query.bad_cast": "FAIL",
     }
-    assert not [w for w in warnings if "streaming" in w]
+    (warning,) = [w for w in warnings if w.startswith("streaming query")]
+    assert re.fullmatch(
+        r"streaming query to_kafka: sink 'org\.apache\.spark\.sql\.kafka010\.KafkaSourceProvider"
+        r"\$KafkaTable@[0-9a-f]+': the event log does not show a Kafka sink's topic",
+        warning,
+    )
 
 
 def test_live_file_to_parquet_available_now(
@@ -145,6 +155,35 @@ def test_live_file_to_parquet_available_now(
     facet = end["run"]["facets"]["lineageAgent_stream"]
     # numInputRows counts what the JSON reader returns: the pushed filter's clicks only
     assert (facet["batches"], facet["inputRows"], facet["batchId"]) == (2, 2, 1)
+
+
+def test_live_delta_sink_and_source(finite: tuple[list[Event], list[str], Path, str]) -> None:
+    """Files -> a Delta path sink, then that table as a streaming source -> parquet: the
+    table's location on both sides, never its `_delta_log`, with the schema."""
+    events, _, work, _ = finite
+    table = ("file", str(work / "data" / "clicks_delta"))
+    to_delta = query_events(events, "to_delta")[-1]
+    assert names(to_delta["inputs"]) == [("file", str(work / "data" / "incoming"))]
+    assert names(to_delta["outputs"]) == [table]
+    schema = to_delta["outputs"][0]["facets"]["schema"]["fields"]
+    assert [(f["name"], f["type"]) for f in schema] == [("id", "long"), ("kind", "string")]
+    from_delta = query_events(events, "from_delta")[-1]
+    assert names(from_delta["inputs"]) == [table]
+    assert names(from_delta["outputs"]) == [("file", str(work / "data" / "from_delta"))]
+    assert from_delta["run"]["facets"]["lineageAgent_stream"]["sources"][0]["description"] == (
+        f"DeltaSource[file:{work / 'data' / 'clicks_delta'}]"
+    )
+
+
+def test_live_kafka_sink_counts_rows_but_hides_its_topic(
+    finite: tuple[list[Event], list[str], Path, str],
+) -> None:
+    """A Kafka sink: the log names no topic (no output dataset, a warning says why) but
+    counts the rows it wrote."""
+    events, _, _, _ = finite
+    end = query_events(events, "to_kafka")[-1]
+    assert end["outputs"] == []
+    assert end["run"]["facets"]["lineageAgent_stream"]["outputRows"] == 2
 
 
 def test_live_kafka_to_delta_foreach_batch(

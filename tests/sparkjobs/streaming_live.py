@@ -3,13 +3,15 @@
     python streaming_live.py finite EVENTS_DIR WORK JARS KAFKA_BOOTSTRAP
     python streaming_live.py endless EVENTS_DIR WORK JARS
 
-`finite`: one application (one JVM) running three queries one after the other, each with
-trigger availableNow: JSON files -> parquet (`file_to_parquet`, one file per micro-batch),
-Kafka topic `orders` -> `foreachBatch` into a Delta path table (`orders_to_delta`: the first
-batch appends, the next ones MERGE), and a file -> parquet query whose second micro-batch
-fails on an ANSI cast (`bad_cast`). `endless`: a rate -> parquet query every second
-(`ticks_forever`) that runs until the driver is stopped from outside; `WORK/started` holds
-the application id once the query has started. Event logs: one uncompressed file each.
+`finite`: one application (one JVM) running queries one after the other, each with trigger
+availableNow: JSON files -> parquet (`file_to_parquet`, one file per micro-batch), the same
+files -> a Delta path table (`to_delta`), that table -> parquet (`from_delta`), the same
+files -> Kafka topic `clicks-out` (`to_kafka`), Kafka topic `orders` -> `foreachBatch` into a
+Delta path table (`orders_to_delta`: the first batch appends, the next ones MERGE), and a
+file -> parquet query whose second micro-batch fails on an ANSI cast (`bad_cast`).
+`endless`: a rate -> parquet query every second (`ticks_forever`) that runs until the driver
+is stopped from outside; `WORK/started` holds the application id once the query has started.
+Event logs: one uncompressed file each.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 
 def session(events: Path, work: Path, jars: str, name: str) -> SparkSession:
@@ -61,18 +64,36 @@ def finite(spark: SparkSession, work: Path, servers: str) -> None:
         data / "incoming",
         [f'{{"id": {n}, "kind": "click"}}\n{{"id": {n + 10}, "kind": "view"}}\n' for n in range(2)],
     )
-    (
-        spark.readStream.schema("id LONG, kind STRING")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(data / "incoming"))
-        .where("kind = 'click'")
-        .writeStream.format("parquet")
-        .option("path", str(data / "clicks_parquet"))
-        .option("checkpointLocation", str(work / "checkpoints" / "file_to_parquet"))
-        .queryName("file_to_parquet")
-        .trigger(availableNow=True)
-        .start()
-        .awaitTermination(300)
+
+    def clicks() -> DataFrame:
+        return (
+            spark.readStream.schema("id LONG, kind STRING")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(data / "incoming"))
+            .where("kind = 'click'")
+        )
+
+    def run(writer: DataStreamWriter, name: str) -> None:
+        writer.option("checkpointLocation", str(work / "checkpoints" / name)).queryName(
+            name
+        ).trigger(availableNow=True).start().awaitTermination(300)
+
+    run(
+        clicks().writeStream.format("parquet").option("path", str(data / "clicks_parquet")),
+        "file_to_parquet",
+    )
+    run(clicks().writeStream.format("delta").option("path", str(data / "clicks_delta")), "to_delta")
+    from_delta = spark.readStream.format("delta").load(str(data / "clicks_delta"))
+    run(
+        from_delta.writeStream.format("parquet").option("path", str(data / "from_delta")),
+        "from_delta",
+    )
+    to_kafka = clicks().selectExpr("CAST(id AS STRING) AS key", "kind AS value").writeStream
+    run(
+        to_kafka.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("topic", "clicks-out"),
+        "to_kafka",
     )
 
     delta_table: Any = importlib.import_module("delta.tables").DeltaTable  # lakehouse only
