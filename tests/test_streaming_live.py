@@ -165,6 +165,8 @@ def test_live_delta_sink_and_source(finite: tuple[list[Event], list[str], Path, 
     to_delta = query_events(events, "to_delta")[-1]
     assert names(to_delta["inputs"]) == [("file", str(work / "data" / "incoming"))]
     assert names(to_delta["outputs"]) == [table]
+    sink = to_delta["run"]["facets"]["lineageAgent_stream"]["sink"]
+    assert sink == f"DeltaSink[{work / 'data' / 'clicks_delta'}]"  # the path as the job gave it
     schema = to_delta["outputs"][0]["facets"]["schema"]["fields"]
     assert [(f["name"], f["type"]) for f in schema] == [("id", "long"), ("kind", "string")]
     from_delta = query_events(events, "from_delta")[-1]
