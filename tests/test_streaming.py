@@ -21,6 +21,7 @@ from agent.configfile import parse_config
 from agent.errors import ConfigError
 from agent.facets import FACET_URLS
 from agent.spark.application import translate_options
+from agent.spark.plan.datasets import DatasetRef
 from agent.spark.translate import streaming
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.naming import Catalog
@@ -454,3 +455,29 @@ def test_streaming_batch_runs_is_a_spark_config_key() -> None:
     assert str(caught.value) == (
         "config.yaml:3: spark.streaming_batch_runs: expected true or false, got 3"
     )
+
+
+def test_a_repeated_query_start_is_ignored() -> None:
+    """A QueryStartedEvent of a runId already seen (a line written twice) starts nothing."""
+    events = [orjson.loads(line) for line in lines("stream_file_parquet")]
+    started = next(e for e in events if e["Event"] == QUERY_STARTED)
+    at = next(i for i, e in enumerate(events) if e["Event"] == "SparkListenerApplicationEnd")
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    out = feed(translator, [*events[:at], started, *events[at:]])
+    check_lifecycle(out)
+    assert len(of_type(out, "STREAMING_QUERY")) == 2
+    assert translator.warnings == [
+        "QueryStartedEvent ignored: run 1ffa548f-f524-4580-9c17-075f22a48009 seen"
+    ]
+
+
+def test_micro_batch_datasets_are_bounded_and_the_overflow_said_once() -> None:
+    """A query keeps at most MAX_REFS datasets from its micro-batches; the first one left
+    out is reported, the next ones are not."""
+    query = StreamQuery("q", "r", "n")
+    refs = [DatasetRef("output", "W", location=f"/t/{n}") for n in range(streaming.MAX_REFS)]
+    assert streaming.absorb(query, refs)
+    assert not streaming.absorb(query, [DatasetRef("output", "W", location="/t/more")])
+    assert streaming.absorb(query, [DatasetRef("output", "W", location="/t/again")])
+    assert streaming.absorb(query, refs[:3])  # known ones are no overflow
+    assert len(query.refs) == streaming.MAX_REFS

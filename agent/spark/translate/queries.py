@@ -34,6 +34,7 @@ Event = dict[str, Any]
 Handler = Callable[[Mapping[str, Any], list[Event]], None]
 
 _PREFIX: Final = "StreamingQueryListener$"
+_ENDED_KEPT: Final = 4096  # ended query runs remembered to refuse a repeated start
 #: The errorMessage of a query still running when its application ended.
 APP_ENDED: Final = (
     "the application ended while the streaming query was running (no QueryTerminatedEvent: "
@@ -49,7 +50,7 @@ class Queries:
         self._warnings = warnings
         self.batch_runs = batch_runs  # micro-batches as child runs of their query run
         self._open: dict[str, Run] = {}
-        self._app: tuple[str, str | None] = ("", None)  # application id and attempt
+        self._ended: dict[str, None] = {}  # recent runIds that ended, oldest first
 
     def __bool__(self) -> bool:
         return bool(self._open)
@@ -98,8 +99,9 @@ class Queries:
             query.rows = returned_rows(event.get("physicalPlanDescription")) or query.rows
         if not streaming.absorb(query, execution.refs.values()):
             self._warnings.append(
-                f"streaming query {query.name or query.query_id}: too many datasets in its "
-                f"micro-batches; execution {execution.exec_id}'s are left out"
+                f"streaming query {query.name or query.query_id}: more than "
+                f"{streaming.MAX_REFS} datasets in its micro-batches; from execution "
+                f"{execution.exec_id} on, new ones are left out"
             )
 
     def end_all(self, end: int, state: str, failure: Failure, out: list[Event]) -> None:
@@ -116,8 +118,8 @@ class Queries:
     ) -> None:
         assert self._life.app is not None
         query = streaming.new_query(event)
-        if query.spark_run_id in self._open:
-            self._warnings.append(f"QueryStartedEvent ignored: run {query.spark_run_id} is open")
+        if query.spark_run_id in self._open or query.spark_run_id in self._ended:
+            self._warnings.append(f"QueryStartedEvent ignored: run {query.spark_run_id} seen")
             return
         start = self._life.tick(streaming.iso_ms(event.get("timestamp")))
         app_id, attempt = ids
@@ -156,4 +158,7 @@ class Queries:
     ) -> None:
         assert run.stream is not None
         del self._open[run.stream.spark_run_id]
+        self._ended[run.stream.spark_run_id] = None
+        if len(self._ended) > _ENDED_KEPT:  # a months-long application restarts queries
+            del self._ended[next(iter(self._ended))]
         self._life.end(run, end, state, failure, out)

@@ -139,6 +139,7 @@ class StreamQuery:
     # what the micro-batch plans name, file-source scans folded into their directory
     refs: dict[tuple[object, ...], DatasetRef] = field(default_factory=dict)
     rows: DatasetRef | None = None  # what the last micro-batch's plan returned to its sink
+    full: bool = False  # `refs` reached its bound: datasets were left out
 
 
 @dataclass(slots=True)

@@ -71,7 +71,7 @@ _NO_DATASET: Final = frozenset(
     }
 )
 _KAFKA_SINK: Final = "kafka010.KafkaSourceProvider$KafkaTable"  # its toString: no topic
-_MAX_REFS: Final = 256  # distinct datasets one query's micro-batch plans may add
+MAX_REFS: Final = 256  # distinct datasets one query's micro-batch plans may add
 _MAX_DESCRIBED: Final = 64  # distinct source and sink descriptions one query may add
 _MAX_TEXT: Final = 4096  # characters of one offset or description in the facet
 
@@ -147,7 +147,8 @@ def add_progress(query: StreamQuery, progress: Mapping[str, Any], kafka: str | N
 
 
 def absorb(query: StreamQuery, refs: Iterable[DatasetRef]) -> bool:
-    """Add what a micro-batch plan names; False when the query holds too many datasets."""
+    """Add what a micro-batch plan names; False the first time a dataset is left out because
+    the query holds `MAX_REFS` already."""
     for ref in refs:
         if ref.location is not None and (
             "/_delta_log" in ref.location or ref.location.strip(" .") == ""
@@ -156,8 +157,9 @@ def absorb(query: StreamQuery, refs: Iterable[DatasetRef]) -> bool:
         ref = _fold(query, ref)
         key = _key(ref)
         if key not in query.refs:
-            if len(query.refs) >= _MAX_REFS:
-                return False
+            if len(query.refs) >= MAX_REFS:
+                first, query.full = not query.full, True
+                return not first
             query.refs[key] = ref
     return True
 
