@@ -36,6 +36,14 @@ Event = dict[str, Any]
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 DATA = "/data/lakehouse/data"
 STREAM_SCHEMA = AGENT_SCHEMAS / "lineageAgent_stream.json"
+NO_TABLES = streaming.Tables({})
+SHAPES = (
+    "stream_file_parquet",
+    "stream_kafka_delta",
+    "stream_sigterm",
+    "stream_failure",
+    "stream_iceberg",
+)
 
 
 def feed(
@@ -91,18 +99,22 @@ def check_lifecycle(events: list[Event]) -> None:
     assert started == ended
 
 
-@pytest.mark.parametrize(
-    "shape", ["stream_file_parquet", "stream_kafka_delta", "stream_sigterm", "stream_failure"]
-)
-def test_every_streaming_log_gives_one_query_run_and_valid_events(shape: str) -> None:
-    """Each log: the application and one STREAMING_QUERY run, no run per micro-batch, every
-    event valid against the official schemas and ours."""
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_streaming_log_gives_one_run_per_query_and_valid_events(shape: str) -> None:
+    """Each log: the application and one STREAMING_QUERY run per query, no run per
+    micro-batch, every event valid against the official schemas and ours."""
     translator, events = replay(shape)
     check_lifecycle(events)
     kinds = {e["job"]["facets"]["jobType"]["jobType"] for e in events}
     assert kinds == {"APPLICATION", "STREAMING_QUERY"}
     query = of_type(events, "STREAMING_QUERY")
-    assert len({e["run"]["runId"] for e in query}) == 1
+    started = [e for e in query if e["eventType"] == "START"]
+    assert (
+        len({e["run"]["runId"] for e in query})
+        == len(started)
+        == (2 if shape == "stream_iceberg" else 1)
+    )
+    assert len({e["job"]["name"] for e in started}) == len(started)
     for event in query:
         assert event["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
         assert event["run"]["facets"]["parent"]["job"]["name"] == f"lakehouse_{shape}"
@@ -170,6 +182,59 @@ def test_kafka_to_delta_through_foreach_batch() -> None:
     assert facet["sink"] == "ForeachBatchSink"
     assert facet["sources"][0]["endOffset"] == '{"orders":{"0":0,"1":7}}'
     assert complete["run"]["facets"]["lineageAgent_run"]["recordsOut"] > 0
+
+
+def test_iceberg_sink_and_source_are_the_table_by_its_location() -> None:
+    """An Iceberg table of a Hadoop catalog as sink (`toTable`) and as source: its location
+    under the catalog's warehouse, the catalog name in symlinks, the sink's schema and the
+    rows it counted; the source known from the micro-batch scan."""
+    translator, events = replay("stream_iceberg")
+    table = ("file", "/data/lakehouse/iceberg_hadoop/db/clicks")
+    link = [
+        {"namespace": "file:/data/lakehouse/iceberg_hadoop", "name": "db.clicks", "type": "TABLE"}
+    ]
+    write = next(e for e in of_type(events, "STREAMING_QUERY") if e["eventType"] == "COMPLETE")
+    assert write["job"]["name"].endswith(".streaming_query.file_to_iceberg")
+    assert names(write["inputs"]) == [("file", f"{DATA}/incoming")]
+    assert names(write["outputs"]) == [table]
+    assert write["outputs"][0]["facets"]["symlinks"]["identifiers"] == link
+    assert fields(write["outputs"][0]) == [("id", "long"), ("kind", "string")]
+    assert write["run"]["facets"]["lineageAgent_stream"]["outputRows"] == 2
+    read = of_type(events, "STREAMING_QUERY")[-1]
+    assert read["job"]["name"].endswith(".streaming_query.iceberg_to_parquet")
+    assert names(read["inputs"]) == [table]
+    assert read["inputs"][0]["facets"]["symlinks"]["identifiers"] == link
+    assert names(read["outputs"]) == [("file", f"{DATA}/clicks_from_iceberg")]
+    assert not [w for w in translator.warnings if w.startswith("streaming query")]
+
+
+def test_tables_of_other_catalogs() -> None:
+    """A catalog that keeps locations in its own store (JDBC, Hive, REST) names its table in
+    `unknown` with the reason; a name of no configured catalog is no table."""
+    catalogs = {
+        "spark.sql.catalog.jcat": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.jcat.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        "spark.sql.catalog.jcat.warehouse": "/wh/jdbc",
+    }
+    tables = streaming.Tables(catalogs)
+    found = tables.table("output", "jcat.db.t")
+    assert found is not None
+    assert found.ref.location is None
+    assert found.ref.unknown_reason == (
+        "the location of a table of catalog 'jcat' is not in the event log"
+    )
+    assert (found.symlink_namespace, found.symlink_name) == ("file:/wh/jdbc", "db.t")
+    assert tables.table("output", "other.db.t") is None
+    assert tables.table("output", "db.t") is None
+    query = StreamQuery("q", "r", "n")
+    progress = {"batchId": 0, "sources": [], "sink": {"description": "jcat.db.t"}}
+    assert streaming.add_progress(query, progress, None, tables) == [
+        "sink 'jcat.db.t': the location of a table of catalog 'jcat' is not in the event log"
+    ]
+    run = Run("stream", "00000000-0000-7000-8000-000000000000", "STREAMING_QUERY", 0, stream=query)
+    outputs = list(streaming.stream_datasets(run, Catalog()).outputs.values())
+    assert names(outputs) == [("unknown", "jcat.db.t")]
+    assert outputs[0]["facets"]["symlinks"]["identifiers"][0]["name"] == "db.t"
 
 
 def test_kafka_servers_unknown_without_the_option() -> None:
@@ -359,7 +424,7 @@ def test_stream_facet_schema_accepts_what_is_emitted_and_refuses_a_broken_one() 
     assert url.split("#")[0] == json.loads(STREAM_SCHEMA.read_text())["$id"]
     validator = schema_validator(url)
     seen = 0
-    for shape in ("stream_file_parquet", "stream_kafka_delta", "stream_sigterm", "stream_failure"):
+    for shape in SHAPES:
         for event in of_type(replay(shape, running_interval_ms=1)[1], "STREAMING_QUERY"):
             validator.validate(event["run"]["facets"]["lineageAgent_stream"])
             seen += 1
@@ -389,7 +454,7 @@ def test_source_descriptions(description: str, expected: list[tuple[str, str]]) 
     """Source descriptions Spark and the connectors write, and the datasets they name."""
     query = StreamQuery("q", "r", "n")
     progress = {"batchId": 0, "sources": [{"description": description}], "sink": {}}
-    assert streaming.add_progress(query, progress, "h:1") == []
+    assert streaming.add_progress(query, progress, "h:1", NO_TABLES) == []
     run = Run("stream", "00000000-0000-7000-8000-000000000000", "STREAMING_QUERY", 0, stream=query)
     assert names(list(streaming.stream_datasets(run, Catalog()).inputs.values())) == expected
 
@@ -423,7 +488,9 @@ def test_sink_descriptions(
         written = rows if "Kafka" in description else -1
         sink = {"description": description, "numOutputRows": written}
         progress = {"batchId": 0, "sources": [], "sink": sink}
-        assert streaming.add_progress(query, progress, None) == (notes if rows == 2 else [])
+        assert streaming.add_progress(query, progress, None, NO_TABLES) == (
+            notes if rows == 2 else []
+        )
     run = Run("stream", "00000000-0000-7000-8000-000000000000", "STREAMING_QUERY", 0, stream=query)
     assert names(list(streaming.stream_datasets(run, Catalog()).outputs.values())) == expected
     facet = streaming.stream_facet(query)

@@ -142,7 +142,9 @@ def returned(
             root = root.children[0]
         query = DatasetRef("output", root.name, feeds_write=True)
         oracle = TypeOracle(graph, types)
-        query = _with_lineage(query, graph, graph.output(root), oracle, scan_datasets, types)
+        # a V2 sink's write (Kafka, Iceberg) is the root: what it writes is its child's output
+        attrs = graph.output(root) or written_attributes(graph, root)
+        query = _with_lineage(query, graph, attrs, oracle, scan_datasets, types)
     except Exception:  # a reader bug must not cost the micro-batch its datasets
         return None
     return query if query.fields else None

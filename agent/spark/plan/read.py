@@ -57,6 +57,7 @@ _LOCATION = re.compile(r"^\w+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$", re.DO
 _LOCATION_DESCRIBED = re.compile(r"^\w+ \[(?P<paths>.*)\]$", re.DOTALL)
 _LOCATION_TEXT = re.compile(r"Location: (\w+\(\d+ paths?\)\[[^\]]*\])")
 _READ_SCHEMA_TEXT = re.compile(r"ReadSchema: (struct<.*>)")
+_MICRO_BATCH_SCAN_TABLE = re.compile(r"^\w*Scan\(table=([^,()\s]+)", re.MULTILINE)
 _STRUCT_FIELD = re.compile(r"StructField\(([^,()]+),(\w+)Type(\(\d+,\d+\))?,(?:true|false)\)")
 _ROW_TYPES: Final = {
     "Long": "long", "Integer": "integer", "Short": "short", "Byte": "byte", "Double": "double",
@@ -88,6 +89,13 @@ def returned_rows(description: object) -> DatasetRef | None:
     text = description if isinstance(description, str) else ""
     types = _attribute_types(parse_description(text))
     return lineage.returned(text, types, scan_datasets)
+
+
+def micro_batch_tables(description: object) -> tuple[str, ...]:
+    """The catalog tables a streaming micro-batch scans through a V2 source that its plan
+    node does not name (`MicroBatchScan` with `IcebergScan(table=lake.db.t, …)`), as printed."""
+    text = description if isinstance(description, str) else ""
+    return tuple(dict.fromkeys(_MICRO_BATCH_SCAN_TABLE.findall(text)))
 
 
 def _walk(root: object, notes: list[str]) -> Iterator[Mapping[str, Any]]:

@@ -23,12 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, ValuesView
 from typing import Any, Final
 
-from agent.spark.plan.read import returned_rows
+from agent.spark.plan.read import micro_batch_tables, returned_rows
 from agent.spark.plan.tables import normalize
 from agent.spark.translate import runids, streaming
 from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import job_name
-from agent.spark.translate.runs import Execution, Failure, Run, terminal_state
+from agent.spark.translate.runs import Execution, Failure, Run, StreamQuery, terminal_state
+from agent.spark.translate.values import catalog_properties
 
 Event = dict[str, Any]
 Handler = Callable[[Mapping[str, Any], list[Event]], None]
@@ -51,6 +52,13 @@ class Queries:
         self.batch_runs = batch_runs  # micro-batches as child runs of their query run
         self._open: dict[str, Run] = {}
         self._ended: dict[str, None] = {}  # recent runIds that ended, oldest first
+        self._catalogs: dict[str, str] = {}  # `spark.sql.catalog.*` properties
+        self._tables = streaming.Tables(self._catalogs)
+
+    def environment(self, event: Mapping[str, Any]) -> None:
+        """Keep the catalogs' configuration from the EnvironmentUpdate's Spark properties."""
+        for key, value in catalog_properties(event.get("Spark Properties")):
+            self._catalogs.setdefault(key, value)
 
     def __bool__(self) -> bool:
         return bool(self._open)
@@ -95,8 +103,11 @@ class Queries:
         query = run.query.stream if run.query is not None else None
         if query is None:
             return
+        plan = event.get("physicalPlanDescription")
         if execution.exec_id == execution.root and not execution.writes:
-            query.rows = returned_rows(event.get("physicalPlanDescription")) or query.rows
+            query.rows = returned_rows(plan) or query.rows
+        scanned = streaming.add_scanned_tables(query, micro_batch_tables(plan), self._tables)
+        self._note(query, scanned)
         if not streaming.absorb(query, execution.refs.values()):
             self._warnings.append(
                 f"streaming query {query.name or query.query_id}: more than "
@@ -141,9 +152,8 @@ class Queries:
         if run is None or run.stream is None:
             return
         self._life.tick(streaming.iso_ms(progress.get("timestamp")))
-        notes = streaming.add_progress(run.stream, progress, self._life.options.kafka_bootstrap)
-        name = run.stream.name or run.stream.query_id
-        self._warnings += [f"streaming query {name}: {note}" for note in notes]
+        kafka = self._life.options.kafka_bootstrap
+        self._note(run.stream, streaming.add_progress(run.stream, progress, kafka, self._tables))
         self._life.running([run], out)
 
     def _terminated(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -152,6 +162,10 @@ class Queries:
             return
         failure = streaming.terminated(event, run.stream)
         self._end(run, self._life.clock, terminal_state(failure), failure, out)
+
+    def _note(self, query: StreamQuery, notes: list[str]) -> None:
+        name = query.name or query.query_id
+        self._warnings += [f"streaming query {name}: {note}" for note in notes]
 
     def _end(
         self, run: Run, end: int, state: str, failure: Failure | None, out: list[Event]

@@ -115,6 +115,17 @@ class Execution:
     notes: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True, slots=True)
+class CatalogTable:
+    """A table a streaming sink or micro-batch scan names by catalog identifier: the
+    reference to name it by (its location when the catalog's configuration tells it) and
+    the namespace of its `symlinks` entry."""
+
+    ref: DatasetRef
+    symlink_namespace: str
+    symlink_name: str  # `namespace.table`, as the integration names catalog tables
+
+
 @dataclass(slots=True)
 class StreamQuery:
     """What a streaming query run knows of its query: from QueryStarted, the latest progress
@@ -133,7 +144,7 @@ class StreamQuery:
     sink: str | None = None  # the sink's description
     error_class: str | None = None
     # datasets the descriptions name: (role, description) -> reference or a Kafka topic
-    described: dict[tuple[str, str], tuple[DatasetRef | DatasetName, ...]] = field(
+    described: dict[tuple[str, str], tuple[DatasetRef | DatasetName | CatalogTable, ...]] = field(
         default_factory=dict
     )
     # what the micro-batch plans name, file-source scans folded into their directory

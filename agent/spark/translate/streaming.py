@@ -25,9 +25,10 @@ from datetime import datetime
 from typing import Any, Final
 
 from agent.facets import facet
-from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.datasets import DatasetRef, Role
+from agent.spark.plan.tables import parse_table_ident
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
-from agent.spark.translate.datasets import RunDatasets, collect
+from agent.spark.translate.datasets import RunDatasets, collect, describe
 from agent.spark.translate.naming import (
     UNKNOWN_NAMESPACE,
     Catalog,
@@ -35,8 +36,9 @@ from agent.spark.translate.naming import (
     datasource_uri,
     from_kafka,
     from_location,
+    table_symlink_namespace,
 )
-from agent.spark.translate.runs import Failure, Run, StreamQuery, classify
+from agent.spark.translate.runs import CatalogTable, Failure, Run, StreamQuery, classify
 from agent.spark.translate.values import as_int, as_str, mappings
 
 JOB_TYPE: Final = "STREAMING_QUERY"
@@ -49,9 +51,11 @@ _KAFKA_STRATEGY: Final = re.compile(r"^(?P<strategy>\w+)\[(?P<items>.*)\]$", re.
 _FILE_SOURCES: Final = frozenset({"FileStreamSource", "DeltaSource"})
 _FILE_SINKS: Final = frozenset({"FileSink", "DeltaSink"})
 _KAFKA_SOURCES: Final = frozenset({"KafkaV2", "KafkaSource", "KafkaMicroBatchStream"})
-#: Sources that generate rows (no dataset) and sinks whose writes, if any, the plans show.
+#: Sources that generate rows (no dataset), sources whose tables the micro-batch plans name
+#: (Iceberg), and sinks whose writes, if any, the plans show.
 _NO_DATASET: Final = frozenset(
     {
+        "org.apache.iceberg.spark.source.SparkMicroBatchStream",
         "RateStreamV2",
         "RateSourceV2",
         "RateStreamSource",
@@ -107,9 +111,12 @@ def new_query(event: Mapping[str, Any]) -> StreamQuery:
     )
 
 
-def add_progress(query: StreamQuery, progress: Mapping[str, Any], kafka: str | None) -> list[str]:
+def add_progress(
+    query: StreamQuery, progress: Mapping[str, Any], kafka: str | None, tables: Tables
+) -> list[str]:
     """Take in one QueryProgressEvent's `progress`; what it newly says that the agent cannot
-    name (a description not understood, a Kafka sink's topic), for the warnings."""
+    name (a description not understood, a Kafka sink's topic), for the warnings. `kafka`:
+    the bootstrap servers of reads; `tables`: the catalogs, for a sink named as a table."""
     query.name = query.name or as_str(progress.get("name"))
     query.batch_id = as_int(progress.get("batchId"))
     query.batches += 1
@@ -131,7 +138,12 @@ def add_progress(query: StreamQuery, progress: Mapping[str, Any], kafka: str | N
             continue
         what = f"{'source' if role == 'input' else 'sink'} {text[:200]!r}"
         found = _described(role, text, kafka)
-        if found is None and role == "output" and _KAFKA_SINK in text:
+        table = tables.table("output", text) if found is None and role == "output" else None
+        if table is not None:  # a V2 table sink (Iceberg): `catalog.ns.table`
+            found = (table,)
+            if table.ref.location is None:
+                notes.append(f"{what}: {table.ref.unknown_reason}")
+        elif found is None and role == "output" and _KAFKA_SINK in text:
             notes.append(f"{what}: the event log does not show a Kafka sink's topic")
             found = ()
         elif found is None:
@@ -144,6 +156,51 @@ def add_progress(query: StreamQuery, progress: Mapping[str, Any], kafka: str | N
             del query.refs[key]
             query.refs.setdefault(_key(folded), folded)
     return notes
+
+
+def add_scanned_tables(query: StreamQuery, names: Iterable[str], tables: Tables) -> list[str]:
+    """Catalog tables a micro-batch plan scans through a V2 source (Iceberg): inputs of the
+    query; what cannot be located, for the warnings."""
+    notes: list[str] = []
+    for text in names:
+        key = ("input", f"table {text}")
+        if key in query.described or len(query.described) >= _MAX_DESCRIBED:
+            continue
+        table = tables.table("input", text)
+        query.described[key] = (table,) if table is not None else ()
+        if table is not None and table.ref.location is None:
+            notes.append(f"source table {text!r}: {table.ref.unknown_reason}")
+    return notes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tables:
+    """Names the tables of V2 catalogs (Iceberg) as streaming progress and micro-batch plans
+    print them, `catalog.namespace.table`, from the catalogs' configuration: the Spark
+    properties `spark.sql.catalog.<name>[.<key>]`."""
+
+    catalogs: Mapping[str, str]
+
+    def table(self, role: Role, text: str) -> CatalogTable | None:
+        """The table `text` names when its catalog is configured; None when it is no such
+        table name. An Iceberg Hadoop catalog keeps a table at `<warehouse>/<namespace
+        path>/<table>`; other catalogs keep their tables' locations in their own store,
+        which the event log does not show."""
+        ident = parse_table_ident(text)
+        if ident is None or ident.database is None or ident.catalog is None:
+            return None
+        prefix = f"spark.sql.catalog.{ident.catalog}"
+        if prefix not in self.catalogs or ident.catalog == "spark_catalog":
+            return None
+        warehouse = self.catalogs.get(f"{prefix}.warehouse")
+        symlink = table_symlink_namespace(warehouse, None, ident.catalog)
+        hadoop = self.catalogs.get(f"{prefix}.type") == "hadoop"
+        if hadoop and warehouse and f"{prefix}.catalog-impl" not in self.catalogs:
+            path = "/".join([warehouse.rstrip("/"), *ident.database.split("."), ident.table])
+            return CatalogTable(DatasetRef(role, text, location=path), symlink, ident.qualified)
+        reason = f"the location of a table of catalog {ident.catalog!r} is not in the event log"
+        ref = DatasetRef(role, text, unknown_reason=reason)
+        return CatalogTable(ref, symlink, ident.qualified)
 
 
 def absorb(query: StreamQuery, refs: Iterable[DatasetRef]) -> bool:
@@ -207,17 +264,29 @@ def stream_datasets(
     query = run.stream
     refs: list[tuple[DatasetRef, Mapping[int, int]]] = []
     topics: list[tuple[str, DatasetName]] = []
+    tables: list[CatalogTable] = []
     for (role, _), found in query.described.items():
         for item in found:
-            if isinstance(item, DatasetRef):
+            if isinstance(item, CatalogTable):
+                tables.append(item)
+                refs.append((_with_rows(query, item.ref), {}))
+            elif isinstance(item, DatasetRef):
                 refs.append((_with_fields(query, _with_rows(query, item)), {}))
             else:
                 topics.append((role, item))
     refs += [(ref, {}) for ref in query.refs.values()]
     datasets = collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
+    for table in tables:  # the catalog's own namespace, not the session catalog's
+        name = describe(table.ref, catalog)[0]
+        dataset = (datasets.inputs if table.ref.role == "input" else datasets.outputs).get(name)
+        if dataset is not None:
+            link = {"namespace": table.symlink_namespace, "name": table.symlink_name}
+            dataset.setdefault("facets", {})["symlinks"] = facet(
+                "symlinks", identifiers=[{**link, "type": "TABLE"}]
+            )
     for role, name in topics:
         target = datasets.inputs if role == "input" else datasets.outputs
-        dataset: dict[str, Any] = {"namespace": name.namespace, "name": name.name}
+        dataset = {"namespace": name.namespace, "name": name.name}
         if name.namespace != UNKNOWN_NAMESPACE:
             source = facet("dataSource", name=name.namespace)
             uri = datasource_uri(name.namespace)
@@ -233,7 +302,7 @@ def stream_datasets(
 
 def _described(
     role: str, text: str, kafka: str | None
-) -> tuple[DatasetRef | DatasetName, ...] | None:
+) -> tuple[DatasetRef | DatasetName | CatalogTable, ...] | None:
     """What a source or sink description names; None when it is not understood."""
     match = _KIND.match(text.strip())
     if match is None:
