@@ -23,6 +23,7 @@ from agent.facets import FACET_URLS
 from agent.spark.application import translate_options
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.translate import streaming
+from agent.spark.translate.descriptions import Tables
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.naming import Catalog
 from agent.spark.translate.options import TranslateOptions
@@ -36,7 +37,7 @@ Event = dict[str, Any]
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 DATA = "/data/lakehouse/data"
 STREAM_SCHEMA = AGENT_SCHEMAS / "lineageAgent_stream.json"
-NO_TABLES = streaming.Tables({})
+NO_TABLES = Tables({})
 SHAPES = (
     "stream_file_parquet",
     "stream_kafka_delta",
@@ -216,7 +217,7 @@ def test_tables_of_other_catalogs() -> None:
         "spark.sql.catalog.jcat.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
         "spark.sql.catalog.jcat.warehouse": "/wh/jdbc",
     }
-    tables = streaming.Tables(catalogs)
+    tables = Tables(catalogs)
     found = tables.table("output", "jcat.db.t")
     assert found is not None
     assert found.ref.location is None

@@ -26,6 +26,7 @@ from typing import Any, Final
 from agent.spark.plan.read import micro_batch_tables, returned_rows
 from agent.spark.plan.tables import normalize
 from agent.spark.translate import runids, streaming
+from agent.spark.translate.descriptions import Tables
 from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import job_name
 from agent.spark.translate.runs import Execution, Failure, Run, StreamQuery, terminal_state
@@ -53,7 +54,7 @@ class Queries:
         self._open: dict[str, Run] = {}
         self._ended: dict[str, None] = {}  # recent runIds that ended, oldest first
         self._catalogs: dict[str, str] = {}  # `spark.sql.catalog.*` properties
-        self._tables = streaming.Tables(self._catalogs)
+        self._tables = Tables(self._catalogs)
 
     def environment(self, event: Mapping[str, Any]) -> None:
         """Keep the catalogs' configuration from the EnvironmentUpdate's Spark properties."""

@@ -3,12 +3,12 @@
 The facts (measured on PySpark 4.1.1 logs): `QueryStartedEvent` names the query (`id`, stable
 across restarts from one checkpoint; `runId`, new at every start; `name`) and nothing of its
 sources or sink. Each `QueryProgressEvent` follows a completed micro-batch and describes the
-sources (`FileStreamSource[file:/dir]`, `KafkaV2[Subscribe[a, b]]`, `RateStreamV2[...`) and the
-sink (`FileSink[file:/dir]`, `ForeachBatchSink`, `DeltaSink[path]`) in words, with offsets and
-row counts. A micro-batch runs as SQL executions whose description is
-`<name>\\nid = <id>\\nrunId = <runId>\\nbatch = <n>`: a file source's batch scans only that
-batch's files (folded here into the source directory), a file sink is not in the plan at all,
-and what a `foreachBatch` function runs is nested under the batch's root execution.
+sources and the sink in words (read by `descriptions`), with offsets and row counts; a V2
+source's table (Iceberg) is in the micro-batch plan's scan only. A micro-batch runs as SQL
+executions whose description is `<name>\\nid = <id>\\nrunId = <runId>\\nbatch = <n>`: a file
+source's batch scans only that batch's files (folded here into the source directory), a file
+sink is not in the plan at all, and what a `foreachBatch` function runs is nested under the
+batch's root execution.
 
 A query run's datasets are the union of what the descriptions name and what its micro-batch
 plans name (Delta's own `_delta_log` reads left out). A description not understood is named
@@ -26,17 +26,15 @@ from typing import Any, Final
 
 from agent.facets import facet
 from agent.spark.plan.datasets import DatasetRef, Role
-from agent.spark.plan.tables import parse_table_ident
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, collect, describe
+from agent.spark.translate.descriptions import Tables, described
 from agent.spark.translate.naming import (
     UNKNOWN_NAMESPACE,
     Catalog,
     DatasetName,
     datasource_uri,
-    from_kafka,
     from_location,
-    table_symlink_namespace,
 )
 from agent.spark.translate.runs import CatalogTable, Failure, Run, StreamQuery, classify
 from agent.spark.translate.values import as_int, as_str, mappings
@@ -46,35 +44,6 @@ _MICRO_BATCH: Final = re.compile(
     r"(?:^|\n)id = (?P<id>[0-9a-fA-F-]{36})\nrunId = (?P<run>[0-9a-fA-F-]{36})\n"
     r"batch = (?P<batch>\d+)"
 )
-_KIND: Final = re.compile(r"^(?P<kind>[\w$.]+?)(?:\[(?P<arg>.*?)\]?)?(?:@[0-9a-f]+)?$", re.DOTALL)
-_KAFKA_STRATEGY: Final = re.compile(r"^(?P<strategy>\w+)\[(?P<items>.*)\]$", re.DOTALL)
-_FILE_SOURCES: Final = frozenset({"FileStreamSource", "DeltaSource"})
-_FILE_SINKS: Final = frozenset({"FileSink", "DeltaSink"})
-_KAFKA_SOURCES: Final = frozenset({"KafkaV2", "KafkaSource", "KafkaMicroBatchStream"})
-#: Sources that generate rows (no dataset), sources whose tables the micro-batch plans name
-#: (Iceberg), and sinks whose writes, if any, the plans show.
-_NO_DATASET: Final = frozenset(
-    {
-        "org.apache.iceberg.spark.source.SparkMicroBatchStream",
-        "RateStreamV2",
-        "RateSourceV2",
-        "RateStreamSource",
-        "RatePerMicroBatchStream",
-        "MemoryStream",
-        "MemoryStreamDataSource",
-        "TextSocketV2",
-        "TextSocketSource",
-        "ForeachBatchSink",
-        "ForeachWriterTable",
-        "MemorySink",
-        "MemorySinkV2",
-        "NoopTable",
-        "ConsoleTable$",
-        "org.apache.spark.sql.execution.streaming.ConsoleTable$",
-        "org.apache.spark.sql.execution.streaming.sources.ConsoleTable$",
-    }
-)
-_KAFKA_SINK: Final = "kafka010.KafkaSourceProvider$KafkaTable"  # its toString: no topic
 MAX_REFS: Final = 256  # distinct datasets one query's micro-batch plans may add
 _MAX_DESCRIBED: Final = 64  # distinct source and sink descriptions one query may add
 _MAX_TEXT: Final = 4096  # characters of one offset or description in the facet
@@ -132,24 +101,14 @@ def add_progress(
     if written is not None and written >= 0:
         query.output_rows = (query.output_rows or 0) + written
     notes: list[str] = []
-    described = [("input", as_str(s.get("description")) or "") for s in sources]
-    for role, text in [*described, ("output", query.sink or "")]:
+    texts: list[tuple[Role, str]] = [("input", as_str(s.get("description")) or "") for s in sources]
+    for role, text in [*texts, ("output", query.sink or "")]:
         if not text or (role, text) in query.described or len(query.described) >= _MAX_DESCRIBED:
             continue
-        what = f"{'source' if role == 'input' else 'sink'} {text[:200]!r}"
-        found = _described(role, text, kafka)
-        table = tables.table("output", text) if found is None and role == "output" else None
-        if table is not None:  # a V2 table sink (Iceberg): `catalog.ns.table`
-            found = (table,)
-            if table.ref.location is None:
-                notes.append(f"{what}: {table.ref.unknown_reason}")
-        elif found is None and role == "output" and _KAFKA_SINK in text:
-            notes.append(f"{what}: the event log does not show a Kafka sink's topic")
-            found = ()
-        elif found is None:
-            notes.append(f"{what} not understood")
-            found = (DatasetName(UNKNOWN_NAMESPACE, text[:200]),)
+        found, note = described(role, text, kafka, tables)
         query.described[(role, text)] = found
+        if note is not None:
+            notes.append(note)
     for key, ref in list(query.refs.items()):  # batch 0's files, read before any progress
         folded = _fold(query, ref)
         if folded is not ref:
@@ -171,36 +130,6 @@ def add_scanned_tables(query: StreamQuery, names: Iterable[str], tables: Tables)
         if table is not None and table.ref.location is None:
             notes.append(f"source table {text!r}: {table.ref.unknown_reason}")
     return notes
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Tables:
-    """Names the tables of V2 catalogs (Iceberg) as streaming progress and micro-batch plans
-    print them, `catalog.namespace.table`, from the catalogs' configuration: the Spark
-    properties `spark.sql.catalog.<name>[.<key>]`."""
-
-    catalogs: Mapping[str, str]
-
-    def table(self, role: Role, text: str) -> CatalogTable | None:
-        """The table `text` names when its catalog is configured; None when it is no such
-        table name. An Iceberg Hadoop catalog keeps a table at `<warehouse>/<namespace
-        path>/<table>`; other catalogs keep their tables' locations in their own store,
-        which the event log does not show."""
-        ident = parse_table_ident(text)
-        if ident is None or ident.database is None or ident.catalog is None:
-            return None
-        prefix = f"spark.sql.catalog.{ident.catalog}"
-        if prefix not in self.catalogs or ident.catalog == "spark_catalog":
-            return None
-        warehouse = self.catalogs.get(f"{prefix}.warehouse")
-        symlink = table_symlink_namespace(warehouse, None, ident.catalog)
-        hadoop = self.catalogs.get(f"{prefix}.type") == "hadoop"
-        if hadoop and warehouse and f"{prefix}.catalog-impl" not in self.catalogs:
-            path = "/".join([warehouse.rstrip("/"), *ident.database.split("."), ident.table])
-            return CatalogTable(DatasetRef(role, text, location=path), symlink, ident.qualified)
-        reason = f"the location of a table of catalog {ident.catalog!r} is not in the event log"
-        ref = DatasetRef(role, text, unknown_reason=reason)
-        return CatalogTable(ref, symlink, ident.qualified)
 
 
 def absorb(query: StreamQuery, refs: Iterable[DatasetRef]) -> bool:
@@ -295,44 +224,6 @@ def stream_datasets(
             dataset["facets"] = {"dataSource": source}
         target.setdefault(name, dataset)
     return datasets
-
-
-# -- descriptions ---------------------------------------------------------------------------
-
-
-def _described(
-    role: str, text: str, kafka: str | None
-) -> tuple[DatasetRef | DatasetName | CatalogTable, ...] | None:
-    """What a source or sink description names; None when it is not understood."""
-    match = _KIND.match(text.strip())
-    if match is None:
-        return None
-    kind, arg = match["kind"], (match["arg"] or "").strip()
-    if kind in _NO_DATASET or text.startswith(tuple(_NO_DATASET)):
-        return ()
-    if role == "input" and kind in _FILE_SOURCES and arg:
-        return (DatasetRef("input", kind, location=arg),)
-    if role == "output" and kind in _FILE_SINKS and arg:
-        return (DatasetRef("output", kind, location=arg),)
-    if role == "input" and kind in _KAFKA_SOURCES:
-        topics = _kafka_topics(arg)
-        return None if topics is None else tuple(from_kafka(kafka, t) for t in topics)
-    return None
-
-
-def _kafka_topics(arg: str) -> list[str] | None:
-    """Topics of `Subscribe[a, b]`, `Assign[a-0, a-1]`; a `SubscribePattern[p]` is named by
-    its pattern (the topics it matched are not in the log)."""
-    match = _KAFKA_STRATEGY.match(arg)
-    if match is None:
-        return None
-    items = [i.strip() for i in match["items"].split(",") if i.strip()]
-    strategy = match["strategy"]
-    if strategy in ("Subscribe", "SubscribePattern"):
-        return items or None
-    if strategy == "Assign":
-        return list(dict.fromkeys(i.rsplit("-", 1)[0] for i in items)) or None
-    return None
 
 
 def _fold(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
