@@ -296,6 +296,38 @@ def test_running_events_come_from_progress_events_at_the_interval() -> None:
     assert "inputStatistics" not in json.dumps(running)
 
 
+def idle_event(run_id: str, timestamp: str) -> Event:
+    """A QueryIdleEvent as PySpark 4.1.1 writes it (measured; no checked-in log has one: a
+    query posts it after `noDataProgressEventInterval`, 10 s, without new data)."""
+    return {
+        "Event": "org.apache.spark.sql.streaming.StreamingQueryListener$QueryIdleEvent",
+        "id": "c14c9efa-940d-4548-a3aa-80e84e0bf7d2",
+        "runId": run_id,
+        "timestamp": timestamp,
+    }
+
+
+def test_an_idle_query_still_gets_running_events() -> None:
+    """A QueryIdleEvent (no progress while no data comes) gives RUNNING at the interval too,
+    with the counters of the last progress; passing the raw-line pre-filter."""
+    body = lines("stream_sigterm")
+    at = next(i for i, line in enumerate(body) if b"SparkListenerApplicationEnd" in line)
+    idle = idle_event("0ad548c4-43fe-45cb-9aa9-d07088a60f88", "2026-11-24T04:55:00.000Z")
+    raw = json.dumps(idle, separators=(",", ":")).encode()
+    assert wanted(raw)
+    translator = ApplicationTranslator(
+        TranslateOptions(namespace="spark", running_interval_ms=60_000)
+    )
+    out = feed(translator, [*body[:at], raw, *body[at:]])
+    check_lifecycle(out)
+    query = of_type(out, "STREAMING_QUERY")
+    assert [e["eventType"] for e in query] == ["START", "RUNNING", "ABORT"]
+    assert query[1]["eventTime"] == "2026-11-24T04:55:00.000Z"
+    assert query[1]["run"]["facets"]["lineageAgent_stream"]["batchId"] == 2
+    other = idle_event("00000000-43fe-45cb-9aa9-d07088a60f88", "2026-11-24T04:56:00.000Z")
+    assert translator.feed(other) == []  # a run it does not follow: nothing
+
+
 def test_job_stop_ends_the_open_query_abort_with_the_reason() -> None:
     """After `job stop` the query still open when the application ends is ABORT with the
     stop's reason."""

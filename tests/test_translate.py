@@ -26,6 +26,7 @@ from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import SPEC, validate_run_event
 from tests.test_lakehouse_logs import events as lakehouse_events
 from tests.test_plans import load_events, load_lines
+from tests.test_streaming import idle_event
 
 Event = dict[str, Any]
 SAMPLES = (
@@ -854,6 +855,8 @@ def test_event_without_a_required_field_is_skipped_and_reported(
     lines = load_lines("success")
     streaming = kind.startswith("StreamingQueryListener$")
     donors = lakehouse_events("stream_file_parquet") if streaming else map(orjson.loads, lines)
+    if kind.endswith("QueryIdleEvent"):  # in no checked-in log; as PySpark 4.1.1 writes it
+        donors = [idle_event("1ffa548f-f524-4580-9c17-075f22a48009", "2026-11-24T04:48:30.000Z")]
     real = next(e for e in donors if e["Event"].rsplit(".", 1)[-1] == kind)
     broken = without(real, path)
     _, clean = translate("success")

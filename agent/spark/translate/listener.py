@@ -25,6 +25,7 @@ _WANTED_PREFIXES: Final = tuple(
         "org.apache.spark.sql.execution.ui.SparkListenerDriverAccumUpdates",
         "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent",
         "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryIdleEvent",
         "org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent",
     )
 )

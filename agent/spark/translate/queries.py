@@ -5,7 +5,8 @@
   every run of the query, restarts (same id, new runId) included. The run id is derived from
   the application and Spark's runId.
 * `QueryProgressEvent` updates the `lineageAgent_stream` facet (batch id, rows, rates,
-  offsets) and the datasets, and emits RUNNING at the lifecycle's interval.
+  offsets) and the datasets, and emits RUNNING at the lifecycle's interval; so does
+  `QueryIdleEvent`, which an idle query posts instead of progress events.
 * `QueryTerminatedEvent` ends it: COMPLETE without an exception, else FAIL (ABORT for a
   cancellation) with the exception in `errorMessage` and the error class in the facet.
 * A query still open when the application ends (SIGTERM to the driver writes no terminated
@@ -79,6 +80,7 @@ class Queries:
         return {
             _PREFIX + "QueryStartedEvent": started,
             _PREFIX + "QueryProgressEvent": self._progress,
+            _PREFIX + "QueryIdleEvent": self._idle,
             _PREFIX + "QueryTerminatedEvent": self._terminated,
         }
 
@@ -156,6 +158,14 @@ class Queries:
         kafka = self._life.options.kafka_bootstrap
         self._note(run.stream, streaming.add_progress(run.stream, progress, kafka, self._tables))
         self._life.running([run], out)
+
+    def _idle(self, event: Mapping[str, Any], out: list[Event]) -> None:
+        """No new data for `spark.sql.streaming.noDataProgressEventInterval` (10 s): no
+        progress event comes, but the query lives, so RUNNING still follows the interval."""
+        run = self._open.get(str(event["runId"]).lower())
+        if run is not None:
+            self._life.tick(streaming.iso_ms(event.get("timestamp")))
+            self._life.running([run], out)
 
     def _terminated(self, event: Mapping[str, Any], out: list[Event]) -> None:
         run = self._open.get(str(event["runId"]).lower())

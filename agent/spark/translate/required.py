@@ -59,6 +59,7 @@ REQUIRED: Final[dict[str, tuple[tuple[tuple[str, ...], Check], ...]]] = {
         (("progress", "id"), _text),
         (("progress", "runId"), _text),
     ),
+    "StreamingQueryListener$QueryIdleEvent": ((("id",), _text), (("runId",), _text)),
     "StreamingQueryListener$QueryTerminatedEvent": ((("id",), _text), (("runId",), _text)),
 }
 
