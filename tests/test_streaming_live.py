@@ -216,7 +216,8 @@ def test_live_failing_query_fails_with_the_error(
 
 def test_job_stop_ends_a_live_query_abort(lakehouse: tuple[str, str], tmp_path: Path) -> None:
     """The real daemon follows an endless query (RUNNING from its progress events at the
-    running interval); `job stop` ends the query run ABORT with the reason, signed, valid."""
+    running interval, the run in `describe`); `job stop` ends the query run ABORT with the
+    reason, signed, valid."""
     python, jars = lakehouse
     events_dir, work = tmp_path / "events", tmp_path / "job"
     events_dir.mkdir()
@@ -242,6 +243,9 @@ def test_job_stop_ends_a_live_query_abort(lakehouse: tuple[str, str], tmp_path: 
                 ),
                 START_TIMEOUT,
             )
+            described = cli("describe", app_id, "--config", str(config), "--json", check=True)
+            runs = json.loads(described.stdout)["summary"]["runs"]
+            assert [(r["job_type"], r["state"]) for r in runs] == [("STREAMING_QUERY", "RUNNING")]
             stopped = cli(
                 "job", "stop", app_id, "--reason", "rolling restart", "--config", str(config)
             )
