@@ -90,9 +90,9 @@ def finite(
     work = tmp_path_factory.mktemp("streaming-finite")
     events_dir = work / "events"
     events_dir.mkdir()
-    kafka_broker.create_topic("orders", partitions=2)
-    kafka_broker.create_topic("clicks-out", partitions=1)
-    kafka_broker.produce("orders", [json.dumps({"n": n}) for n in range(5)])
+    kafka_broker.create_topic("stream-live-orders", partitions=2)
+    kafka_broker.create_topic("stream-live-clicks", partitions=1)
+    kafka_broker.produce("stream-live-orders", [json.dumps({"n": n}) for n in range(5)])
     job = spark_job(python, jars, "finite", events_dir, work, kafka_broker.bootstrap)
     try:
         job.wait(JOB_TIMEOUT)
@@ -196,7 +196,7 @@ def test_live_kafka_to_delta_foreach_batch(
     events, _, work, bootstrap = finite
     _, end = query_events(events, "orders_to_delta")
     assert end["eventType"] == "COMPLETE"
-    assert (f"kafka://{bootstrap}", "orders") in names(end["inputs"])
+    assert (f"kafka://{bootstrap}", "stream-live-orders") in names(end["inputs"])
     assert ("file", str(work / "data" / "orders_delta")) in names(end["outputs"])
     facet = end["run"]["facets"]["lineageAgent_stream"]
     assert (facet["batches"], facet["inputRows"]) == (2, 5)

@@ -6,9 +6,10 @@
 `finite`: one application (one JVM) running queries one after the other, each with trigger
 availableNow: JSON files -> parquet (`file_to_parquet`, one file per micro-batch), the same
 files -> a Delta path table (`to_delta`), that table -> parquet (`from_delta`), the same
-files -> Kafka topic `clicks-out` (`to_kafka`), Kafka topic `orders` -> `foreachBatch` into a
-Delta path table (`orders_to_delta`: the first batch appends, the next ones MERGE), and a
-file -> parquet query whose second micro-batch fails on an ANSI cast (`bad_cast`).
+files -> Kafka topic `stream-live-clicks` (`to_kafka`), Kafka topic `stream-live-orders` ->
+`foreachBatch` into a Delta path table (`orders_to_delta`: the first batch appends, the next
+ones MERGE), and a file -> parquet query whose second micro-batch fails on an ANSI cast
+(`bad_cast`). The topics have names of their own: the test session's broker is shared.
 `endless`: a rate -> parquet query every second (`ticks_forever`) that runs until the driver
 is stopped from outside; `WORK/started` holds the application id once the query has started.
 Event logs: one uncompressed file each.
@@ -92,7 +93,7 @@ def finite(spark: SparkSession, work: Path, servers: str) -> None:
     run(
         to_kafka.format("kafka")
         .option("kafka.bootstrap.servers", servers)
-        .option("topic", "clicks-out"),
+        .option("topic", "stream-live-clicks"),
         "to_kafka",
     )
 
@@ -111,7 +112,7 @@ def finite(spark: SparkSession, work: Path, servers: str) -> None:
     (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", "orders")
+        .option("subscribe", "stream-live-orders")
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", 3)
         .load()
