@@ -143,6 +143,9 @@ def test_file_source_to_parquet_names_the_directories_and_counts_the_batches() -
     assert (start["inputs"], start["outputs"]) == ([], [])  # QueryStarted names no dataset
     assert names(complete["inputs"]) == [("file", f"{DATA}/incoming")]
     assert fields(complete["inputs"][0]) == [("id", "long"), ("kind", "string")]
+    statistics = complete["inputs"][0]["inputFacets"]["inputStatistics"]
+    assert statistics["rowCount"] == 4  # numInputRows, summed over the progress events
+    assert "outputFacets" not in complete["outputs"][0]  # a file sink counts no rows
     assert names(complete["outputs"]) == [("file", f"{DATA}/clicks_parquet")]
     assert fields(complete["outputs"][0]) == [("id", "long"), ("kind", "string")]
     lineage = complete["outputs"][0]["facets"]["columnLineage"]["fields"]
@@ -176,6 +179,8 @@ def test_kafka_to_delta_through_foreach_batch() -> None:
     assert start["job"]["name"] == "lakehouse_stream_kafka_delta.streaming_query.orders_to_delta"
     datasets = names(complete["inputs"]) + names(complete["outputs"])
     assert ("kafka://127.0.0.1:9092", "orders") in names(complete["inputs"])
+    (topic,) = [d for d in complete["inputs"] if d["name"] == "orders"]
+    assert topic["inputFacets"]["inputStatistics"]["rowCount"] == 7
     assert ("file", f"{DATA}/orders_delta") in datasets
     assert not [n for _, n in datasets if "_delta_log" in n or n.strip(" .") == ""]
     facet = complete["run"]["facets"]["lineageAgent_stream"]
@@ -201,6 +206,7 @@ def test_iceberg_sink_and_source_are_the_table_by_its_location() -> None:
     assert write["outputs"][0]["facets"]["symlinks"]["identifiers"] == link
     assert fields(write["outputs"][0]) == [("id", "long"), ("kind", "string")]
     assert write["run"]["facets"]["lineageAgent_stream"]["outputRows"] == 2
+    assert write["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 2
     read = of_type(events, "STREAMING_QUERY")[-1]
     assert read["job"]["name"].endswith(".streaming_query.iceberg_to_parquet")
     assert names(read["inputs"]) == [table]
@@ -281,6 +287,20 @@ def test_failed_query_ends_fail_with_the_exception_and_its_error_class() -> None
     assert names(end["inputs"]) == [("file", f"{DATA}/incoming")]
     assert names(end["outputs"]) == [("file", f"{DATA}/quantities")]
     assert fields(end["outputs"][0]) == [("id", "long"), ("qty", "integer")]  # the cast's type
+
+
+def test_statistics_only_on_terminal_events_and_only_for_one_dataset_per_description() -> None:
+    """Row statistics from the progress events appear on the terminal event only, and not
+    for a source whose description names several datasets (two topics counted together)."""
+    events = [orjson.loads(line) for line in lines("stream_kafka_delta")]
+    for event in events:
+        if event["Event"] == QUERY_PROGRESS:
+            event["progress"]["sources"][0]["description"] = "KafkaV2[Subscribe[orders, more]]"
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    query = of_type(feed(translator, events), "STREAMING_QUERY")
+    assert "inputStatistics" not in json.dumps(query[:-1])
+    topics = [d for d in query[-1]["inputs"] if d["namespace"] == "kafka://unknown"]
+    assert [(d["name"], "inputFacets" in d) for d in topics] == [("orders", False), ("more", False)]
 
 
 def test_running_events_come_from_progress_events_at_the_interval() -> None:

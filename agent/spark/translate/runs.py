@@ -138,6 +138,7 @@ class StreamQuery:
     batches: int = 0  # progress events seen
     input_rows: int = 0  # summed over every progress event
     output_rows: int | None = None  # summed where the sink knows them (not -1)
+    source_rows: dict[str, int] = field(default_factory=dict)  # description -> rows, summed
     input_rows_per_second: float | None = None  # of the last progress event
     processed_rows_per_second: float | None = None
     sources: tuple[Mapping[str, Any], ...] = ()  # the last progress event's sources

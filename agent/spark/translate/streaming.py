@@ -109,6 +109,10 @@ def add_progress(
         query.described[(role, text)] = found
         if note is not None:
             notes.append(note)
+    for source in sources:  # for inputStatistics, of the sources kept (`_MAX_DESCRIBED`)
+        text, rows = as_str(source.get("description")) or "", as_int(source.get("numInputRows"))
+        if ("input", text) in query.described and rows is not None and rows >= 0:
+            query.source_rows[text] = query.source_rows.get(text, 0) + rows
     for key, ref in list(query.refs.items()):  # batch 0's files, read before any progress
         folded = _fold(query, ref)
         if folded is not ref:
@@ -223,7 +227,24 @@ def stream_datasets(
                 source["uri"] = uri
             dataset["facets"] = {"dataSource": source}
         target.setdefault(name, dataset)
+    _statistics(query, datasets, catalog)
     return datasets
+
+
+def _statistics(query: StreamQuery, datasets: RunDatasets, catalog: Catalog) -> None:
+    """Rows each source read and the sink wrote, as the progress events counted them: the
+    datasets' statistics when a description names exactly one dataset (a source reading two
+    Kafka topics counts them together)."""
+    for (role, text), found in query.described.items():
+        rows = query.source_rows.get(text) if role == "input" else query.output_rows
+        if rows is None or len(found) != 1:
+            continue
+        item = found[0]
+        if isinstance(item, CatalogTable):
+            item = item.ref
+        name = item if isinstance(item, DatasetName) else describe(item, catalog)[0]
+        if name in (datasets.inputs if role == "input" else datasets.outputs):
+            datasets.stats[(role, name)] = {"rows": rows}
 
 
 def _fold(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
