@@ -591,6 +591,24 @@ def test_a_repeated_query_start_is_ignored() -> None:
     ]
 
 
+def test_odd_values_never_make_an_invalid_event() -> None:
+    """A QueryStartedEvent whose ids are no UUIDs is malformed (skipped, counted); negative
+    batch ids and rates from a damaged progress event stay out of the facet."""
+    events = [orjson.loads(line) for line in lines("stream_file_parquet")]
+    started = next(e for e in events if e["Event"] == QUERY_STARTED)
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    assert translator.feed({**started, "runId": "not-a-uuid"}) == []
+    assert translator.malformed == [("StreamingQueryListener$QueryStartedEvent", "runId")]
+    for event in events:
+        if event["Event"] == QUERY_PROGRESS:
+            event["progress"]["batchId"] = -3
+            event["progress"]["sources"][0]["processedRowsPerSecond"] = -1.5
+    out = feed(ApplicationTranslator(TranslateOptions(namespace="spark")), events)
+    check_lifecycle(out)
+    facet = of_type(out, "STREAMING_QUERY")[-1]["run"]["facets"]["lineageAgent_stream"]
+    assert "batchId" not in facet and "processedRowsPerSecond" not in facet
+
+
 def test_micro_batch_datasets_are_bounded_and_the_overflow_said_once() -> None:
     """A query keeps at most MAX_REFS datasets from its micro-batches; the first one left
     out is reported, the next ones are not."""

@@ -37,7 +37,7 @@ from agent.spark.translate.naming import (
     from_location,
 )
 from agent.spark.translate.runs import CatalogTable, Failure, Run, StreamQuery, classify
-from agent.spark.translate.values import as_int, as_str, mappings
+from agent.spark.translate.values import as_int, as_str, as_uuid, mappings
 
 JOB_TYPE: Final = "STREAMING_QUERY"
 _MICRO_BATCH: Final = re.compile(
@@ -76,7 +76,7 @@ def new_query(event: Mapping[str, Any]) -> StreamQuery:
     """The query a QueryStartedEvent names (its `id` and `runId` are checked by `required`)."""
     name = as_str(event.get("name"))
     return StreamQuery(
-        query_id=str(event["id"]).lower(), spark_run_id=str(event["runId"]).lower(), name=name
+        query_id=str(as_uuid(event["id"])), spark_run_id=str(as_uuid(event["runId"])), name=name
     )
 
 
@@ -87,7 +87,8 @@ def add_progress(
     name (a description not understood, a Kafka sink's topic), for the warnings. `kafka`:
     the bootstrap servers of reads; `tables`: the catalogs, for a sink named as a table."""
     query.name = query.name or as_str(progress.get("name"))
-    query.batch_id = as_int(progress.get("batchId"))
+    batch = as_int(progress.get("batchId"))
+    query.batch_id = batch if batch is not None and batch >= 0 else query.batch_id
     query.batches += 1
     sources = mappings(progress.get("sources"))
     query.sources = tuple(sources)
@@ -312,7 +313,7 @@ def _rate(sources: list[Mapping[str, Any]], key: str) -> float | None:
 def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 def _source(source: Mapping[str, Any]) -> dict[str, Any]:
