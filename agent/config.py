@@ -148,6 +148,8 @@ class SparkConfig:
     tags: tuple[Tag, ...] | None = None  # key:value tags on every job (the `tags` facet)
     # the History Server's address, for the application facet's link to its page
     history_server_url: HttpUrl | None = None
+    # each Structured Streaming micro-batch as a child run of its query run
+    streaming_batch_runs: bool = False
 
 
 @dataclass(frozen=True, slots=True)

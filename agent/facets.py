@@ -39,6 +39,7 @@ FACET_URLS: Final[dict[str, str]] = {
     "columnLineage": _standard("1-2-0", "ColumnLineageDatasetFacet"),
     # ours
     "lineageAgent_run": SCHEMA_BASE + "lineageAgent_run.json#/$defs/RunCountersRunFacet",
+    "lineageAgent_stream": SCHEMA_BASE + "lineageAgent_stream.json#/$defs/StreamingQueryRunFacet",
     "lineageAgent_signature": SCHEMA_BASE + "lineageAgent_signature.json#/$defs/SignatureRunFacet",
     "lineageAgent_application": SCHEMA_BASE
     + "lineageAgent_application.json#/$defs/ApplicationDetailsRunFacet",

@@ -19,7 +19,7 @@ class RunResult:
 
     job_name: str
     run_id: str
-    job_type: str  # APPLICATION | SQL_JOB | RDD_JOB
+    job_type: str  # APPLICATION | SQL_JOB | RDD_JOB | STREAMING_QUERY
     state: str  # RUNNING | COMPLETE | FAIL | ABORT
     error: str | None = None  # the errorMessage of a FAIL or ABORT event
 

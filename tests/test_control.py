@@ -40,9 +40,13 @@ def cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
 
 @contextmanager
 def spark_agent(
-    work: Path, events_dir: Path, socket_path: Path | None = None
+    work: Path,
+    events_dir: Path,
+    socket_path: Path | None = None,
+    spark: dict[str, Any] | None = None,
 ) -> Iterator[tuple[AgentProcess, Path, Path]]:
-    """The real daemon (`lineage-agent run`) watching `events_dir`, file transport."""
+    """The real daemon (`lineage-agent run`) watching `events_dir`, file transport; `spark`
+    adds keys to its `spark:` section."""
     work.mkdir(parents=True, exist_ok=True)
     keygen(work)
     out = work / "lineage.jsonl"
@@ -56,6 +60,7 @@ def spark_agent(
                     "event_log_dirs": [str(events_dir)],
                     "poll_interval": "200ms",
                     "replay_horizon": 0,
+                    **(spark or {}),
                 },
                 "metrics": {"listen": "127.0.0.1:0"},
                 "state_dir": str(work / "state"),

@@ -27,6 +27,7 @@ SHAPES = (
     "stream_kafka_delta",
     "stream_sigterm",
     "stream_failure",
+    "stream_iceberg",
 )
 START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
 END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
@@ -473,6 +474,36 @@ def test_stream_sources_and_sinks_are_in_progress_only() -> None:
         assert "KafkaSourceProvider$KafkaScan" in plan
         assert "orders" not in plan.replace("orders_to_delta", "")
         assert "9092" not in plan
+
+
+def test_iceberg_stream_names_its_table_in_the_sink_and_the_scan_only() -> None:
+    """An Iceberg sink is described by the table's catalog name; an Iceberg source only as
+    an object, its table and snapshot in the micro-batch scan and the offsets; no location."""
+    shape = "stream_iceberg"
+    progress = [e["progress"] for e in of(shape, QUERY_PROGRESS)]
+    sink = [p for p in progress if p["name"] == "file_to_iceberg"]
+    assert {p["sink"]["description"] for p in sink} == {"lake.db.clicks"}
+    assert [p["sink"]["numOutputRows"] for p in sink] == [1, 1]  # counted, unlike a file sink
+    (read,) = [p for p in progress if p["name"] == "iceberg_to_parquet"]
+    assert re.fullmatch(
+        r"org\.apache\.iceberg\.spark\.source\.SparkMicroBatchStream@[0-9a-f]+",
+        read["sources"][0]["description"],
+    )
+    snapshot = json.loads(read["sources"][0]["endOffset"])["snapshot_id"]
+    assert (
+        snapshot == tables(shape)["/data/lakehouse/iceberg_hadoop/db/clicks"]["current-snapshot-id"]
+    )
+    batches = [e for e in roots(shape) if e["jobGroupId"]]
+    names = [e["description"].split("\n")[0] for e in batches]
+    assert names == ["file_to_iceberg", "file_to_iceberg", "iceberg_to_parquet"]
+    writes = [e["physicalPlanDescription"] for e in batches[:2]]
+    for epoch, write in enumerate(writes):
+        assert f"MicroBatchWrite[epoch: {epoch}, writer: IcebergStreamingWrite(" in write
+        assert "IcebergStreamingWrite(table=lake.db.clicks, format=PARQUET)" in write
+    write = "".join(writes)
+    scan = batches[2]["physicalPlanDescription"]
+    assert f"IcebergScan(table=lake.db.clicks, schemaId=0, snapshotId={snapshot}," in scan
+    assert "iceberg_hadoop" not in write + scan  # the location is nowhere in the plans
 
 
 def test_foreach_batch_writes_nest_under_the_micro_batch() -> None:

@@ -48,6 +48,7 @@ def translate_options(
         properties_facet=spark.properties_facet or (),
         tags=tuple(_tag(tag) for tag in spark.tags or ()),
         history_server_url=spark.history_server_url,
+        streaming_batch_runs=spark.streaming_batch_runs,
     )
 
 

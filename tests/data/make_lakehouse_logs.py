@@ -422,6 +422,40 @@ def stream_failure(spark: SparkSession, root: Path) -> None:
         print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
 
 
+def stream_iceberg(spark: SparkSession, root: Path) -> None:
+    """File source -> an Iceberg table of the Hadoop catalog (`toTable`), then that table as
+    a streaming source -> parquet; availableNow, one file per micro-batch."""
+    source = root / "data" / "incoming"
+    source.mkdir(parents=True)
+    for n in range(2):
+        (source / f"part-{n}.json").write_text(f'{{"id": {n}, "kind": "click"}}\n')
+        os.utime(source / f"part-{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+    spark.sql("CREATE TABLE lake.db.clicks (id BIGINT, kind STRING) USING iceberg")
+    (
+        spark.readStream.schema("id LONG, kind STRING")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .writeStream.format("iceberg")
+        .outputMode("append")
+        .option("checkpointLocation", str(root / "checkpoints" / "file_to_iceberg"))
+        .queryName("file_to_iceberg")
+        .trigger(availableNow=True)
+        .toTable("lake.db.clicks")
+        .awaitTermination(300)
+    )
+    (
+        spark.readStream.format("iceberg")
+        .load("lake.db.clicks")
+        .writeStream.format("parquet")
+        .option("path", str(root / "data" / "clicks_from_iceberg"))
+        .option("checkpointLocation", str(root / "checkpoints" / "iceberg_to_parquet"))
+        .queryName("iceberg_to_parquet")
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination(300)
+    )
+
+
 Job = Callable[["SparkSession", Path], None]
 SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "delta_path": (delta_path, False),
@@ -433,13 +467,14 @@ SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "stream_kafka_delta": (stream_kafka_delta, True),
     "stream_sigterm": (stream_sigterm, False),
     "stream_failure": (stream_failure, False),
+    "stream_iceberg": (stream_iceberg, False),
 }
 
 
 def child(shape: str, root: Path, jars: str) -> None:
     job, _ = SHAPES[shape]
     conf = dict(DELTA) if "delta" in shape else {}
-    if shape.startswith("iceberg"):
+    if "iceberg" in shape:
         conf = iceberg_conf(root)
     spark = session(root, f"lakehouse_{shape}", jars, conf)
     job(spark, root)

@@ -126,6 +126,30 @@ def _follow(
     return out
 
 
+def returned(
+    description: str, types: Mapping[int, Field], scan_datasets: ScanDatasets
+) -> DatasetRef | None:
+    """The rows a plan's root returns to its caller, as a `feeds_write` reference with their
+    schema and column lineage: a streaming micro-batch, whose sink is not in its plan. None
+    when the plan does not tell; never raises."""
+    plan = parse_plan(description)
+    if plan.root is None:
+        return None
+    try:
+        graph = PlanGraph(plan)
+        root = plan.root
+        while root.name.startswith(_WRAPPERS) and root.children:
+            root = root.children[0]
+        query = DatasetRef("output", root.name, feeds_write=True)
+        oracle = TypeOracle(graph, types)
+        # a V2 sink's write (Kafka, Iceberg) is the root: what it writes is its child's output
+        attrs = graph.output(root) or written_attributes(graph, root)
+        query = _with_lineage(query, graph, attrs, oracle, scan_datasets, types)
+    except Exception:  # a reader bug must not cost the micro-batch its datasets
+        return None
+    return query if query.fields else None
+
+
 def _feeding_root(root: PlanNode) -> PlanNode | None:
     node = root
     while node.name.startswith(_WRAPPERS) and node.children:

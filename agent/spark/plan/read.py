@@ -57,6 +57,7 @@ _LOCATION = re.compile(r"^\w+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$", re.DO
 _LOCATION_DESCRIBED = re.compile(r"^\w+ \[(?P<paths>.*)\]$", re.DOTALL)
 _LOCATION_TEXT = re.compile(r"Location: (\w+\(\d+ paths?\)\[[^\]]*\])")
 _READ_SCHEMA_TEXT = re.compile(r"ReadSchema: (struct<.*>)")
+_MICRO_BATCH_SCAN_TABLE = re.compile(r"^\w*Scan\(table=([^,()\s]+)", re.MULTILINE)
 _STRUCT_FIELD = re.compile(r"StructField\(([^,()]+),(\w+)Type(\(\d+,\d+\))?,(?:true|false)\)")
 _ROW_TYPES: Final = {
     "Long": "long", "Integer": "integer", "Short": "short", "Byte": "byte", "Double": "double",
@@ -80,6 +81,21 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
         datasets.extend(_node_datasets(node, name, described, types, notes))
     with_lineage = lineage.attach(datasets, text, types, scan_datasets, notes)
     return PlanSummary(_command(plan_info), tuple(with_lineage), tuple(notes))
+
+
+def returned_rows(description: object) -> DatasetRef | None:
+    """What the plan's root returns (see `lineage.returned`): a streaming micro-batch's
+    rows, which its sink, outside the plan, writes."""
+    text = description if isinstance(description, str) else ""
+    types = _attribute_types(parse_description(text))
+    return lineage.returned(text, types, scan_datasets)
+
+
+def micro_batch_tables(description: object) -> tuple[str, ...]:
+    """The catalog tables a streaming micro-batch scans through a V2 source that its plan
+    node does not name (`MicroBatchScan` with `IcebergScan(table=lake.db.t, …)`), as printed."""
+    text = description if isinstance(description, str) else ""
+    return tuple(dict.fromkeys(_MICRO_BATCH_SCAN_TABLE.findall(text)))
 
 
 def _walk(root: object, notes: list[str]) -> Iterator[Mapping[str, Any]]:

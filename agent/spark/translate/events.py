@@ -1,11 +1,12 @@
 """OpenLineage RunEvents of Spark runs: the event body and its run and job facets. Pure.
 
 Every event carries `processing_engine`, the counters facet `lineageAgent_run` (zeros on
-START, live values on RUNNING, final ones on terminal events), `errorMessage` when the run
-ended with one, `parent` for child runs (and for the application when the scheduler that
-launched it said so) and the `jobType` job facet; the caller adds the facets of
-`appfacets`. Dataset statistics facets appear on terminal events only: before the end they
-would be partial.
+START, live values on RUNNING, final ones on terminal events), `lineageAgent_stream` for a
+streaming query run (see `streaming`), `errorMessage` when the run ended with one, `parent`
+for child runs (and for the application when the scheduler that launched it said so) and the
+`jobType` job facet (processingType STREAMING for a streaming query and its micro-batches);
+the caller adds the facets of `appfacets`. Dataset statistics facets appear on terminal
+events only: before the end they would be partial.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, collect
 from agent.spark.translate.naming import Catalog
 from agent.spark.translate.runs import Failure, Run
+from agent.spark.translate.streaming import stream_datasets, stream_facet
 
 Event = dict[str, Any]
 
@@ -72,6 +74,8 @@ def run_event(
         bytesOut=tally.bytes_out if counted else 0,
         failedTasks=tally.failed_tasks if counted else 0,
     )
+    if run.stream is not None:
+        facets["lineageAgent_stream"] = stream_facet(run.stream)
     if failure is not None and failure.message:
         error = facet("errorMessage", message=failure.message, programmingLanguage="JAVA")
         if failure.stack:
@@ -79,7 +83,13 @@ def run_event(
         facets["errorMessage"] = error
     facets.update(run_facets or {})
     inputs, outputs = datasets.as_lists(statistics=event_type not in ("START", "RUNNING"))
-    job_type = facet("jobType", processingType="BATCH", integration="SPARK", jobType=run.job_type)
+    streams = run.stream is not None or run.query is not None
+    job_type = facet(
+        "jobType",
+        processingType="STREAMING" if streams else "BATCH",
+        integration="SPARK",
+        jobType=run.job_type,
+    )
     return {
         "eventTime": iso(time_ms),
         "eventType": event_type,
@@ -102,6 +112,8 @@ def run_datasets(
     """The datasets of a run: a SQL run's from its executions' plans (with their SQL
     metrics and column lineage), an RDD job's from its input paths (with the job's read
     counters when it has one input)."""
+    if run.kind == "stream":
+        return stream_datasets(run, catalog, column_lineage_max_fields)
     if run.kind == "sql":
         refs = [(r, e.values) for e in run.executions for r in e.refs.values()]
         return collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)

@@ -137,4 +137,8 @@ class Lifecycle:
     def _parent_facet(self, run: Run) -> dict[str, Any] | None:
         assert self.app is not None
         app = RunRef(self.options.namespace, self.app.job_name, self.app.run_id)
-        return parent_of(run, app, self.props)
+        found = parent_of(run, app, self.props)
+        if found is not None and run.query is not None:  # a micro-batch: its query's child
+            found["run"] = {"runId": run.query.run_id}
+            found["job"] = {"namespace": self.options.namespace, "name": run.query.job_name}
+        return found

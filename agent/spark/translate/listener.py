@@ -23,6 +23,10 @@ _WANTED_PREFIXES: Final = tuple(
         "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd",
         "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate",
         "org.apache.spark.sql.execution.ui.SparkListenerDriverAccumUpdates",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryIdleEvent",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent",
     )
 )
 _TASK_END: Final = _PREFIX + b'SparkListenerTaskEnd"'

@@ -53,6 +53,8 @@ class TranslateOptions:
     properties_facet: tuple[str, ...] = ()
     tags: tuple[tuple[str, str], ...] = ()  # the `tags` job facet of every run
     history_server_url: str | None = None  # the application facet's `historyUrl` base
+    # each streaming micro-batch as a child run of its query run (off: folded into it)
+    streaming_batch_runs: bool = False
 
 
 def catalog_of(props: Mapping[str, str]) -> Catalog:

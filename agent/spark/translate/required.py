@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from agent.spark.translate.values import as_int
+from agent.spark.translate.values import as_int, as_uuid
 
 Check = Callable[[object], bool]
 
@@ -25,6 +25,11 @@ def _int(value: object) -> bool:
 
 def _text(value: object) -> bool:
     return isinstance(value, str) and bool(value)
+
+
+def _uuid(value: object) -> bool:
+    """A UUID in text, as Spark writes a streaming query's `id` and `runId`."""
+    return isinstance(value, str) and as_uuid(value) is not None
 
 
 def _section(value: object) -> bool:
@@ -54,6 +59,13 @@ REQUIRED: Final[dict[str, tuple[tuple[tuple[str, ...], Check], ...]]] = {
     "SparkListenerSQLAdaptiveExecutionUpdate": ((("executionId",), _int),),
     "SparkListenerDriverAccumUpdates": ((("executionId",), _int), (("accumUpdates",), _list)),
     "SparkListenerSQLExecutionEnd": ((("executionId",), _int), (("time",), _int)),
+    "StreamingQueryListener$QueryStartedEvent": ((("id",), _uuid), (("runId",), _uuid)),
+    "StreamingQueryListener$QueryProgressEvent": (
+        (("progress", "id"), _text),
+        (("progress", "runId"), _text),
+    ),
+    "StreamingQueryListener$QueryIdleEvent": ((("id",), _text), (("runId",), _text)),
+    "StreamingQueryListener$QueryTerminatedEvent": ((("id",), _text), (("runId",), _text)),
 }
 
 

@@ -63,7 +63,7 @@ class RunSummary:
 
     run_id: str
     job_name: str
-    job_type: str  # APPLICATION | SQL_JOB | RDD_JOB
+    job_type: str  # APPLICATION | SQL_JOB | RDD_JOB | STREAMING_QUERY
     state: str  # RUNNING | COMPLETE | FAIL | ABORT
     start_ms: int
     end_ms: int | None
@@ -115,11 +115,51 @@ class Execution:
     notes: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True, slots=True)
+class CatalogTable:
+    """A table a streaming sink or micro-batch scan names by catalog identifier: the
+    reference to name it by (its location when the catalog's configuration tells it) and
+    the namespace of its `symlinks` entry."""
+
+    ref: DatasetRef
+    symlink_namespace: str
+    symlink_name: str  # `namespace.table`, as the integration names catalog tables
+
+
+@dataclass(slots=True)
+class StreamQuery:
+    """What a streaming query run knows of its query: from QueryStarted, the latest progress
+    event and its micro-batches' plans (`streaming` reads them)."""
+
+    query_id: str  # stable across restarts from the same checkpoint
+    spark_run_id: str  # Spark's `runId`: new at every start
+    name: str | None
+    batch_id: int | None = None  # the last completed micro-batch
+    batches: int = 0  # progress events seen
+    input_rows: int = 0  # summed over every progress event
+    output_rows: int | None = None  # summed where the sink knows them (not -1)
+    source_rows: dict[str, int] = field(default_factory=dict)  # description -> rows, summed
+    input_rows_per_second: float | None = None  # of the last progress event
+    processed_rows_per_second: float | None = None
+    sources: tuple[Mapping[str, Any], ...] = ()  # the last progress event's sources
+    sink: str | None = None  # the sink's description
+    error_class: str | None = None
+    # datasets the descriptions name: (role, description) -> reference or a Kafka topic
+    described: dict[tuple[str, str], tuple[DatasetRef | DatasetName | CatalogTable, ...]] = field(
+        default_factory=dict
+    )
+    # what the micro-batch plans name, file-source scans folded into their directory
+    refs: dict[tuple[object, ...], DatasetRef] = field(default_factory=dict)
+    rows: DatasetRef | None = None  # what the last micro-batch's plan returned to its sink
+    full: bool = False  # `refs` reached its bound: datasets were left out
+
+
 @dataclass(slots=True)
 class Run:
-    """One OpenLineage run: the application, a SQL execution group or an RDD job."""
+    """One OpenLineage run: the application, a SQL execution group, an RDD job or a
+    streaming query."""
 
-    kind: str  # application | sql | rdd
+    kind: str  # application | sql | rdd | stream
     run_id: str
     job_type: str
     start_ms: int
@@ -138,6 +178,8 @@ class Run:
     failure: Failure | None = None  # sql: its last failed job, for the stack trace
     action: str | None = None  # sql: the action that ran it (`count`), see `steps`
     sql: str | None = None  # sql: the statement, when a SQL shell ran it
+    stream: StreamQuery | None = None  # stream: its query
+    query: Run | None = None  # sql: the streaming query run whose micro-batch this is
 
 
 @dataclass(slots=True)

@@ -21,11 +21,11 @@ Runs (job namespace from the options):
   ends at the root's SQLExecutionEnd. Executions without datasets emit nothing unless
   `emit_empty_executions` (then START and terminal together at their end);
 * each RDD job outside SQL that reads files (`sc.textFile`): jobType RDD_JOB, named after its
-  RDD lineage like the OpenLineage integration does. An RDD save's output path is not in the
-  event log, so RDD outputs are never reported.
+  RDD lineage like the OpenLineage integration does (RDD outputs are not in the event log);
+* each start of a Structured Streaming query: jobType STREAMING_QUERY (`queries`); its
+  micro-batch executions are runs only with `streaming_batch_runs`.
 
-Events, RUNNING at the interval and `job stop`: see `lifecycle`; terminal states of child
-runs and counters: see `runs`.
+Events, RUNNING and `job stop`: `lifecycle`; child runs' terminal states, counters: `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
@@ -54,6 +54,7 @@ from agent.spark.translate.jobs import Jobs
 from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import JobNames, job_name
 from agent.spark.translate.options import PROPERTIES, TranslateOptions
+from agent.spark.translate.queries import Queries
 from agent.spark.translate.required import missing_field
 from agent.spark.translate.runs import (
     AppSummary,
@@ -111,6 +112,8 @@ class ApplicationTranslator:
             "SparkListenerDriverAccumUpdates": self._on_accum_updates,
             "SparkListenerSQLExecutionEnd": self._on_sql_end,
         }
+        self._queries = Queries(self._life, self.warnings, options.streaming_batch_runs)
+        self._handlers.update(self._queries.handlers(lambda: self._app_ids and self._app_ids[:2]))
 
     # -- public API -----------------------------------------------------------------------
 
@@ -201,7 +204,8 @@ class ApplicationTranslator:
 
     def snapshot(self) -> AppSummary:
         """Runs with job names, states, datasets and counters: for status / describe."""
-        open_runs = [r for r in (*self._sql.runs(), *self._rdd_runs.values()) if r.started]
+        children = (*self._sql.runs(), *self._rdd_runs.values(), *self._queries.runs())
+        open_runs = [r for r in children if r.started]
         return AppSummary(
             app_id=self.app_id,
             attempt_id=self.attempt_id,
@@ -220,6 +224,7 @@ class ApplicationTranslator:
         for section in ("Spark Properties", "Hadoop Properties"):
             for key, value in properties(event.get(section), self._wanted_props):
                 self._props.setdefault(key, value)
+        self._queries.environment(event)
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
         app_id = as_str(event.get("App ID"))
@@ -240,7 +245,7 @@ class ApplicationTranslator:
         if self._life.app is None:
             return
         end = self._life.tick(as_int(event.get("Timestamp")))
-        in_flight = bool(self._jobs or self._sql)
+        in_flight = bool(self._jobs or self._sql or self._queries)
         self._ending = AppEnd(end, as_int(event.get("ExitCode")), in_flight, self._last)
         self._finished = True  # what follows ApplicationEnd is ignored, verdict or not
         if not (self.options.await_verdict and self.exec_id):
@@ -259,6 +264,7 @@ class ApplicationTranslator:
         assert self._life.app is not None
         for run in (*self._sql.runs(), *self._rdd_runs.values()):
             self._finish(run, end, children[0], children[1], out)
+        self._queries.end_all(end, *children, out)
         if self._life.stop is not None:
             state, failure = "ABORT", self._life.stopped(None)
         self._finish(self._life.app, end, state, failure, out)
@@ -289,6 +295,7 @@ class ApplicationTranslator:
         run.sql = run.sql or steps.sql_text(event)
         if exec_id == root:
             run.action = steps.action(event)
+            self._queries.link(run, event)
         self._read_plan(execution, event, run, out)
 
     def _on_sql_update(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -301,7 +308,8 @@ class ApplicationTranslator:
     ) -> None:
         notes, names_data = add_plan(execution, event)
         self.warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
-        if not run.started and names_data and self._wanted(run):
+        self._queries.absorb(run, execution, event)
+        if not run.started and names_data and self._queries.own(run) and self._wanted(run):
             self._start_sql(run, out)
 
     def _on_accum_updates(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -330,8 +338,15 @@ class ApplicationTranslator:
         return self.options.emit_read_only_runs or not _read_only(run)
 
     def _start_sql(self, run: Run, out: list[Event]) -> None:
-        """Name the run, then START it: after the first execution that writes (else the
-        root) and its first output; a read-only run after its action and its first input."""
+        """Name the run (see `_step_name`; a micro-batch has its query's name), then START it."""
+        if run.query is None:  # a micro-batch is named after its query (`Queries.link`)
+            run.job_name = self._names.assign(*self._step_name(run))
+        self._life.start(run, out)
+
+    def _step_name(self, run: Run) -> tuple[str, tuple[str, frozenset[Any], frozenset[Any]]]:
+        """A run's base job name and the step it is: after the first execution that writes
+        (else the root) and its first output; a read-only run after its action and its
+        first input."""
         assert self._life.app is not None
         datasets = self._life.datasets(run)
         if run.action is not None and _read_only(run):
@@ -343,10 +358,7 @@ class ApplicationTranslator:
             command = plans.command_name(writer.command) or "sql_execution"
             suffix = datasets.first_output_suffix
         base = job_name(self._life.app.job_name, command, suffix)
-        ran = writer.command or ""
-        step = (ran, frozenset(datasets.inputs), frozenset(datasets.outputs))
-        run.job_name = self._names.assign(base, step)
-        self._life.start(run, out)
+        return base, (writer.command or "", frozenset(datasets.inputs), frozenset(datasets.outputs))
 
     # -- jobs, stages, tasks ---------------------------------------------------------------
 
@@ -423,9 +435,8 @@ class ApplicationTranslator:
             self._sql.close(run)
             if not run.started:
                 named = any(e.refs for e in run.executions)
-                if not (named or self.options.emit_empty_executions) or (
-                    named and not self._wanted(run)
-                ):
+                wanted = (named or self.options.emit_empty_executions) and self._queries.own(run)
+                if not wanted or (named and not self._wanted(run)):
                     run.state = state
                     return
                 self._start_sql(run, out)

@@ -1,0 +1,178 @@
+"""Structured Streaming queries for the live tests, run under the lakehouse environment.
+
+    python streaming_live.py finite EVENTS_DIR WORK JARS KAFKA_BOOTSTRAP
+    python streaming_live.py endless EVENTS_DIR WORK JARS
+
+`finite`: one application (one JVM) running queries one after the other, each with trigger
+availableNow: JSON files -> parquet (`file_to_parquet`, one file per micro-batch), the same
+files -> a Delta path table (`to_delta`), that table -> parquet (`from_delta`), the same
+files -> Kafka topic `stream-live-clicks` (`to_kafka`), Kafka topic `stream-live-orders` ->
+`foreachBatch` into a Delta path table (`orders_to_delta`: the first batch appends, the next
+ones MERGE), and a file -> parquet query whose second micro-batch fails on an ANSI cast
+(`bad_cast`). The topics have names of their own: the test session's broker is shared.
+`endless`: a rate -> parquet query every second (`ticks_forever`) that runs until the driver
+is stopped from outside; `WORK/started` holds the application id once the query has started.
+Event logs: one uncompressed file each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+
+def session(events: Path, work: Path, jars: str, name: str) -> SparkSession:
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(name)
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", str(events))
+        .config("spark.eventLog.rolling.enabled", "false")
+        .config("spark.eventLog.compress", "false")
+        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.jars", jars)
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def files(directory: Path, bodies: list[str]) -> None:
+    directory.mkdir(parents=True)
+    for n, body in enumerate(bodies):  # the file source takes the oldest first
+        (directory / f"part-{n}.json").write_text(body)
+        os.utime(directory / f"part-{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+
+
+def finite(spark: SparkSession, work: Path, servers: str) -> None:
+    data = work / "data"
+    files(
+        data / "incoming",
+        [f'{{"id": {n}, "kind": "click"}}\n{{"id": {n + 10}, "kind": "view"}}\n' for n in range(2)],
+    )
+
+    def clicks() -> DataFrame:
+        return (
+            spark.readStream.schema("id LONG, kind STRING")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(data / "incoming"))
+            .where("kind = 'click'")
+        )
+
+    def run(writer: DataStreamWriter, name: str) -> None:
+        writer.option("checkpointLocation", str(work / "checkpoints" / name)).queryName(
+            name
+        ).trigger(availableNow=True).start().awaitTermination(300)
+
+    run(
+        clicks().writeStream.format("parquet").option("path", str(data / "clicks_parquet")),
+        "file_to_parquet",
+    )
+    run(clicks().writeStream.format("delta").option("path", str(data / "clicks_delta")), "to_delta")
+    from_delta = spark.readStream.format("delta").load(str(data / "clicks_delta"))
+    run(
+        from_delta.writeStream.format("parquet").option("path", str(data / "from_delta")),
+        "from_delta",
+    )
+    to_kafka = clicks().selectExpr("CAST(id AS STRING) AS key", "kind AS value").writeStream
+    run(
+        to_kafka.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("topic", "stream-live-clicks"),
+        "to_kafka",
+    )
+
+    delta_table: Any = importlib.import_module("delta.tables").DeltaTable  # lakehouse only
+    target = str(data / "orders_delta")
+
+    def upsert(batch: DataFrame, batch_id: int) -> None:
+        if batch_id == 0:
+            batch.write.format("delta").mode("append").save(target)
+            return
+        table = delta_table.forPath(batch.sparkSession, target)
+        table.alias("t").merge(
+            batch.alias("s"), "t.id = s.id"
+        ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+
+    (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", "stream-live-orders")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 3)
+        .load()
+        .selectExpr(
+            "CAST(key AS STRING) AS id", "CAST(value AS STRING) AS body", "offset AS kafka_offset"
+        )
+        .writeStream.foreachBatch(upsert)
+        .option("checkpointLocation", str(work / "checkpoints" / "orders_to_delta"))
+        .queryName("orders_to_delta")
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination(300)
+    )
+
+    files(data / "quantities_in", ['{"id": 1, "qty": "3"}\n', '{"id": 2, "qty": "three"}\n'])
+    query = (
+        spark.readStream.schema("id LONG, qty STRING")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(data / "quantities_in"))
+        .selectExpr("id", "CAST(qty AS INT) AS qty")
+        .writeStream.format("parquet")
+        .option("path", str(data / "quantities"))
+        .option("checkpointLocation", str(work / "checkpoints" / "bad_cast"))
+        .queryName("bad_cast")
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(300)
+    except Exception as exc:  # the query's failure, as the driver program sees it
+        print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
+
+
+def endless(spark: SparkSession, work: Path) -> None:
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 5)
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(work / "data" / "ticks"))
+        .option("checkpointLocation", str(work / "checkpoints" / "ticks"))
+        .queryName("ticks_forever")
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    (work / "started.tmp").write_text(spark.sparkContext.applicationId)
+    (work / "started.tmp").rename(work / "started")
+    query.awaitTermination(600)
+
+
+def main(argv: list[str]) -> None:
+    mode, events, work, jars = argv[0], Path(argv[1]), Path(argv[2]), argv[3]
+    spark = session(events, work, jars, f"streaming_live_{mode}")
+    if mode == "finite":
+        finite(spark, work, argv[4])
+    else:
+        endless(spark, work)
+    spark.stop()
+    print(json.dumps({"done": mode}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
