@@ -116,6 +116,9 @@ class SparkConfig:
     # input-field entries one columnLineage facet may carry (~200 bytes each), so a wide
     # table cannot make a multi-megabyte event; 0 leaves column lineage out
     column_lineage_max_fields: Annotated[int, Bounds(0, 100_000)] = 1000
+    # Kafka bootstrap servers (`host:port[,host:port]`) of the jobs' Kafka reads, which the
+    # event log never shows; unset names their topics `kafka://unknown`
+    kafka_bootstrap: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

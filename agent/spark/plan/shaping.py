@@ -1,5 +1,5 @@
 """Operators that reshape rows without reading a dataset: windows, sorts and limits,
-`Expand`, `Generate` and Python UDF evaluation.
+`Expand`, `Generate`, Python UDF evaluation and Iceberg's `MergeRows`.
 
 Each handler receives the walk (`operators.AttributeGraph`, seen through the `Walk`
 Protocol), the operator, its first child's attributes and the dataset-level dependencies
@@ -132,7 +132,36 @@ def python(
     return [*first, *results]
 
 
+def merge_rows(
+    graph: Walk, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+) -> list[Attribute]:
+    """Iceberg's MERGE (`MergeRowsExec`): `<source present>, <target present>, [matched],
+    [not matched], [not matched by source], <check>, [output]`. Each instruction
+    `keep(<kind>, <condition>, <operation>, <value>, ...)` gives the output attributes their
+    values by position (the operation is the first output, `__row_operation`); `discard`
+    and `keep` conditions decide which rows are written."""
+    arguments = split_top(node.details.get("Arguments", ""))
+    out = attributes(bracketed(arguments[-1])) if arguments else []
+    if len(arguments) < 6 or not out:
+        return graph.unrecognized_node(node, first)
+    for clauses in arguments[2:5]:
+        for instruction in bracketed(clauses) or []:
+            kind, _, body = instruction.strip().partition("(")
+            values = split_top(body.removesuffix(")"))
+            if kind == "discard":
+                graph.depends(body.removesuffix(")"), "FILTER", dataset)
+                continue
+            if kind != "keep" or len(values) < 2:
+                continue
+            if values[1].strip() != "true":
+                graph.depends(values[1], "CONDITIONAL", dataset)
+            for attr, value in zip(out, values[2:], strict=False):
+                graph.define(f"{value.strip()} AS {attr.name}#{attr.expr_id}")
+    return out
+
+
 HANDLERS: Final[dict[str, Handler]] = {
+    "MergeRows": merge_rows,
     "Window": window,
     "WindowGroupLimit": window_group_limit,
     "Sort": sort,

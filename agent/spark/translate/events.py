@@ -94,7 +94,13 @@ def run_datasets(
     counters when it has one input)."""
     if run.kind == "sql":
         refs = [(r, e.values) for e in run.executions for r in e.refs.values()]
-        return collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
+        attributes = {a: v for e in run.executions for a, v in e.attributes.items()}
+        return collect(
+            refs,
+            catalog,
+            column_lineage_max_fields=column_lineage_max_fields,
+            attributes=attributes,
+        )
     datasets = collect(
         [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths], catalog
     )

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.lineage import Resolved
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.values import as_int, as_number, as_str
 
@@ -113,6 +114,8 @@ class Execution:
     refs: dict[tuple[object, ...], DatasetRef] = field(default_factory=dict)
     values: dict[int, int] = field(default_factory=dict)  # accumulator id -> value
     notes: set[str] = field(default_factory=set)
+    #: attributes a Delta MERGE of its run assigns from, resolved in this execution's plan
+    attributes: dict[int, Resolved] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

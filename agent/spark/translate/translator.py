@@ -24,8 +24,7 @@ Runs (job namespace from the options):
   RDD lineage like the OpenLineage integration does. An RDD save's output path is not in the
   event log, so RDD outputs are never reported.
 
-Events, RUNNING at the interval and `job stop`: see `lifecycle`; terminal states of child
-runs and counters: see `runs`.
+Events, RUNNING, `job stop`: `lifecycle`; table versions: `versions`; end states: `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
@@ -50,7 +49,7 @@ from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
 from agent.spark.translate.jobs import Jobs
 from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import job_name
-from agent.spark.translate.options import PROPERTIES, TranslateOptions
+from agent.spark.translate.options import PROPERTIES, PROPERTY_PREFIXES, TranslateOptions
 from agent.spark.translate.required import missing_field
 from agent.spark.translate.runs import (
     AppSummary,
@@ -79,6 +78,7 @@ class ApplicationTranslator:
         self._app_ids: tuple[str, str | None, str] | None = None  # app id, attempt, name
         self._props: dict[str, str] = {}
         self._life = Lifecycle(options, self._props)
+        self.versions = self._life.versions  # committed table versions to look up
         self._finished = False
         self._sql = SqlRuns()
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
@@ -182,7 +182,7 @@ class ApplicationTranslator:
 
     def _on_environment(self, event: Mapping[str, Any], out: list[Event]) -> None:
         for section in ("Spark Properties", "Hadoop Properties"):
-            for key, value in properties(event.get(section), PROPERTIES):
+            for key, value in properties(event.get(section), PROPERTIES, PROPERTY_PREFIXES):
                 self._props.setdefault(key, value)
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -260,7 +260,7 @@ class ApplicationTranslator:
     def _read_plan(
         self, execution: Execution, event: Mapping[str, Any], run: Run, out: list[Event]
     ) -> None:
-        notes, names_data = add_plan(execution, event)
+        notes, names_data = add_plan(execution, event, run)
         self.warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
         if not run.started and names_data:
             self._start_sql(run, out)

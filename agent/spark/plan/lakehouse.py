@@ -1,0 +1,250 @@
+"""Delta Lake and Iceberg statements in a plan: the table each writes or reads, as the plan
+names it, with the version it read when the plan shows one.
+
+Delta (names as Delta 4.x prints them):
+
+* `MergeIntoCommand` / `UpdateCommand`: `Delta[version=<read>, file:<table>]` and, for a
+  catalog table, its name; `DeleteCommand`: the table as a `SubqueryAlias` (a path table
+  prints `spark_catalog.delta.`<path>``), no version. Each names the table as output and as
+  input (the statement reads the version it rewrites).
+* `AppendDataExecV1` / `OverwriteByExpressionExecV1` on `DeltaTableV2(…,<location>,
+  Some(CatalogTable(… Database: d … Table: t …)))`; on `StagedDeltaTableV2` (the insert a CTAS
+  runs) nothing: the CTAS names the table.
+* path writes (`SaveIntoDataSourceCommand` of `DeltaDataSource`) are read by `writes`.
+
+Iceberg: V2 writes whose `IcebergWrite(table=<catalog>.<ns>.<table>, …)` names the table
+(`AppendData`, `OverwriteByExpression`, `ReplaceData` for MERGE / UPDATE / DELETE, `WriteDelta`);
+scans `BatchScan <catalog>.<ns>.<table>` with `snapshotId=<id>` (the snapshot read, also of a
+time-travel read); metadata tables (`….snapshots`) name their table.
+
+DDL of both (and of any catalog): `CreateTable` and the CTAS commands (table, schema and the
+`LOCATION` when given), `DropTable`, `TruncateTable`, `RenameTable`, `AlterTable…` and their
+V1 `…Command` forms, each with its `lifecycleStateChange`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from agent.spark.plan.datasets import DatasetRef, WrittenLineage
+from agent.spark.plan.dml import (
+    TABLE_SCAN,
+    TYPE_NAMES,
+    delete_lineage,
+    merge_lineage,
+    update_lineage,
+)
+from agent.spark.plan.schema import Field, split_top
+from agent.spark.plan.tables import TableIdent, parse_table_ident
+from agent.spark.plan.text import Block, block_detail
+
+_DELTA_VERSIONED = re.compile(r"Delta\[version=(?P<version>\d+), (?P<location>[^\]]+)\]")
+_DELTA_TABLE_V2 = re.compile(r"^DeltaTableV2\([^,]*,(?P<location>[^,]+),")
+_CATALOG_TABLE = re.compile(r"\nDatabase: (?P<db>[^\n]+)\nTable: (?P<table>[^\n]+)\n")
+_CATALOG_NAME = re.compile(r"Catalog: (?P<catalog>[^\n]+)\n")
+_ICEBERG_WRITE = re.compile(r"IcebergWrite\(table=(?P<table>[^,()]+),")
+_SNAPSHOT = re.compile(r"\bsnapshotId=(?P<id>-?\d+)")
+_COLUMN = re.compile(r"ColumnImpl\((?P<name>[^,()]+),(?P<type>\w+?)Type(?P<args>\(\d+,\d+\))?,")
+_TABLE_SPEC = re.compile(
+    r"TableSpec\(Map\([^)]*\),(?:Some\((?P<provider>\w+)\)|None),Map\([^)]*\),"
+)
+_SPEC_LOCATION = re.compile(r"(?:Some\((?P<location>[^()]+)\)|None)")
+#: The Iceberg metadata tables (`<table>.<name>`): reading one reads the table's metadata.
+ICEBERG_METADATA_TABLES: Final = frozenset(
+    {
+        "all_data_files",
+        "all_delete_files",
+        "all_entries",
+        "all_files",
+        "all_manifests",
+        "data_files",
+        "delete_files",
+        "entries",
+        "files",
+        "history",
+        "manifests",
+        "metadata_log_entries",
+        "partitions",
+        "position_deletes",
+        "refs",
+        "snapshots",
+    }
+)
+#: Delta's row-level commands (after `Execute `) and their column lineage.
+_DML: Final = {
+    "MergeIntoCommand": lambda args, _: merge_lineage(args),
+    "UpdateCommand": update_lineage,
+    "DeleteCommand": delete_lineage,
+}
+DELTA_DML: Final = frozenset(_DML)
+#: Table DDL by the first word of the command (V2 exec and V1 `…Command` forms).
+_DDL: Final = (
+    ("CreateTable", "CREATE"),
+    ("DropTable", "DROP"),
+    ("TruncateTable", "TRUNCATE"),
+    ("RenameTable", "RENAME"),
+    ("AlterTableRename", "RENAME"),
+    ("AlterTable", "ALTER"),
+)
+#: The catalog plugins of the formats read here, as V2 commands print them first.
+_LAKEHOUSE_CATALOGS: Final = ("org.apache.spark.sql.delta.catalog.", "org.apache.iceberg.spark.")
+_CTAS: Final = frozenset(
+    {
+        "AtomicCreateTableAsSelect",
+        "CreateTableAsSelect",
+        "AtomicReplaceTableAsSelect",
+        "ReplaceTableAsSelect",
+    }
+)
+
+
+def delta_dml(command: str, args: str, described: Sequence[Block]) -> list[DatasetRef] | None:
+    """MERGE / UPDATE / DELETE of a Delta table: the table written and read; None if the
+    command names no table."""
+    versioned = _DELTA_VERSIONED.search(args)
+    tokens = [t.strip() for t in split_top(args)]
+    table = next(
+        (t for t in map(parse_table_ident, (x for x in tokens if x.startswith("`"))) if t),
+        None,
+    )
+    location = versioned["location"].strip() if versioned else None
+    version = versioned["version"] if versioned else None
+    if location is None:  # DELETE: the table as its SubqueryAlias
+        alias = (block_detail(described, "SubqueryAlias", "Arguments") or "").strip()
+        path = re.fullmatch(r"spark_catalog\.delta\.`(?P<path>.+)`", alias)
+        if path is not None:
+            location = path["path"]
+        elif table is None:
+            table = parse_table_ident(alias)
+    if location is None and table is None:
+        return None
+    node = f"Execute {command}"
+    read = DatasetRef(
+        "input", node, location=location, table=table, format="delta", version=version
+    )
+    written = DatasetRef("output", node, location=location, table=table, format="delta")
+    dml = _DML[command](args, described)
+    if dml is not None:
+        read = dataclasses.replace(read, fields=dml.fields)
+        lineage = dml.lineage
+        if dml.assigned:  # resolved in the statement's other executions, if at all
+            lineage = dataclasses.replace(lineage, incomplete=tuple(dml.assigned))
+        columns = WrittenLineage(lineage, {TABLE_SCAN: (read,)}, dml)
+        written = dataclasses.replace(written, fields=dml.fields, columns=columns)
+    return [written, read]
+
+
+def delta_v2_write(name: str, args: str) -> DatasetRef | None:
+    """An insert into a Delta catalog table (`DeltaTableV2(…)`); None for another table
+    (a CTAS's staged table prints no location: the CTAS names it)."""
+    matched = _DELTA_TABLE_V2.match(args.strip())
+    if matched is None:
+        return None
+    table_text = args.split("CatalogTable(", 1)[-1] if "CatalogTable(" in args else ""
+    named = _CATALOG_TABLE.search("\n" + table_text) if table_text else None
+    catalog = _CATALOG_NAME.search(table_text) if table_text else None
+    table = None
+    if named is not None:
+        in_catalog = catalog["catalog"].strip() if catalog else None
+        table = TableIdent(named["table"].strip(), named["db"].strip(), in_catalog)
+    lifecycle = "OVERWRITE" if name.startswith("Overwrite") else None
+    return DatasetRef(
+        "output",
+        name,
+        location=matched["location"].strip(),
+        table=table,
+        format="delta",
+        lifecycle=lifecycle,
+    )
+
+
+def iceberg_write(name: str, args: str) -> DatasetRef | None:
+    """A V2 write into an Iceberg table; None if the arguments name none."""
+    matched = _ICEBERG_WRITE.search(args)
+    table = parse_table_ident(matched["table"]) if matched else None
+    if table is None:
+        return None
+    lifecycle = "OVERWRITE" if name.startswith("Overwrite") else None
+    return DatasetRef("output", name, table=table, format="iceberg", lifecycle=lifecycle)
+
+
+def iceberg_scan(name: str, simple: str, fields: tuple[Field, ...]) -> list[DatasetRef] | None:
+    """`BatchScan <catalog>.<ns>.<table>`: the table read and its snapshot; None if the scan
+    is not of a catalog table."""
+    if not name.startswith("BatchScan ") or "Iceberg" not in simple:
+        return None
+    text = name.removeprefix("BatchScan ").strip()
+    table = parse_table_ident(text)
+    version = None
+    if table is None:  # a metadata table: `catalog.ns.table.snapshots`
+        base, _, kind = text.rpartition(".")
+        table = parse_table_ident(base) if kind in ICEBERG_METADATA_TABLES else None
+        fields = ()
+    else:
+        snapshot = _SNAPSHOT.search(simple)
+        version = snapshot["id"] if snapshot else None
+    if table is None:
+        return None
+    return [
+        DatasetRef("input", name, table=table, format="iceberg", fields=fields, version=version)
+    ]
+
+
+def table_ddl(
+    node: Mapping[str, Any], command: str, args: str, notes: list[str]
+) -> list[DatasetRef] | None:
+    """DDL on a catalog table (CREATE, CTAS, DROP, TRUNCATE, RENAME, ALTER): the table with
+    its lifecycle change; None when `command` is no table DDL."""
+    head = command.split(" ", 1)[0]
+    lifecycle: str | None = "OVERWRITE" if "Replace" in head else "CREATE"
+    if head not in _CTAS:
+        lifecycle = next((change for prefix, change in _DDL if head.startswith(prefix)), None)
+        if lifecycle is None or head.startswith(("CreateTableLike", "AlterTableAddPartition")):
+            return None
+    tokens = [t.strip() for t in split_top(args)]
+    # V2 commands print the catalog object first (`DeltaCatalog@…`, `SparkCatalog@…`)
+    plugin = tokens[0] if tokens and "@" in tokens[0] and "." in tokens[0] else None
+    if plugin is not None and not plugin.startswith(_LAKEHOUSE_CATALOGS):
+        return None  # another catalog's (JDBC, ...): its tables are not named here
+    rest = tokens[1:] if plugin else tokens
+    table = next((t for t in map(parse_table_ident, rest[:1]) if t), None)
+    if table is None:
+        notes.append(f"no table in {command!r}")
+        return [DatasetRef("output", command, unknown_reason=f"table missing from {command!r}")]
+    if plugin is not None and plugin.split("@")[0].endswith("DeltaCatalog"):
+        table = TableIdent(table.table, table.database, table.catalog or "spark_catalog")
+    spec = _TABLE_SPEC.search(args)
+    provider = spec["provider"].lower() if spec and spec["provider"] else None
+    if provider is None and plugin is not None and "iceberg" in plugin:
+        provider = "iceberg"
+    location = None
+    if spec is not None:
+        # TableSpec(properties, provider, options, location, comment, …)
+        parts = split_top(args[spec.start() + len("TableSpec(") :])
+        if len(parts) > 3:
+            found = _SPEC_LOCATION.fullmatch(parts[3].strip())
+            location = found["location"] if found and found["location"] else None
+    fields = tuple(_column(m) for m in _COLUMN.finditer(args))
+    ddl = head not in _CTAS
+    return [
+        DatasetRef(
+            "output",
+            command,
+            location=location,
+            table=table,
+            format=provider,
+            fields=fields,
+            lifecycle=lifecycle,
+            ddl=ddl,
+        )
+    ]
+
+
+def _column(match: re.Match[str]) -> Field:
+    kind = TYPE_NAMES.get(match["type"])
+    if kind == "decimal" and match["args"]:
+        kind += match["args"]
+    return Field(match["name"].strip(), kind)
