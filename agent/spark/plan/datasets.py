@@ -51,6 +51,7 @@ class DatasetRef:
     lifecycle: str | None = None  # CREATE, OVERWRITE, DROP, TRUNCATE, RENAME, ALTER
     version: str | None = None  # the table version read (Delta version, Iceberg snapshot)
     ddl: bool = False  # table DDL (CREATE TABLE, DROP, ...): names its table without an insert
+    previous: TableIdent | None = None  # RENAME: the table's name before
     unknown_reason: str | None = None
     columns: WrittenLineage | None = None  # outputs: lineage of the written columns
     feeds_write: bool = False

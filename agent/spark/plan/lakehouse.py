@@ -216,10 +216,18 @@ def table_ddl(
         return [DatasetRef("output", command, unknown_reason=f"table missing from {command!r}")]
     if plugin is not None and plugin.split("@")[0].endswith("DeltaCatalog"):
         table = TableIdent(table.table, table.database, table.catalog or "spark_catalog")
+    previous = None
+    renamed = parse_table_ident(rest[1]) if lifecycle == "RENAME" and len(rest) > 1 else None
+    if renamed is not None:  # `db.old, new`: the new name keeps the old one's database
+        previous = table
+        database = renamed.database or table.database
+        table = TableIdent(renamed.table, database, renamed.catalog or table.catalog)
     spec = _TABLE_SPEC.search(args)
     provider = spec["provider"].lower() if spec and spec["provider"] else None
     if provider is None and plugin is not None and "iceberg" in plugin:
         provider = "iceberg"
+    elif provider is None and plugin is not None and "DeltaCatalog" in plugin:
+        provider = "delta"  # a table of the session catalog; only Delta ones have versions
     location = None
     if spec is not None:
         # TableSpec(properties, provider, options, location, comment, …)
@@ -239,6 +247,7 @@ def table_ddl(
             fields=fields,
             lifecycle=lifecycle,
             ddl=ddl,
+            previous=previous,
         )
     ]
 

@@ -78,6 +78,10 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
         facets["lifecycleStateChange"] = facet(
             "lifecycleStateChange", lifecycleStateChange=ref.lifecycle
         )
+        if ref.previous is not None:
+            before = catalog.table_location(ref.previous, ref.format)
+            previous = {"namespace": before.namespace, "name": before.name}
+            facets["lifecycleStateChange"]["previousIdentifier"] = previous
     if ref.version is not None:
         facets["version"] = facet("version", datasetVersion=ref.version)
     dataset: Dataset = {"namespace": name.namespace, "name": name.name}
