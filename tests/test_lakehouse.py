@@ -199,12 +199,12 @@ def test_delta_path_table() -> None:
         ),
         (
             "execute_delete_command.data_delta_events",
-            [(*table, None, None, (), PATH_COLUMNS)],
+            [(*table, "5", None, (), PATH_COLUMNS)],  # its nested snapshot computation
             [(*table, "6", None, (), PATH_COLUMNS)],
         ),
         (
             "execute_insert_into_hadoop_fs_relation_command.data_events_v1",
-            [(*table, None, None, (), PATH_COLUMNS)],
+            [(*table, "1", None, (), PATH_COLUMNS)],  # versionAsOf 1
             [("file", "/data/lakehouse/data/events_v1", None, "OVERWRITE", (), PATH_COLUMNS)],
         ),
     ]
@@ -267,6 +267,8 @@ def test_delta_catalog_tables() -> None:
     ]
     merge_input = found[6][1]
     assert merge_input == [(*sales, "2", None, ("default.sales",), SALES_COLUMNS)]
+    time_travel = found[10][1]  # CTAS from VERSION AS OF 1
+    assert time_travel == [(*sales, "1", None, ("default.sales",), SALES_COLUMNS)]
 
 
 def test_delta_catalog_merge_lineage_resolves_the_target_in_other_executions() -> None:

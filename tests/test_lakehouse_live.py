@@ -167,7 +167,7 @@ def test_delta_path_versions_match_the_transaction_log(live: Live) -> None:
     update = live.run("execute_update_command.data_events")
     delete = live.run("execute_delete_command.data_events")
     assert [version(e) for e in (*saves, merge, update, delete)] == ["0", "1", "2", "3", "4"]
-    assert [version(e, "inputs") for e in (merge, update)] == ["1", "2"]
+    assert [version(e, "inputs") for e in (merge, update, delete)] == ["1", "2", "3"]
     assert lifecycle(saves[0]) == "CREATE"
     assert {(o["namespace"], o["name"]) for e in (merge, update, delete) for o in e["outputs"]} == {
         ("file", str(table))

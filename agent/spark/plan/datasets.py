@@ -64,6 +64,7 @@ class PlanSummary:
     command: str | None  # node that names the execution, e.g. "Execute InsertInto...Command"
     datasets: tuple[DatasetRef, ...]
     notes: tuple[str, ...]  # why something could not be read; the caller adds context
+    delta_logs: tuple[str, ...] = ()  # tables whose Delta transaction log the plan reads
 
     @property
     def writes(self) -> bool:

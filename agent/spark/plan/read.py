@@ -56,6 +56,7 @@ _INPUT_METRICS: Final = {
 }
 _MAX_NODES: Final = 100_000
 _DELTA_LOG: Final = "_delta_log"
+_DELTA_STATE = re.compile(r"^Scan ExistingRDD Delta Table State .*? - (?P<table>.+)/_delta_log$")
 _METADATA_COLUMNS: Final = frozenset({"_file", "_pos", "_spec_id", "_partition", "_deleted"})
 _LOCATION = re.compile(r"^\w+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$", re.DOTALL)
 #: the description prints `InMemoryFileIndex [p1, p2]`, without the count
@@ -78,13 +79,31 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
     types = _attribute_types(described)
     notes: list[str] = []
     datasets: list[DatasetRef] = []
+    logs: list[str] = []
     for node in _walk(plan_info, notes):
         name = node.get("nodeName")
         if not isinstance(name, str) or not name.strip():
             continue
         datasets.extend(_node_datasets(node, name, described, types, notes))
+        logs.extend(_delta_logs(node, name))
     with_lineage = lineage.attach(datasets, text, types, scan_datasets, notes)
-    return PlanSummary(_command(plan_info), tuple(with_lineage), tuple(notes))
+    command = _command(plan_info)
+    return PlanSummary(command, tuple(with_lineage), tuple(notes), tuple(dict.fromkeys(logs)))
+
+
+def _delta_logs(node: Mapping[str, Any], name: str) -> list[str]:
+    """The tables whose transaction log a scan reads: `DeltaLogFileIndex [<t>/_delta_log/…]`
+    or `Scan ExistingRDD Delta Table State #n - <t>/_delta_log`."""
+    state = _DELTA_STATE.match(name.strip())
+    if state is not None:
+        return [state["table"]]
+    raw_meta = node.get("metadata")
+    location = _text(raw_meta.get("Location")) if isinstance(raw_meta, Mapping) else None
+    if _delta_index(location) != _DELTA_LOG:
+        return []
+    located = _location_paths(location)
+    paths = located[1] if isinstance(located, tuple) else []
+    return [p.split("/_delta_log", 1)[0] for p in paths if "/_delta_log" in p]
 
 
 def _walk(root: object, notes: list[str]) -> Iterator[Mapping[str, Any]]:

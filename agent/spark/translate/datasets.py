@@ -125,6 +125,7 @@ def collect(
     *,
     column_lineage_max_fields: int = DEFAULT_MAX_FIELDS,
     attributes: Mapping[int, Resolved] | None = None,
+    snapshots: Mapping[str, str] | None = None,
 ) -> RunDatasets:
     """Merge plan references (with their execution's accumulator values) into a run's datasets.
 
@@ -187,6 +188,10 @@ def collect(
             facets["schema"] = facet(
                 "schema", fields=[_schema_field(f) for f in feeding[-1].fields]
             )
+    for table, version in (snapshots or {}).items():  # the one version a Delta input was read at
+        read = run.inputs.get(from_location(table))
+        if read is not None and "version" not in read.get("facets", {}):
+            read.setdefault("facets", {})["version"] = facet("version", datasetVersion=version)
     if attributes is not None:  # a Delta MERGE's clauses, resolved in other executions
         lineages = {n: merged(ref, attributes) for n, ref in lineages.items()}
     _column_lineage(run, lineages, catalog, column_lineage_max_fields)

@@ -95,11 +95,16 @@ def run_datasets(
     if run.kind == "sql":
         refs = [(r, e.values) for e in run.executions for r in e.refs.values()]
         attributes = {a: v for e in run.executions for a, v in e.attributes.items()}
+        snapshots: dict[str, set[str]] = {}
+        for execution in run.executions:
+            for table, version in execution.snapshots.items():
+                snapshots.setdefault(table, set()).add(version)
         return collect(
             refs,
             catalog,
             column_lineage_max_fields=column_lineage_max_fields,
             attributes=attributes,
+            snapshots={t: v.pop() for t, v in snapshots.items() if len(v) == 1},
         )
     datasets = collect(
         [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths], catalog

@@ -8,6 +8,7 @@ remembered (recent ones: see `remember`), so a late nested execution cannot reop
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence, ValuesView
 from typing import Any
 
@@ -15,6 +16,9 @@ from agent.spark.plan.read import attribute_sources, read_plan
 from agent.spark.translate.datasets import names_dataset
 from agent.spark.translate.runs import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
+
+#: Delta's description of a nested execution that replays a table's log up to a version.
+_SNAPSHOT = re.compile(r"Compute snapshot for version: (\d+)")
 
 
 class SqlRuns:
@@ -81,6 +85,13 @@ def add_plan(
                 if (execution.refs[key].role, execution.refs[key].node) == (ref.role, ref.node):
                     del execution.refs[key]
         execution.refs[(ref.role, ref.node, ref.location, ref.table, ref.jdbc, ref.kafka)] = ref
+    snapshot = (
+        _SNAPSHOT.search(description)
+        if isinstance(description := event.get("description"), str)
+        else None
+    )
+    if snapshot is not None:  # Delta computing the version a statement reads
+        execution.snapshots.update(dict.fromkeys(plan.delta_logs, snapshot[1]))
     wanted = _merge_attributes(run) if run is not None else set()
     if wanted:
         found = attribute_sources(event.get("physicalPlanDescription"), wanted)

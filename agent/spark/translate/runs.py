@@ -116,6 +116,8 @@ class Execution:
     notes: set[str] = field(default_factory=set)
     #: attributes a Delta MERGE of its run assigns from, resolved in this execution's plan
     attributes: dict[int, Resolved] = field(default_factory=dict)
+    #: Delta table location -> the snapshot version this (nested) execution computed
+    snapshots: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
