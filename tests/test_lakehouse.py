@@ -375,3 +375,18 @@ def test_versions_are_asked_within_each_run() -> None:
     windows = versions.windows[DELTA]
     assert all(start <= end for start, end in windows)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(windows))
+
+
+def test_delta_create_table_by_path() -> None:
+    """`CREATE TABLE delta.`<path>``: the path is the dataset (version 0), no catalog table."""
+    create = completed("stream_kafka_delta")[0]
+    assert [dataset(d) for d in create["outputs"]] == [
+        (
+            "file",
+            "/data/lakehouse/data/orders_delta",
+            "0",
+            "CREATE",
+            (),
+            ("id", "body", "kafka_offset"),
+        )
+    ]

@@ -214,11 +214,16 @@ def table_ddl(
     if table is None:
         notes.append(f"no table in {command!r}")
         return [DatasetRef("output", command, unknown_reason=f"table missing from {command!r}")]
-    if plugin is not None and plugin.split("@")[0].endswith("DeltaCatalog"):
+    location = None
+    if table.database == "delta" and _is_path(table.table):  # delta.`/path`: a path table
+        location, table = table.table, None
+    elif plugin is not None and plugin.split("@")[0].endswith("DeltaCatalog"):
         table = TableIdent(table.table, table.database, table.catalog or "spark_catalog")
     previous = None
     renamed = parse_table_ident(rest[1]) if lifecycle == "RENAME" and len(rest) > 1 else None
-    if renamed is not None:  # `db.old, new`: the new name keeps the old one's database
+    if (
+        renamed is not None and table is not None
+    ):  # `db.old, new`: the new name keeps the old one's database
         previous = table
         database = renamed.database or table.database
         table = TableIdent(renamed.table, database, renamed.catalog or table.catalog)
@@ -228,13 +233,12 @@ def table_ddl(
         provider = "iceberg"
     elif provider is None and plugin is not None and "DeltaCatalog" in plugin:
         provider = "delta"  # a table of the session catalog; only Delta ones have versions
-    location = None
     if spec is not None:
         # TableSpec(properties, provider, options, location, comment, …)
         parts = split_top(args[spec.start() + len("TableSpec(") :])
         if len(parts) > 3:
             found = _SPEC_LOCATION.fullmatch(parts[3].strip())
-            location = found["location"] if found and found["location"] else None
+            location = found["location"] if found and found["location"] else location
     fields = tuple(_column(m) for m in _COLUMN.finditer(args))
     ddl = head not in _CTAS
     return [
@@ -250,6 +254,11 @@ def table_ddl(
             previous=previous,
         )
     ]
+
+
+def _is_path(name: str) -> bool:
+    """Whether a table name is a path (`/data/t`, `s3a://b/t`, `file:/t`)."""
+    return name.startswith("/") or re.match(r"^[A-Za-z][\w+.-]*:", name) is not None
 
 
 def _column(match: re.Match[str]) -> Field:
