@@ -1,10 +1,11 @@
-"""Delta Lake and Iceberg statements run live by real PySpark 4.1.1, translated by the agent,
-and the version it reports checked against the tables' own metadata on disk.
+"""Delta Lake, Iceberg and Kafka statements run live by real PySpark 4.1.1, translated by
+the agent, and the version it reports checked against the tables' own metadata on disk.
 
-One application (`tests/sparkjobs/lakehouse_live.py`, one JVM, about a minute) in the
+One application (`tests/sparkjobs/lakehouse_live.py`, one JVM, under a minute) in the
 lakehouse environment of `scripts/pyenv.py` with the jars of `scripts/jars.py` (both cached
-under `build/`); its event log is read through `ApplicationLog` with the real
-`DiskTableVersions`, as the daemon's source does.
+under `build/`), beside a real KRaft broker (`tests/kafka.py`); its event log is read through
+`ApplicationLog` with the real `DiskTableVersions`, as the daemon's source does, and
+`spark.kafka_bootstrap` set to the broker.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
 from agent.spark.translate.options import TranslateOptions
+from tests.kafka import running_kafka
 from tests.olschema import validate_run_event
 from tests.spark_logs import spark_env
 
@@ -38,17 +40,16 @@ Event = dict[str, Any]
 @dataclass(frozen=True)
 class Live:
     root: Path
+    bootstrap: str
     events: list[Event]
     warnings: list[str]
 
     def run(self, job_suffix: str) -> Event:
         """The COMPLETE event of the one run whose job name ends with `job_suffix`."""
-        (found,) = [
-            e
-            for e in self.events
-            if e["eventType"] == "COMPLETE" and e["job"]["name"].endswith(job_suffix)
-        ]
-        return found
+        found = self.runs(job_suffix)
+        jobs = [e["job"]["name"] for e in self.events if e["eventType"] == "COMPLETE"]
+        assert len(found) == 1, f"{len(found)} runs end with {job_suffix!r}: {jobs}"
+        return found[0]
 
     def runs(self, job_suffix: str) -> list[Event]:
         return [
@@ -75,15 +76,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     python = _output("pyenv.py", "lakehouse")
     jars = ",".join(
         _output("jars.py", "--classpath", bundle).replace(":", ",")
-        for bundle in ("delta", "iceberg")
+        for bundle in ("delta", "iceberg", "spark-kafka")
     )
     root = tmp_path_factory.mktemp("lakehouse-live")
     (root / "events").mkdir()
     (root / "data").mkdir()
     env = spark_env() | {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
-    with (root / "job.log").open("wb") as out:
+    with running_kafka(root) as kafka, (root / "job.log").open("wb") as out:
+        bootstrap = kafka.bootstrap
         done = subprocess.run(
-            [python, str(JOB), str(root), jars],
+            [python, str(JOB), str(root), jars, bootstrap],
             cwd=root,
             env=env,
             stdout=out,
@@ -95,7 +97,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         tail = (root / "job.log").read_text(errors="replace")[-4000:]
         raise RuntimeError(f"lakehouse_live.py exited {done.returncode}:\n{tail}")
     (ref,) = scan(root / "events")
-    log = ApplicationLog(ref, TranslateOptions(namespace="live"), max_line_bytes=64 << 20)
+    options = TranslateOptions(namespace="live", kafka_bootstrap=bootstrap)
+    log = ApplicationLog(ref, options, max_line_bytes=64 << 20)
     events: list[Event] = []
     warnings: list[str] = []
     while True:
@@ -106,7 +109,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         if log.reader.caught_up:
             break
     log.close()
-    yield Live(root, events, warnings)
+    yield Live(root, bootstrap, events, warnings)
 
 
 def facets(event: Event, role: str = "outputs", index: int = 0) -> dict[str, Any]:
@@ -234,3 +237,15 @@ def test_iceberg_snapshots_match_the_table_metadata(live: Live) -> None:
         ("TRUNCATE", paid),
         ("DROP", paid),
     ]
+
+
+def test_kafka_batch_write_and_reads(live: Live) -> None:
+    """A write names the topic on its own servers; reads, whose servers the log never shows,
+    on `spark.kafka_bootstrap`; a pattern is named as written."""
+    namespace = f"kafka://{live.bootstrap}"
+    write = live.run("execute_save_into_data_source_command.clicks")
+    assert [(o["namespace"], o["name"]) for o in write["outputs"]] == [(namespace, "clicks")]
+    subscribe = live.run("data_from_subscribe")
+    pattern = live.run("data_from_subscribePattern")
+    assert [(i["namespace"], i["name"]) for i in subscribe["inputs"]] == [(namespace, "clicks")]
+    assert [(i["namespace"], i["name"]) for i in pattern["inputs"]] == [(namespace, "cli.*")]

@@ -1,11 +1,12 @@
 """A PySpark application for tests/test_lakehouse_live.py: Delta and Iceberg statements,
 DDL included, in one session (one JVM), its event log uncompressed in `<root>/events`.
 
-    python lakehouse_live.py ROOT JARS
+    python lakehouse_live.py ROOT JARS [KAFKA_BOOTSTRAP]
 
-Run under the lakehouse environment (`scripts/pyenv.py lakehouse`) with the Delta and
-Iceberg jars of `scripts/jars.py` as JARS (comma-separated). Every statement sets its own
-job description, which the test finds the runs by.
+Run under the lakehouse environment (`scripts/pyenv.py lakehouse`) with the Delta, Iceberg
+and Kafka connector jars of `scripts/jars.py` as JARS (comma-separated). With a broker's
+address it also writes to and reads from Kafka. Every statement sets its own job
+description.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 
-def main(root: Path, jars: str) -> None:
+def main(root: Path, jars: str, kafka: str | None) -> None:
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("lakehouse_live")
@@ -97,8 +98,23 @@ def main(root: Path, jars: str) -> None:
     spark.sql("TRUNCATE TABLE lake.db.paid")
     say("iceberg: drop")
     spark.sql("DROP TABLE lake.db.paid")
+
+    if kafka:
+        say("kafka: write")
+        spark.range(4).selectExpr(
+            "CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value"
+        ).write.format("kafka").option("kafka.bootstrap.servers", kafka).option(
+            "topic", "clicks"
+        ).save()
+        for name, option in (("subscribe", "clicks"), ("subscribePattern", "cli.*")):
+            say(f"kafka: read {name}")
+            spark.read.format("kafka").option("kafka.bootstrap.servers", kafka).option(
+                name, option
+            ).option("startingOffsets", "earliest").load().selectExpr(
+                "CAST(value AS STRING) AS v"
+            ).write.mode("overwrite").parquet(str(root / "data" / f"from_{name}"))
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2])
+    main(Path(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
