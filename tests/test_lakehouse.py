@@ -250,16 +250,30 @@ def test_delta_catalog_tables() -> None:
     outputs = [o for _, _, outs in found for o in outs]
     assert outputs == [
         (*sales, "0", "CREATE", ("default.sales",), SALES_COLUMNS),
-        (*sales, "1", None, ("default.sales",), ()),
-        (*sales, "2", None, ("default.sales",), ()),
-        ("file", f"{SALES}_eu", "0", "CREATE", ("default.sales_eu",), ()),
-        ("file", f"{SALES}_by_region", "0", "CREATE", ("default.sales_by_region",), ()),
-        ("file", f"{SALES}_eu", "1", "OVERWRITE", ("default.sales_eu",), ()),
+        (*sales, "1", None, ("default.sales",), SALES_COLUMNS),
+        (*sales, "2", None, ("default.sales",), SALES_COLUMNS),
+        ("file", f"{SALES}_eu", "0", "CREATE", ("default.sales_eu",), ()),  # a bare Filter
+        (
+            "file",
+            f"{SALES}_by_region",
+            "0",
+            "CREATE",
+            ("default.sales_by_region",),
+            ("region", "total"),
+        ),
+        ("file", f"{SALES}_eu", "1", "OVERWRITE", ("default.sales_eu",), SALES_COLUMNS),
         (*sales, "3", None, ("default.sales",), SALES_COLUMNS),
         (*sales, "4", None, ("default.sales",), SALES_COLUMNS),
         (*sales, "5", None, ("default.sales",), SALES_COLUMNS),
-        ("file", "/data/lakehouse/data/external_sales", "0", "CREATE", ("default.sales_ext",), ()),
-        ("file", f"{SALES}_v1", "0", "CREATE", ("default.sales_v1",), ()),
+        (
+            "file",
+            "/data/lakehouse/data/external_sales",
+            "0",
+            "CREATE",
+            ("default.sales_ext",),
+            SALES_COLUMNS,
+        ),
+        ("file", f"{SALES}_v1", "0", "CREATE", ("default.sales_v1",), SALES_COLUMNS),
     ]
     symlink = completed("delta_catalog")[0]["outputs"][0]["facets"]["symlinks"]["identifiers"]
     assert symlink == [
@@ -390,3 +404,20 @@ def test_delta_create_table_by_path() -> None:
             ("id", "body", "kafka_offset"),
         )
     ]
+
+
+def test_delta_ctas_and_v1_fallback_writes_have_column_lineage() -> None:
+    """A CTAS or an INSERT whose query runs as a nested execution (Delta's V1 fallback): its
+    columns are the query's output, resolved to the fields that execution reads."""
+    found = completed("delta_catalog")
+    by_region, overwrite = found[4], found[5]
+    assert lineage(by_region) == {
+        "region": {(SALES, "region", "IDENTITY")},
+        "total": {(SALES, "amount", "AGGREGATION")},
+        "*": set(),
+    }
+    # the nested query's own filters are not carried over: only its columns' sources are
+    assert lineage(overwrite) == {
+        **{c: {(SALES, c, "IDENTITY")} for c in SALES_COLUMNS},
+        "*": set(),
+    }

@@ -23,7 +23,8 @@ class WrittenLineage:
 
     lineage: ColumnLineage
     inputs: Mapping[int, tuple[DatasetRef, ...]]  # scan operator id -> its datasets
-    #: a Delta MERGE's clauses, whose source attributes other executions resolve
+    #: columns assigned from attributes that other executions of the statement resolve
+    #: (a Delta MERGE's clauses, the query of a write through the V1 fallback or a CTAS)
     merge: DmlLineage | None = None
 
 

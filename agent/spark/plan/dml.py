@@ -111,6 +111,25 @@ def merge_lineage(args: str) -> DmlLineage | None:
     return DmlLineage(fields, lineage, frozen, tuple(dict.fromkeys(conditions)))
 
 
+def query_lineage(query: str) -> DmlLineage | None:
+    """What a write whose query runs in another execution writes (Delta's V1 fallback for
+    INSERT / saveAsTable, CTAS): the query's output attributes as its top operator prints
+    them (`Project [… AS id#7L, …]`, `Aggregate [keys], [outputs]`, `LocalRelation […]`), each
+    column assigned from its attribute, to be resolved in that execution. None when the
+    operator prints no output list (`Filter`)."""
+    lists = [b for t in split_top(query) if (b := bracketed(t.strip().split(" ", 1)[-1]))]
+    lists += [b for t in split_top(query) if (b := bracketed(t.strip()))]
+    for items in reversed(lists):
+        attrs = [parse_attribute(i.strip().rpartition(" AS ")[2]) for i in items]
+        if attrs and all(a is not None for a in attrs):
+            named = [a for a in attrs if a is not None]
+            fields = tuple(Field(a.name, "long" if a.is_long else None) for a in named)
+            columns = tuple(OutputColumn(a.name, ()) for a in named)
+            assigned = {a.name: ((a.expr_id, IDENTITY),) for a in named}
+            return DmlLineage(fields, ColumnLineage(columns, ()), assigned)
+    return None
+
+
 def _clause(
     clause: str, assigned: dict[str, list[tuple[int, Transformation]]], conditions: list[int]
 ) -> None:

@@ -35,6 +35,7 @@ from agent.spark.plan.dml import (
     TYPE_NAMES,
     delete_lineage,
     merge_lineage,
+    query_lineage,
     update_lineage,
 )
 from agent.spark.plan.schema import Field, split_top
@@ -151,7 +152,7 @@ def delta_v2_write(name: str, args: str) -> DatasetRef | None:
         in_catalog = catalog["catalog"].strip() if catalog else None
         table = TableIdent(named["table"].strip(), named["db"].strip(), in_catalog)
     lifecycle = "OVERWRITE" if name.startswith("Overwrite") else None
-    return DatasetRef(
+    ref = DatasetRef(
         "output",
         name,
         location=matched["location"].strip(),
@@ -159,6 +160,23 @@ def delta_v2_write(name: str, args: str) -> DatasetRef | None:
         format="delta",
         lifecycle=lifecycle,
     )
+    return _fed(ref, split_top(args)[1:])
+
+
+def _fed(ref: DatasetRef, tokens: Sequence[str]) -> DatasetRef:
+    """A write whose query runs as another execution: its columns, assigned from the
+    query's output attributes (resolved there, see `dml.query_lineage`). The query is the
+    arguments up to the next object (`TableSpec(…)`, `org.apache…`)."""
+    query = []
+    for token in tokens:
+        if token.strip().startswith(("TableSpec(", "org.apache.")):
+            break
+        query.append(token)
+    dml = query_lineage(",".join(query).strip())
+    if dml is None:
+        return ref
+    columns = WrittenLineage(dml.lineage, {}, dml)
+    return dataclasses.replace(ref, fields=ref.fields or dml.fields, columns=columns)
 
 
 def iceberg_write(name: str, args: str) -> DatasetRef | None:
@@ -241,19 +259,18 @@ def table_ddl(
             location = found["location"] if found and found["location"] else location
     fields = tuple(_column(m) for m in _COLUMN.finditer(args))
     ddl = head not in _CTAS
-    return [
-        DatasetRef(
-            "output",
-            command,
-            location=location,
-            table=table,
-            format=provider,
-            fields=fields,
-            lifecycle=lifecycle,
-            ddl=ddl,
-            previous=previous,
-        )
-    ]
+    ref = DatasetRef(
+        "output",
+        command,
+        location=location,
+        table=table,
+        format=provider,
+        fields=fields,
+        lifecycle=lifecycle,
+        ddl=ddl,
+        previous=previous,
+    )
+    return [ref if ddl else _fed(ref, rest[1:])]
 
 
 def _is_path(name: str) -> bool:

@@ -178,6 +178,11 @@ def collect(
                 facets[key] = dataset["facets"][key]
         if ref.table is not None:
             run.tables[target] = ref.table
+        if ref.columns is not None:  # a CTAS's query, resolved in its nested executions
+            lineages.setdefault(target, ref)
+        facets = run.outputs[target].setdefault("facets", {})
+        if ref.fields and "schema" not in facets:
+            facets["schema"] = facet("schema", fields=[_schema_field(f) for f in ref.fields])
         if ref.format in _TABLE_FORMATS:
             run.tables_of.setdefault(target, ref.format)
     fed = [name for name in dict.fromkeys(fed) if name not in lineages]
