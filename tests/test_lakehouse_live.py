@@ -161,7 +161,8 @@ def test_events_are_valid_and_every_statement_completes(live: Live) -> None:
 
 def test_delta_path_versions_match_the_transaction_log(live: Live) -> None:
     """create / append / MERGE / UPDATE / DELETE: each run's version is the commit the
-    table's `_delta_log` holds for that operation; MERGE and UPDATE read the one before."""
+    table's `_delta_log` holds for that operation, each rewrite reads the one before; the
+    MERGE's columns come from the table and from the parquet source its clauses assign."""
     table = live.root / "data" / "events"
     commits = delta_commits(table)
     assert commits == {0: "WRITE", 1: "WRITE", 2: "MERGE", 3: "UPDATE", 4: "DELETE"}
@@ -172,6 +173,17 @@ def test_delta_path_versions_match_the_transaction_log(live: Live) -> None:
     assert [version(e) for e in (*saves, merge, update, delete)] == ["0", "1", "2", "3", "4"]
     assert [version(e, "inputs") for e in (merge, update, delete)] == ["1", "2", "3"]
     assert lifecycle(saves[0]) == "CREATE"
+    updates = str(live.root / "data" / "updates")
+    assert updates in {i["name"] for i in merge["inputs"]}
+    fields = facets(merge)["columnLineage"]["fields"]
+    assert {(i["name"], i["field"]) for i in fields["amount"]["inputFields"]} == {
+        (str(table), "amount"),  # rows no clause changes, and `s.amount + t.amount`
+        (updates, "amount"),
+    }
+    assert {(i["name"], i["field"]) for i in fields["id"]["inputFields"]} == {
+        (str(table), "id"),
+        (updates, "id"),  # WHEN NOT MATCHED THEN INSERT
+    }
     assert {(o["namespace"], o["name"]) for e in (merge, update, delete) for o in e["outputs"]} == {
         ("file", str(table))
     }

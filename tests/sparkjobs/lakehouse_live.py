@@ -53,11 +53,14 @@ def main(root: Path, jars: str, kafka: str | None) -> None:
     spark.range(4, 6).selectExpr("id", "id * 10 AS amount").write.format("delta").mode(
         "append"
     ).save(path)
-    spark.range(3, 8).selectExpr("id", "id * 100 AS amount").createOrReplaceTempView("updates")
+    updates = str(root / "data" / "updates")
+    say("parquet: updates")
+    spark.range(3, 8).selectExpr("id", "id * 100 AS amount").write.parquet(updates)
+    spark.read.parquet(updates).createOrReplaceTempView("updates")
     say("delta path: merge")
     spark.sql(
         f"MERGE INTO delta.`{path}` t USING updates s ON t.id = s.id "
-        "WHEN MATCHED THEN UPDATE SET amount = s.amount "
+        "WHEN MATCHED THEN UPDATE SET amount = s.amount + t.amount "
         "WHEN NOT MATCHED THEN INSERT (id, amount) VALUES (s.id, s.amount)"
     )
     say("delta path: update")

@@ -16,6 +16,7 @@ from typing import Any, Final
 from agent import __version__
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, facet
 from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.lineage import Resolved
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, collect
 from agent.spark.translate.naming import Catalog
@@ -94,7 +95,11 @@ def run_datasets(
     counters when it has one input)."""
     if run.kind == "sql":
         refs = [(r, e.values) for e in run.executions for r in e.refs.values()]
-        attributes = {a: v for e in run.executions for a, v in e.attributes.items()}
+        attributes: dict[int, Resolved] = {}
+        for execution in run.executions:  # a dataset field wins over a local relation
+            for attr, found in execution.attributes.items():  # (Delta's materialized source)
+                if found or attr not in attributes:
+                    attributes[attr] = found
         snapshots: dict[str, set[str]] = {}
         for execution in run.executions:
             for table, version in execution.snapshots.items():
