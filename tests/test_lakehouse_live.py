@@ -189,6 +189,28 @@ def test_delta_path_versions_match_the_transaction_log(live: Live) -> None:
     }
 
 
+def test_delta_maintenance_commands(live: Live) -> None:
+    """OPTIMIZE, RESTORE (OVERWRITE, reading the version restored) and VACUUM write the
+    table: each reports the commit its operation made."""
+    table = live.root / "data" / "maintained"
+    commits = delta_commits(table)
+    assert list(commits.values()) == [
+        "WRITE",
+        "WRITE",
+        "OPTIMIZE",
+        "RESTORE",
+        "VACUUM START",
+        "VACUUM END",
+    ]
+    optimize = live.run("execute_optimize_table_command.data_maintained")
+    restore = live.run("execute_restore_table_command.data_maintained")
+    vacuum = live.run("execute_vacuum_table_command.data_maintained")
+    assert [version(e) for e in (optimize, restore, vacuum)] == ["2", "3", "5"]
+    assert [lifecycle(e) for e in (optimize, restore, vacuum)] == [None, "OVERWRITE", None]
+    assert version(restore, "inputs") == "0"
+    assert {e["outputs"][0]["name"] for e in (optimize, restore, vacuum)} == {str(table)}
+
+
 def test_delta_catalog_table_and_ddl(live: Live) -> None:
     """CREATE / INSERT / ALTER of a managed table: its warehouse location, symlink and the
     commits' versions; CTAS, RENAME (with the previous name) and DROP of another."""

@@ -68,6 +68,18 @@ def main(root: Path, jars: str, kafka: str | None) -> None:
     say("delta path: delete")
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 0")
 
+    maintained = str(root / "data" / "maintained")
+    say("delta maintenance: write")
+    spark.range(0, 4).write.format("delta").save(maintained)
+    say("delta maintenance: append")
+    spark.range(4, 8).write.format("delta").mode("append").save(maintained)
+    say("delta maintenance: optimize")
+    spark.sql(f"OPTIMIZE delta.`{maintained}`")
+    say("delta maintenance: restore")
+    spark.sql(f"RESTORE TABLE delta.`{maintained}` TO VERSION AS OF 0")
+    say("delta maintenance: vacuum")
+    spark.sql(f"VACUUM delta.`{maintained}`")
+
     say("delta table: create")
     spark.sql("CREATE TABLE accounts (id BIGINT, owner STRING) USING delta")
     say("delta table: insert")

@@ -81,6 +81,15 @@ _DML: Final = {
     "DeleteCommand": delete_lineage,
 }
 DELTA_DML: Final = frozenset(_DML)
+#: Delta's table commands (after `Execute `) and the lifecycle change of each.
+DELTA_COMMANDS: Final[dict[str, str | None]] = {
+    "OptimizeTableCommand": None,
+    "VacuumTableCommand": None,
+    "RestoreTableCommand": "OVERWRITE",
+    "TruncateDeltaTableCommand": "TRUNCATE",
+    "CreateDeltaTableCommand": "CREATE",
+}
+_RESTORED = re.compile(r"DeltaTimeTravelSpec\([^,]*,Some\((?P<version>\d+)\)")
 #: Table DDL by the first word of the command (V2 exec and V1 `…Command` forms).
 _DDL: Final = (
     ("CreateTable", "CREATE"),
@@ -161,6 +170,36 @@ def delta_v2_write(name: str, args: str) -> DatasetRef | None:
         lifecycle=lifecycle,
     )
     return _fed(ref, split_top(args)[1:])
+
+
+def delta_command(command: str, args: str, resolved: str = "") -> list[DatasetRef] | None:
+    """Delta's table commands (`OPTIMIZE`, `RESTORE`, `VACUUM`, `TRUNCATE`, `CLONE`): the
+    table they commit to (in their arguments, or in those of their `ResolvedTable` child:
+    `DeltaCatalog@…, <name>, DeltaTableV2(…)`), with its lifecycle change; RESTORE also
+    reads the version it restores. None when neither names a table."""
+    tokens = [t.strip() for t in split_top(args)]
+    node = f"Execute {command}"
+    if command == "CreateDeltaTableCommand":  # CLONE: `t, <mode>, …, <location>, …`
+        table = parse_table_ident(tokens[0]) if tokens else None
+        location = next((t for t in tokens[1:] if _is_path(t)), None)
+        if table is None and location is None:
+            return None
+        change = "OVERWRITE" if "Overwrite" in tokens[1:2] else "CREATE"
+        return [DatasetRef("output", node, location, table, format="delta", lifecycle=change)]
+    child = [t.strip() for t in split_top(resolved)]
+    both = [*tokens, *child]
+    found = next((delta_v2_write(node, t) for t in both if t.startswith("DeltaTableV2(")), None)
+    if found is None:
+        return None
+    named = parse_table_ident(child[1]) if len(child) > 1 and "@" in child[0] else None
+    if found.table is None and named is not None and not _is_path(named.table):
+        found = dataclasses.replace(found, table=named)  # the description cut CatalogTable
+    written = dataclasses.replace(found, lifecycle=DELTA_COMMANDS[command], fields=(), columns=None)
+    if command != "RestoreTableCommand":
+        return [written]
+    restored = _RESTORED.search(args)
+    version = restored["version"] if restored else None
+    return [written, dataclasses.replace(written, role="input", lifecycle=None, version=version)]
 
 
 def _fed(ref: DatasetRef, tokens: Sequence[str]) -> DatasetRef:

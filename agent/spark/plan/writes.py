@@ -18,7 +18,9 @@ from typing import Any, Final
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.kafka import kafka_save
 from agent.spark.plan.lakehouse import (
+    DELTA_COMMANDS,
     DELTA_DML,
+    delta_command,
     delta_dml,
     delta_v2_write,
     iceberg_write,
@@ -88,6 +90,11 @@ def write_datasets(
         return [_insert_into_hive(node, described, types, notes)]
     if command == "SaveIntoDataSourceCommand":
         return [_save_into_data_source(node, described, notes)]
+    if command in DELTA_COMMANDS:  # the table is the command's or its ResolvedTable child's
+        resolved = block_detail(described, "ResolvedTable", "Arguments") or ""
+        found = delta_command(command, _arguments(node, command, described), resolved)
+        if found is not None:
+            return found
     if command in DELTA_DML:
         found = delta_dml(command, _arguments(node, command, described), described)
         if found is not None:
