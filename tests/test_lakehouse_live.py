@@ -283,3 +283,18 @@ def test_kafka_batch_write_and_reads(live: Live) -> None:
     pattern = live.run("data_from_subscribePattern")
     assert [(i["namespace"], i["name"]) for i in subscribe["inputs"]] == [(namespace, "clicks")]
     assert [(i["namespace"], i["name"]) for i in pattern["inputs"]] == [(namespace, "cli.*")]
+
+
+def test_iceberg_merge_on_read_writes_name_their_table(live: Live) -> None:
+    """A merge-on-read MERGE (`WriteDelta`, whose write prints no table) names the table
+    whose rows' positions it reads; a DELETE of whole files (`DeleteFromTable`) its table;
+    both with the snapshots its metadata records."""
+    table = live.root / "iceberg" / "db" / "visits"
+    ids = [s for s, _ in iceberg_snapshots(table)]
+    merge = live.run("write_delta.db_visits")
+    delete = live.run("delete_from_table.db_visits")
+    assert [(e["outputs"][0]["name"], version(e)) for e in (merge, delete)] == [
+        (str(table), ids[1]),
+        (str(table), ids[2]),
+    ]
+    assert version(merge, "inputs") == ids[0]

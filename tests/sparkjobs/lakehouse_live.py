@@ -109,6 +109,21 @@ def main(root: Path, jars: str, kafka: str | None) -> None:
     spark.sql("ALTER TABLE lake.db.orders ADD COLUMNS (note STRING)")
     say("iceberg: ctas")
     spark.sql("CREATE TABLE lake.db.paid USING iceberg AS SELECT * FROM lake.db.orders")
+    say("iceberg merge-on-read: create")
+    spark.sql(
+        "CREATE TABLE lake.db.visits (id BIGINT, page STRING) USING iceberg TBLPROPERTIES "
+        "('format-version'='2', 'write.merge.mode'='merge-on-read', "
+        "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read')"
+    )
+    say("iceberg merge-on-read: insert")
+    spark.sql("INSERT INTO lake.db.visits VALUES (1, 'a'), (2, 'b')")
+    say("iceberg merge-on-read: merge")
+    spark.sql(
+        "MERGE INTO lake.db.visits t USING (SELECT 2L AS id, 'c' AS page) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET page = s.page WHEN NOT MATCHED THEN INSERT *"
+    )
+    say("iceberg merge-on-read: delete")
+    spark.sql("DELETE FROM lake.db.visits WHERE id = 1")
     say("iceberg: truncate")
     spark.sql("TRUNCATE TABLE lake.db.paid")
     say("iceberg: drop")

@@ -250,6 +250,16 @@ def iceberg_scan(name: str, simple: str, fields: tuple[Field, ...]) -> list[Data
     ]
 
 
+def v2_delete(args: str) -> list[DatasetRef] | None:
+    """`DeleteFromTable <catalog>.<ns>.<table>, [<condition>]`: a V2 table's delete that
+    drops whole files (Iceberg's metadata delete, or a TRUNCATE without a condition)."""
+    tokens = split_top(args)
+    table = parse_table_ident(tokens[0]) if tokens else None
+    if table is None:
+        return None
+    return [DatasetRef("output", "DeleteFromTable", table=table)]
+
+
 def table_ddl(
     node: Mapping[str, Any], command: str, args: str, notes: list[str]
 ) -> list[DatasetRef] | None:

@@ -138,8 +138,9 @@ def merge_rows(
     """Iceberg's MERGE (`MergeRowsExec`): `<source present>, <target present>, [matched],
     [not matched], [not matched by source], <check>, [output]`. Each instruction
     `keep(<kind>, <condition>, <operation>, <value>, ...)` gives the output attributes their
-    values by position (the operation is the first output, `__row_operation`); `discard`
-    and `keep` conditions decide which rows are written."""
+    values by position (the operation is the first output, `__row_operation`);
+    `split(<condition>, <deleted row>, <inserted row>)` (merge-on-read) gives two; `discard`,
+    `keep` and `split` conditions decide which rows are written."""
     arguments = split_top(node.details.get("Arguments", ""))
     out = attributes(bracketed(arguments[-1])) if arguments else []
     if len(arguments) < 6 or not out:
@@ -151,12 +152,17 @@ def merge_rows(
             if kind == "discard":
                 graph.depends(body.removesuffix(")"), "FILTER", dataset)
                 continue
-            if kind != "keep" or len(values) < 2:
-                continue
-            if values[1].strip() != "true":
-                graph.depends(values[1], "CONDITIONAL", dataset)
-            for attr, value in zip(out, values[2:], strict=False):
-                graph.define(f"{value.strip()} AS {attr.name}#{attr.expr_id}")
+            # keep(<kind>, <condition>, <row>): split(<condition>, <row>, <row>), the
+            # merge-on-read update as a deleted and an inserted row
+            rows = [values[2:]] if kind == "keep" else []
+            if kind == "split":
+                rows = [values[1 : 1 + len(out)], values[1 + len(out) :]]
+            condition = values[1 if kind == "keep" else 0] if len(values) > 1 else "true"
+            if rows and condition.strip() != "true":
+                graph.depends(condition, "CONDITIONAL", dataset)
+            for row in rows:
+                for attr, value in zip(out, row, strict=False):
+                    graph.define(f"{value.strip()} AS {attr.name}#{attr.expr_id}")
     return out
 
 

@@ -25,6 +25,7 @@ from agent.spark.plan.lakehouse import (
     delta_v2_write,
     iceberg_write,
     table_ddl,
+    v2_delete,
 )
 from agent.spark.plan.schema import Field, split_top
 from agent.spark.plan.tables import TableIdent, parse_table_ident
@@ -100,7 +101,11 @@ def write_datasets(
         if found is not None:
             return found
     if stripped.split(" ", 1)[0] in V2_WRITES:
-        return _v2_write(node, stripped, _arguments(node, stripped, described), notes)
+        return _v2_write(node, stripped, _arguments(node, stripped, described), described, notes)
+    if command == "DeleteFromTable":
+        found = v2_delete(_arguments(node, command, described))
+        if found is not None:
+            return found
     ddl = table_ddl(node, command, _arguments(node, command, described), notes)
     if ddl is not None:
         return ddl
@@ -138,13 +143,27 @@ def _arguments(node: Mapping[str, Any], command: str, described: Sequence[Block]
     return block_detail(described, command, "Arguments") or ""
 
 
-def _v2_write(node: Mapping[str, Any], name: str, args: str, notes: list[str]) -> list[DatasetRef]:
+def _row_level_target(name: str, described: Sequence[Block]) -> DatasetRef | None:
+    """Iceberg's merge-on-read write (`SparkPositionDeltaWrite@…`) prints no table: it
+    writes the table whose scan reads the rows' positions (`_pos`)."""
+    for block in described:
+        if block.name.startswith("BatchScan ") and "_pos#" in block.details.get("Output", ""):
+            table = block.name.removeprefix("BatchScan ").strip()
+            return iceberg_write(name, f"IcebergWrite(table={table}, format=)")
+    return None
+
+
+def _v2_write(
+    node: Mapping[str, Any], name: str, args: str, described: Sequence[Block], notes: list[str]
+) -> list[DatasetRef]:
     """A V2 write (`AppendData`, `OverwriteByExpressionExecV1`, ...): a Delta or Iceberg
     table, or a JDBC table, whose url stays in the catalog's configuration. The insert a
     Delta CTAS runs into its staged table names nothing: the CTAS names the table."""
     if args.startswith("org.apache.spark.sql.delta.catalog.") and "StagedDeltaTableV2" in args:
         return []
     lakehouse = delta_v2_write(name, args) or iceberg_write(name, args)
+    if lakehouse is None and name.startswith("WriteDelta") and "PositionDeltaWrite" in args:
+        lakehouse = _row_level_target(name, described)
     if lakehouse is not None:
         return [lakehouse]
     simple = node.get("simpleString")

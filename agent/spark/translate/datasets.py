@@ -153,8 +153,11 @@ def collect(
         name, dataset = describe(ref, catalog)
         _merge(run.inputs if ref.role == "input" else run.outputs, name, dataset)
         if ref.role == "output":
-            if ref.format in _TABLE_FORMATS:
-                run.tables_of.setdefault(name, ref.format)
+            fmt = ref.format
+            if fmt is None and ref.table is not None and catalog.iceberg_catalog(ref.table, None):
+                fmt = "iceberg"  # a V2 command on a table of an Iceberg catalog
+            if fmt in _TABLE_FORMATS:
+                run.tables_of.setdefault(name, fmt)
             if ref.table is not None:
                 run.tables.setdefault(name, ref.table)
             if ref.columns is not None:
