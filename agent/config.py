@@ -150,6 +150,9 @@ class SparkConfig:
     history_server_url: HttpUrl | None = None
     # each Structured Streaming micro-batch as a child run of its query run
     streaming_batch_runs: bool = False
+    # Kafka bootstrap servers (`host:port[,host:port]`) of the jobs' Kafka reads, which the
+    # event log never shows; unset names their topics `kafka://unknown`
+    kafka_bootstrap: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ FACET_URLS: Final[dict[str, str]] = {
     "inputStatistics": _standard("1-0-0", "InputStatisticsInputDatasetFacet"),
     "outputStatistics": _standard("1-0-2", "OutputStatisticsOutputDatasetFacet"),
     "columnLineage": _standard("1-2-0", "ColumnLineageDatasetFacet"),
+    "version": _standard("1-0-1", "DatasetVersionDatasetFacet"),
     # ours
     "lineageAgent_run": SCHEMA_BASE + "lineageAgent_run.json#/$defs/RunCountersRunFacet",
     "lineageAgent_stream": SCHEMA_BASE + "lineageAgent_stream.json#/$defs/StreamingQueryRunFacet",

@@ -25,6 +25,7 @@ from agent.config import (
 )
 from agent.configfile import load_config, parse_config, redacted
 from agent.errors import ConfigError
+from agent.spark.application import translate_options
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 
@@ -147,6 +148,20 @@ def test_empty_sections_take_defaults() -> None:
     assert parse("lineage:\n") == dataclasses.replace(AgentConfig(), source="config.yaml")
     assert parse("lineage: {}\nspark: {}\n") == dataclasses.replace(
         AgentConfig(), source="config.yaml"
+    )
+
+
+def test_kafka_bootstrap_reaches_the_translator() -> None:
+    """`spark.kafka_bootstrap` names the servers of Kafka reads; unset it is None."""
+    config = parse("lineage:\nspark: {kafka_bootstrap: 'broker-1:9092,broker-2:9092'}\n")
+    assert config.spark.kafka_bootstrap == "broker-1:9092,broker-2:9092"
+    options = translate_options(config.spark, "spark")
+    assert options.kafka_bootstrap == "broker-1:9092,broker-2:9092"
+    assert translate_options(parse("lineage:\n").spark, "spark").kafka_bootstrap is None
+    with pytest.raises(ConfigError) as raised:
+        parse("lineage:\nspark: {kafka_bootstrap: ''}\n")
+    assert str(raised.value) == (
+        "config.yaml:2: spark.kafka_bootstrap: expected a non-empty string, got ''"
     )
 
 

@@ -24,7 +24,7 @@ from agent.facets import FACET_URLS
 from agent.spark.translate import steps
 from agent.spark.translate.appfacets import REDACTION, spark_properties
 from agent.spark.translate.listener import wanted
-from agent.spark.translate.naming import MAX_VARIANTS, DatasetName, JobNames
+from agent.spark.translate.naming import MAX_VARIANTS, DatasetName, JobNames, Step
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import schema_validator, validate_run_event
@@ -52,6 +52,7 @@ WRITES = [
     f"{APP}.{INSERT}.out_events_inferred",
     f"{APP}.{INSERT}.out_events_typed",
     f"{APP}.{INSERT}.out_people_merged",
+    f"{APP}.drop_table.default_people_table",  # DDL is a step: lifecycleStateChange DROP
     f"{APP}.{CTAS}.default_people_table",
     f"{APP}.{INSERT}.default_people_table",
     f"{APP}.{INSERT}.default_people_table_2",  # another source: another step
@@ -282,17 +283,19 @@ def translate_fixture(lines: Iterable[bytes], read_only: bool) -> list[Event]:
 
 
 def test_a_repeated_name_gets_the_next_ordinal_and_stops_at_the_cap() -> None:
-    """A different step under a taken name gets _2, _3, ...; the same step keeps its name;
-    past MAX_VARIANTS every new step shares the last variant."""
+    """A different step (datasets, or the API call that ran it) under a taken name gets _2,
+    _3, ...; the same step keeps its name; past MAX_VARIANTS every new step shares the last
+    variant."""
     names = JobNames()
 
-    def step(path: str) -> tuple[str, frozenset[DatasetName], frozenset[DatasetName]]:
-        return ("Insert", frozenset({DatasetName("file", path)}), frozenset())
+    def step(path: str, site: str = "SparkSession.sql") -> Step:
+        return ("Insert", site, frozenset({DatasetName("file", path)}), frozenset())
 
     assert names.assign("app.write.t", step("/a")) == "app.write.t"
     assert names.assign("app.write.t", step("/b")) == "app.write.t_2"
     assert names.assign("app.write.t", step("/a")) == "app.write.t"
     assert names.assign("app.write.t", step("/b")) == "app.write.t_2"
+    assert names.assign("app.write.t", step("/a", "DataFrameWriterV2.append")) == "app.write.t_3"
     for n in range(3, MAX_VARIANTS + 5):
         names.assign("app.write.t", step(f"/{n}"))
     assert names.assign("app.write.t", step("/new")) == f"app.write.t_{MAX_VARIANTS}"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from agent.spark.plan.columns import ColumnLineage
+from agent.spark.plan.dml import DmlLineage
 from agent.spark.plan.schema import Field
 
 if TYPE_CHECKING:  # naming renders these references
@@ -22,12 +23,16 @@ class WrittenLineage:
 
     lineage: ColumnLineage
     inputs: Mapping[int, tuple[DatasetRef, ...]]  # scan operator id -> its datasets
+    #: columns assigned from attributes that other executions of the statement resolve
+    #: (a Delta MERGE's clauses, the query of a write through the V1 fallback or a CTAS)
+    merge: DmlLineage | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DatasetRef:
     """A dataset as the plan names it: by location (with its catalog table, if it is one),
-    by JDBC url and table, or by table alone (a CTAS, a Hive scan). `unknown_reason` says
+    by JDBC url and table, by Kafka topic, or by table alone (a CTAS, a Hive scan, an
+    Iceberg table). `unknown_reason` says
     why it cannot be named.
 
     A reference with `feeds_write` names no dataset: it is the result of a query that a
@@ -39,11 +44,15 @@ class DatasetRef:
     location: str | None = None
     table: TableIdent | None = None
     jdbc: tuple[str, str] | None = None  # (url, table)
+    kafka: tuple[str | None, str] | None = None  # (bootstrap servers if known, topic)
     format: str | None = None
     fields: tuple[Field, ...] = ()
     #: statistic (`rows`, `bytes`, `files`) -> accumulator id of the node's SQL metric
     metrics: Mapping[str, int] = field(default_factory=dict)
-    lifecycle: str | None = None  # OVERWRITE, CREATE
+    lifecycle: str | None = None  # CREATE, OVERWRITE, DROP, TRUNCATE, RENAME, ALTER
+    version: str | None = None  # the table version read (Delta version, Iceberg snapshot)
+    ddl: bool = False  # table DDL (CREATE TABLE, DROP, ...): names its table without an insert
+    previous: TableIdent | None = None  # RENAME: the table's name before
     unknown_reason: str | None = None
     columns: WrittenLineage | None = None  # outputs: lineage of the written columns
     feeds_write: bool = False
@@ -56,6 +65,7 @@ class PlanSummary:
     command: str | None  # node that names the execution, e.g. "Execute InsertInto...Command"
     datasets: tuple[DatasetRef, ...]
     notes: tuple[str, ...]  # why something could not be read; the caller adds context
+    delta_logs: tuple[str, ...] = ()  # tables whose Delta transaction log the plan reads
 
     @property
     def writes(self) -> bool:

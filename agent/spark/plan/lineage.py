@@ -15,11 +15,12 @@ the lineage.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Final
 
 from agent.spark.plan.columns import PlanGraph, written_attributes
 from agent.spark.plan.datasets import DatasetRef, WrittenLineage
+from agent.spark.plan.expressions import Transformation
 from agent.spark.plan.schema import Field
 from agent.spark.plan.text import Attribute, PlanNode, PlanText, parse_plan
 from agent.spark.plan.typeinfer import TypeOracle
@@ -38,6 +39,11 @@ _FOLLOWED: Final = frozenset(
     }
 )
 _WRAPPERS: Final = ("AdaptiveSparkPlan", "ResultQueryStage")
+#: Row-level writes (Iceberg MERGE / UPDATE / DELETE) and the metadata columns they carry.
+_ROW_LEVEL: Final = ("ReplaceData", "WriteDelta")
+_ROW_LEVEL_COLUMNS: Final = frozenset(
+    {"__row_operation", "__row_id", "_file", "_pos", "_spec_id", "_partition"}
+)
 #: The root of a query whose rows a write in the calling execution consumes.
 _FEEDING: Final = "DeserializeToObject"
 _TRUNCATED_NOTE: Final = (
@@ -105,6 +111,8 @@ def _follow(
             notes.append(f"no column lineage for {ref.node!r}: not in the plan description")
             continue
         attrs = written_attributes(graph, node)
+        if command.startswith(_ROW_LEVEL):  # the row's operation and file are no columns
+            attrs = [a for a in attrs if a.name not in _ROW_LEVEL_COLUMNS]
         out[index] = _with_lineage(ref, graph, attrs, oracle, scan_datasets, types)
     if feeding is not None:
         attrs = written_attributes(graph, feeding)
@@ -190,3 +198,41 @@ def _typed(name: str, attr: Attribute, known: Field | None, oracle: TypeOracle) 
     if found is not None and found.type is not None:
         return Field(name, found.type, found.fields)
     return Field(name, "long" if attr.is_long else None)
+
+
+#: An attribute resolved in another execution: (dataset, field, transformations) it reads.
+Resolved = tuple[tuple[DatasetRef, str, tuple[Transformation, ...]], ...]
+
+
+def resolve_attributes(
+    description: str,
+    wanted: Collection[int],
+    types: Mapping[int, Field],
+    scan_datasets: ScanDatasets,
+) -> dict[int, Resolved]:
+    """The dataset fields behind the `wanted` attributes this plan defines (a Delta MERGE's
+    source and target, read in the statement's other executions). Never raises."""
+    try:
+        plan = parse_plan(description)
+        if plan.root is None:
+            return {}
+        graph = PlanGraph(plan)
+    except Exception:  # a reader bug costs this resolution only
+        return {}
+    known = graph.leaves.keys() | graph.defined | graph.edges.keys()
+    found: dict[int, Resolved] = {}
+    for attr in wanted:
+        if attr not in known:
+            continue
+        resolved, partial = graph.resolve(attr)
+        if partial:
+            continue
+        fields = []
+        for source, transformations in sorted(
+            resolved.items(), key=lambda i: (i[0].scan, i[0].field)
+        ):
+            node = graph.scans.get(source.scan)
+            for ref in scan_datasets(node, types) if node is not None else []:
+                fields.append((ref, source.field, tuple(sorted(transformations))))
+        found[attr] = tuple(fields)
+    return found

@@ -16,7 +16,8 @@ phases Spark plans below a distinct aggregate, which also group by the distinct 
 hash, sort-merge, nested-loop and cartesian joins, `Union`, `Window`, `WindowGroupLimit`,
 `Expand`, `Generate`, `Sort` (only a global sort is a SORT dependency: local sorts serve
 joins, windows and partitioned writes), limits,
-`TakeOrderedAndProject`, Python UDF evaluation, scalar and IN subqueries, V1 and V2 write
+`TakeOrderedAndProject`, Python UDF evaluation (the row-shaping operators live in `shaping`),
+scalar and IN subqueries, V1 and V2 write
 commands, and the operators that only move rows (exchanges, query stages, `AQEShuffleRead`,
 codegen adapters). `ReusedExchange` maps its attributes onto the exchange it reuses,
 position by position.
@@ -49,12 +50,12 @@ from agent.spark.plan.kinds import (
     LOCAL_LEAVES,
     OTHER_JOINS,
     PASS_THROUGH,
-    PYTHON_EVAL,
     aggregate_phase,
     distinct_phases,
     nodes,
 )
 from agent.spark.plan.schema import split_top
+from agent.spark.plan.shaping import HANDLERS, attributes
 from agent.spark.plan.text import Attribute, PlanNode, PlanText, bracketed, parse_attribute
 
 _DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
@@ -99,9 +100,9 @@ class AttributeGraph:
                 self._subquery(subquery.expression, subquery.root)
         for tree in plan.initial:  # definitions only: its operators did not run
             self._walk(tree, [])
-        for attributes, reused in self._reused:
+        for reusing, reused in self._reused:
             original = self._outputs.get(reused, [])
-            for mine, theirs in zip(attributes, original, strict=False):
+            for mine, theirs in zip(reusing, original, strict=False):
                 self._edge(mine.expr_id, theirs.expr_id, IDENTITY)
 
     # -- queries ----------------------------------------------------------------------------
@@ -152,25 +153,25 @@ class AttributeGraph:
         unsplittable = node.unsplittable()
         # what the operator reads: its own `Input` list when it prints one (that is its
         # child's output as Spark knew it), else what the walk derived for the child
-        first = [] if "Input" in unsplittable else _attributes(node.detail_list("Input"))
+        first = [] if "Input" in unsplittable else attributes(node.detail_list("Input"))
         first = first or (children[0] if children else [])
         if unsplittable:
             self.unreadable.extend((name, key) for key in unsplittable)
-            return self._unrecognized(node, first, note=False)
+            return self.unrecognized_node(node, first, note=False)
         if name.startswith(LOCAL_LEAVES):
-            attrs = _attributes(node.detail_list("Output"))
+            attrs = attributes(node.detail_list("Output"))
             self.defined.update(a.expr_id for a in attrs)
             return attrs
         if head == "InMemoryTableScan":
-            return _attributes(node.detail_list("Output")) or first
+            return attributes(node.detail_list("Output")) or first
         if head == "InMemoryRelation":
             return self._cache(node, first)
         if name.startswith(_DATASET_SCANS):
             return self._scan(node, dataset)
         if head == "Project":
-            return self._project(node.detail_list("Output") or [])
+            return self.project(node.detail_list("Output") or [])
         if head == "Filter":
-            self._depends(node.details.get("Condition"), "FILTER", dataset)
+            self.depends(node.details.get("Condition"), "FILTER", dataset)
             return first
         if head in AGGREGATES:
             return self._aggregate(node, dataset)
@@ -178,22 +179,22 @@ class AttributeGraph:
             return self._join(node, children, dataset)
         if head == "Union":
             return self._union(children)
-        handler = _HANDLERS.get(head)
+        handler = HANDLERS.get(head)
         if handler is not None:
             return handler(self, node, first, dataset)
         if head in PASS_THROUGH or name.startswith("Execute ") or head.startswith("Reused"):
             if head == "ReusedExchange":
                 return self._reused_exchange(node)
-            return first or _attributes(node.detail_list("Output") or node.detail_list("Input"))
-        return self._unrecognized(node, first)
+            return first or attributes(node.detail_list("Output") or node.detail_list("Input"))
+        return self.unrecognized_node(node, first)
 
     def _scan(self, node: PlanNode, dataset: list[tuple[int, str]]) -> list[Attribute]:
-        attrs = _attributes(node.detail_list("Output"))
+        attrs = attributes(node.detail_list("Output"))
         self.scans[node.op_id] = node
         for attr in attrs:
             self.leaves[attr.expr_id] = Source(node.op_id, attr.name)
         for condition in node.detail_list("PartitionFilters") or []:
-            self._depends(condition, "FILTER", dataset)
+            self.depends(condition, "FILTER", dataset)
         self._pushed_filters(node, attrs, dataset)
         return attrs
 
@@ -219,20 +220,20 @@ class AttributeGraph:
     def _cache(self, node: PlanNode, cached: list[Attribute]) -> list[Attribute]:
         """`InMemoryRelation [attrs], StorageLevel(...)` over the plan it cached."""
         arguments = split_top(node.details.get("Arguments", ""))
-        attrs = _attributes(bracketed(arguments[0]) if arguments else None)
+        attrs = attributes(bracketed(arguments[0]) if arguments else None)
         for mine, theirs in zip(attrs, cached, strict=False):
             self._edge(mine.expr_id, theirs.expr_id, IDENTITY)
         return attrs
 
-    def _project(self, items: Sequence[str]) -> list[Attribute]:
+    def project(self, items: Sequence[str]) -> list[Attribute]:
         out: list[Attribute] = []
         for item in items:
-            attr = self._define(item)
+            attr = self.define(item)
             if attr is not None:
                 out.append(attr)
         return out
 
-    def _define(self, item: str, *, generated: bool = False) -> Attribute | None:
+    def define(self, item: str, *, generated: bool = False) -> Attribute | None:
         """An output item: `expr AS name#id` gets edges; a bare attribute passes through."""
         expression, alias, target = item.rpartition(" AS ")
         attr = parse_attribute(target)
@@ -259,14 +260,14 @@ class AttributeGraph:
         # columns a distinct aggregate groups by first: only the final keys group the rows
         if not aggregate_phase(functions) and node.op_id not in self._phases:
             for key in node.detail_list("Keys") or []:
-                self._depends(key, "GROUP_BY", dataset)
+                self.depends(key, "GROUP_BY", dataset)
         results = node.detail_list("Aggregate Attributes") or []
         if len(functions) == len(results):  # partial modes list buffers, which go unread
             for function, result in zip(functions, results, strict=True):
                 attr = parse_attribute(result)
                 if attr is not None and not function.startswith(("partial_", "merge_")):
-                    self._define(f"{function} AS {result}")
-        return self._project(node.detail_list("Results") or [])
+                    self.define(f"{function} AS {result}")
+        return self.project(node.detail_list("Results") or [])
 
     def _join(
         self, node: PlanNode, children: list[list[Attribute]], dataset: list[tuple[int, str]]
@@ -275,7 +276,7 @@ class AttributeGraph:
         condition = node.details.get("Join condition", "None").strip()
         conditions = keys + ([condition] if condition not in ("None", "") else [])
         for text in conditions:
-            self._depends(text, "JOIN", dataset)
+            self.depends(text, "JOIN", dataset)
         left = children[0] if children else []
         right = children[1] if len(children) > 1 else []
         join_type = node.details.get("Join type", "Inner").strip()
@@ -301,7 +302,7 @@ class AttributeGraph:
         return children[0]
 
     def _reused_exchange(self, node: PlanNode) -> list[Attribute]:
-        attrs = _attributes(node.detail_list("Output"))
+        attrs = attributes(node.detail_list("Output"))
         match = _REUSED.search(node.name)
         if match is None:
             self.unrecognized.append(node.name)
@@ -310,121 +311,26 @@ class AttributeGraph:
             self._reused.append((attrs, int(match[1])))
         return attrs
 
-    def _window(
-        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
-    ) -> list[Attribute]:
-        arguments = split_top(node.details.get("Arguments", ""))
-        windows = bracketed(arguments[0]) if arguments else None
-        return [*first, *self._project(windows or [])]
-
-    def _window_group_limit(
-        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
-    ) -> list[Attribute]:
-        """The rank filter pushed below a window: it drops rows by partition and order."""
-        for argument in split_top(node.details.get("Arguments", ""))[:2]:
-            for item in bracketed(argument) or []:
-                self._depends(item, "FILTER", dataset)
-        return first
-
-    def _sort(
-        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
-    ) -> list[Attribute]:
-        arguments = [a.strip() for a in split_top(node.details.get("Arguments", ""))]
-        if len(arguments) > 1 and arguments[1] == "true":  # global: the output is ordered
-            for order in bracketed(arguments[0]) or []:
-                self._depends(order, "SORT", dataset)
-        return first
-
-    def _take_ordered(
-        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
-    ) -> list[Attribute]:
-        lists = [b for a in split_top(node.details.get("Arguments", "")) if (b := bracketed(a))]
-        if not lists:
-            return self._unrecognized(node, first)
-        for order in lists[0]:
-            self._depends(order, "SORT", dataset)
-        return self._project(lists[1]) if len(lists) > 1 else first
-
-    def _expand(
-        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
-    ) -> list[Attribute]:
-        """`[[projection], ...], [output]`: each output takes its position in every
-        projection (grouping sets null out what a set does not group by)."""
-        arguments = split_top(node.details.get("Arguments", ""))
-        if len(arguments) < 2:
-            return self._unrecognized(node, first)
-        projections = [bracketed(p) or [] for p in bracketed(arguments[0]) or []]
-        out = _attributes(bracketed(arguments[-1]))
-        for position, attr in enumerate(out):
-            self.defined.add(attr.expr_id)
-            for projection in projections:
-                if position < len(projection):
-                    self._define(f"{projection[position]} AS {attr.name}#{attr.expr_id}")
-        return out
-
-    def _generate(
-        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
-    ) -> list[Attribute]:
-        """`generator(expr), [kept attributes], outer, [generated attributes]`."""
-        arguments = split_top(node.details.get("Arguments", ""))
-        if len(arguments) < 4:
-            return self._unrecognized(node, first)
-        kept = _attributes(bracketed(arguments[1]))
-        generated = _attributes(bracketed(arguments[-1]))
-        for position, attr in enumerate(generated):
-            self.generated[attr.expr_id] = (arguments[0].strip(), position)
-            self._define(f"{arguments[0].strip()} AS {attr.name}#{attr.expr_id}", generated=True)
-        return [*kept, *generated]
-
-    def _python(
-        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
-    ) -> list[Attribute]:
-        """`[udf(a#1)#3L, ...], [pythonUDF0#5L, ...]`: a UDF call prints its result id last."""
-        arguments = split_top(node.details.get("Arguments", ""))
-        calls = bracketed(arguments[0]) if arguments else None
-        results = _attributes(bracketed(arguments[1])) if len(arguments) > 1 else []
-        if calls is None or len(calls) != len(results):
-            return self._unrecognized(node, first)
-        for call, attr in zip(calls, results, strict=True):
-            body = re.sub(r"#\d+L?$", "", call.strip())
-            self._define(f"{body} AS {attr.name}#{attr.expr_id}", generated=True)
-        return [*first, *results]
-
-    def _unrecognized(
+    def unrecognized_node(
         self, node: PlanNode, first: list[Attribute], *, note: bool = True
     ) -> list[Attribute]:
         """Pass the child's attributes on; those the operator makes have no lineage."""
         if note:
             self.unrecognized.append(node.name)
-        attrs = [] if not note else _attributes(node.detail_list("Output"))
+        attrs = [] if not note else attributes(node.detail_list("Output"))
         if not attrs:
             return first
         known = {a.expr_id for a in first}
         self.partial.update(a.expr_id for a in attrs if a.expr_id not in known)
         return attrs
 
-    def _depends(self, text: str | None, subtype: str, dataset: list[tuple[int, str]]) -> None:
+    def depends(self, text: str | None, subtype: str, dataset: list[tuple[int, str]]) -> None:
         if text:
             dataset.extend((attr, subtype) for attr, _ in references(text).references)
 
     def _edge(self, attr: int, child: int, how: Transformation) -> None:
         if attr != child:
             self.edges.setdefault(attr, []).append((child, how))
-
-
-_HANDLERS: Final = {
-    "Window": AttributeGraph._window,
-    "WindowGroupLimit": AttributeGraph._window_group_limit,
-    "Sort": AttributeGraph._sort,
-    "TakeOrderedAndProject": AttributeGraph._take_ordered,
-    "Expand": AttributeGraph._expand,
-    "Generate": AttributeGraph._generate,
-    **dict.fromkeys(PYTHON_EVAL, AttributeGraph._python),
-}
-
-
-def _attributes(items: Sequence[str] | None) -> list[Attribute]:
-    return [a for a in map(parse_attribute, items or ()) if a is not None]
 
 
 def written_attributes(graph: AttributeGraph, write: PlanNode) -> list[Attribute]:

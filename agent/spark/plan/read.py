@@ -16,12 +16,15 @@ DDL commands contribute nothing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from agent.spark.plan import lineage
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
+from agent.spark.plan.kafka import kafka_scan
+from agent.spark.plan.lakehouse import iceberg_scan
 from agent.spark.plan.schema import Field, field_of, parse_struct, split_top
 from agent.spark.plan.tables import TableIdent, normalize, parse_table_ident
 from agent.spark.plan.text import (
@@ -52,6 +55,9 @@ _INPUT_METRICS: Final = {
     "number of files read": "files",
 }
 _MAX_NODES: Final = 100_000
+_DELTA_LOG: Final = "_delta_log"
+_DELTA_STATE = re.compile(r"^Scan ExistingRDD Delta Table State .*? - (?P<table>.+)/_delta_log$")
+_METADATA_COLUMNS: Final = frozenset({"_file", "_pos", "_spec_id", "_partition", "_deleted"})
 _LOCATION = re.compile(r"^\w+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$", re.DOTALL)
 #: the description prints `InMemoryFileIndex [p1, p2]`, without the count
 _LOCATION_DESCRIBED = re.compile(r"^\w+ \[(?P<paths>.*)\]$", re.DOTALL)
@@ -74,13 +80,31 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
     types = _attribute_types(described)
     notes: list[str] = []
     datasets: list[DatasetRef] = []
+    logs: list[str] = []
     for node in _walk(plan_info, notes):
         name = node.get("nodeName")
         if not isinstance(name, str) or not name.strip():
             continue
         datasets.extend(_node_datasets(node, name, described, types, notes))
+        logs.extend(_delta_logs(node, name))
     with_lineage = lineage.attach(datasets, text, types, scan_datasets, notes)
-    return PlanSummary(_command(plan_info), tuple(with_lineage), tuple(notes))
+    command = _command(plan_info)
+    return PlanSummary(command, tuple(with_lineage), tuple(notes), tuple(dict.fromkeys(logs)))
+
+
+def _delta_logs(node: Mapping[str, Any], name: str) -> list[str]:
+    """The tables whose transaction log a scan reads: `DeltaLogFileIndex [<t>/_delta_log/…]`
+    or `Scan ExistingRDD Delta Table State #n - <t>/_delta_log`."""
+    state = _DELTA_STATE.match(name.strip())
+    if state is not None:
+        return [state["table"]]
+    raw_meta = node.get("metadata")
+    location = _text(raw_meta.get("Location")) if isinstance(raw_meta, Mapping) else None
+    if _delta_index(location) != _DELTA_LOG:
+        return []
+    located = _location_paths(location)
+    paths = located[1] if isinstance(located, tuple) else []
+    return [p.split("/_delta_log", 1)[0] for p in paths if "/_delta_log" in p]
 
 
 def returned_rows(description: object) -> DatasetRef | None:
@@ -116,6 +140,10 @@ def _walk(root: object, notes: list[str]) -> Iterator[Mapping[str, Any]]:
             stack.extend(reversed(children))
 
 
+#: Iceberg's row-level writes, named after the statement that planned them (`_row_level`).
+_ROW_LEVEL_WRITES: Final = frozenset({"ReplaceData", "WriteDelta"})
+
+
 def _command(plan_info: object) -> str | None:
     """The first node below the wrappers (`AdaptiveSparkPlan`, `WholeStageCodegen (1)`, ...)."""
     node = plan_info
@@ -129,8 +157,31 @@ def _command(plan_info: object) -> str | None:
         if name.startswith(_WRAPPERS) and isinstance(children, Sequence) and children:
             node = children[0]
             continue
-        return name.strip()
+        name = name.strip()
+        return _row_level(node) if name in _ROW_LEVEL_WRITES else name
     return None
+
+
+def _row_level(write: Mapping[str, Any]) -> str:
+    """Iceberg plans MERGE, UPDATE and DELETE alike (`ReplaceData` copy-on-write, `WriteDelta`
+    merge-on-read): named after the statement, as Spark's logical plan calls it, by the shape
+    below the write. MERGE joins through `MergeRows`; copy-on-write DELETE keeps the rows a
+    `Filter NOT (<condition>)` lets through; UPDATE rewrites them in a `Project`."""
+    delete = False
+    stack = [write]
+    for _ in range(_MAX_NODES):
+        if not stack:
+            break
+        node = stack.pop()
+        name = node.get("nodeName")
+        if isinstance(name, str) and name.startswith("MergeRows"):
+            return "MergeIntoTable"
+        if name == "Filter" and str(node.get("simpleString", "")).startswith("Filter NOT "):
+            delete = True
+        children = node.get("children")
+        if isinstance(children, Sequence):
+            stack.extend(c for c in children if isinstance(c, Mapping))
+    return "DeleteFromTable" if delete else "UpdateTable"
 
 
 def _node_datasets(
@@ -153,14 +204,16 @@ def _node_datasets(
         simple = simple if isinstance(simple, str) else ""
         raw_format = _text(meta.get("Format"))
         hive_attrs = map(parse_attribute, block_list(described, stripped, "Output"))
+        location = _text(meta.get("Location")) or _search(_LOCATION_TEXT, simple)
         return _scan(
             stripped,
-            _location_paths(_text(meta.get("Location")) or _search(_LOCATION_TEXT, simple)),
+            _location_paths(location),
             _text(meta.get("ReadSchema")) or _search(_READ_SCHEMA_TEXT, simple),
-            raw_format,
+            _delta_index(location) or raw_format,
             tuple(typed(a.name, a, types) for a in hive_attrs if a is not None),
             metrics_of(node, _INPUT_METRICS),
             notes,
+            simple,
         )
     return []
 
@@ -180,7 +233,20 @@ def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef
     attrs = [a for a in map(parse_attribute, node.detail_list("Output") or []) if a]
     fields = tuple(typed(a.name, a, types) for a in attrs)
     schema = node.details.get("ReadSchema", "").strip() or None
-    return _scan(name, paths, schema, None, fields, {}, [])
+    return _scan(name, paths, schema, _delta_index(location), fields, {}, [], node.details.get(""))
+
+
+def _delta_index(location: str | None) -> str | None:
+    """`delta` for a scan of a Delta table's files (`PreparedDeltaFileIndex`,
+    `TahoeBatchFileIndex`, ...), `_delta_log` for one of its transaction log."""
+    if not location:
+        return None
+    index = location.split("(", 1)[0].split(" ", 1)[0]
+    if index == "DeltaLogFileIndex":
+        return _DELTA_LOG
+    if index.startswith(("PreparedDelta", "Tahoe")):
+        return "delta"
+    return None
 
 
 def _location_paths(location: str | None) -> tuple[int, list[str]] | str | None:
@@ -201,8 +267,13 @@ def _scan(
     output_fields: tuple[Field, ...],
     metrics: dict[str, int],
     notes: list[str],
+    simple: str | None = "",
 ) -> list[DatasetRef]:
-    """A scan's datasets: one per path it lists, else its table, else its JDBC table."""
+    """A scan's datasets: one per path it lists, else its table, else its JDBC table, its
+    Kafka topics or its Iceberg table. A Delta transaction-log read (the format reading its
+    own metadata) is no dataset."""
+    if raw_format == _DELTA_LOG:
+        return []
     raw_format = raw_format or (name.split()[1] if len(name.split()) > 1 else "")
     fmt = format_name(raw_format) or raw_format.lower() or None
     fields: tuple[Field, ...] = ()
@@ -220,6 +291,7 @@ def _scan(
         declared, paths = located
         if declared > len(paths):
             notes.append(f"{name!r} reads {declared} paths but the plan lists {len(paths)}")
+        paths = [p for p in paths if "/_delta_log/" not in p and not p.endswith("/_delta_log")]
         if len(paths) > 1:
             metrics = {}  # the node's totals cannot be split between its paths
         return [
@@ -245,8 +317,23 @@ def _scan(
                 unknown_reason="JDBC url not in the event log",
             )
         ]
+    lakehouse = kafka_scan(name) or iceberg_scan(name, simple or "", _visible(fields))
+    if lakehouse is not None and lakehouse[0].kafka is not None:
+        topics = ", ".join(ref.kafka[1] for ref in lakehouse if ref.kafka)
+        notes.append(
+            f"Kafka topics {topics} are read: the event log does not name their servers "
+            "(named after spark.kafka_bootstrap, kafka://unknown when unset)"
+        )
+    if lakehouse is not None:
+        return [dataclasses.replace(ref, metrics=metrics) for ref in lakehouse]
     notes.append(f"unrecognized plan node {name!r}")
     return [DatasetRef("input", name, fields=fields, unknown_reason=f"scan node {name!r}")]
+
+
+def _visible(fields: tuple[Field, ...]) -> tuple[Field, ...]:
+    """A table's columns without the metadata columns a row-level command reads
+    (Iceberg's `_file`, `_pos`, `_spec_id`, `_partition`)."""
+    return tuple(f for f in fields if f.name not in _METADATA_COLUMNS)
 
 
 def _scan_table(name: str) -> TableIdent | None:
@@ -313,3 +400,13 @@ def _search(pattern: re.Pattern[str], text: str) -> str | None:
 def command_name(command: str | None) -> str | None:
     """The command part of a job name: `Execute InsertInto...Command` -> `execute_insert_...`."""
     return (normalize(command) or None) if command else None
+
+
+def attribute_sources(description: object, wanted: Collection[int]) -> dict[int, lineage.Resolved]:
+    """The dataset fields behind attributes an execution's plan defines, for a statement
+    whose write names them in another execution (Delta MERGE)."""
+    text = description if isinstance(description, str) else ""
+    if not text or not wanted:
+        return {}
+    types = _attribute_types(parse_description(text))
+    return lineage.resolve_attributes(text, wanted, types, scan_datasets)

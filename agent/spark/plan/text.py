@@ -149,6 +149,8 @@ def parse_description(text: str) -> list[Block]:
         if name is None:
             continue
         detail = _DETAIL.match(line)
+        if detail is None and line.strip() and "" not in details:
+            details[""] = line.strip()  # a line without a key: a V2 scan's description
         if detail and detail["key"].strip() not in details:
             details[detail["key"].strip()] = detail["value"]
             if detail["count"] is not None:

@@ -16,6 +16,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.kafka import kafka_save
+from agent.spark.plan.lakehouse import (
+    DELTA_COMMANDS,
+    DELTA_DML,
+    delta_command,
+    delta_dml,
+    delta_v2_write,
+    iceberg_write,
+    table_ddl,
+    v2_delete,
+)
 from agent.spark.plan.schema import Field, split_top
 from agent.spark.plan.tables import TableIdent, parse_table_ident
 from agent.spark.plan.text import Attribute, Block, block_detail, block_list, parse_attribute
@@ -43,7 +54,6 @@ UNSUPPORTED_WRITES: Final = frozenset(
         "Execute InsertIntoDataSourceDirCommand",
         "Execute InsertIntoHiveDirCommand",
         "Execute LoadDataCommand",
-        "Execute MergeIntoCommand",
         "Execute WriteIntoDeltaCommand",
     }
 )
@@ -81,8 +91,24 @@ def write_datasets(
         return [_insert_into_hive(node, described, types, notes)]
     if command == "SaveIntoDataSourceCommand":
         return [_save_into_data_source(node, described, notes)]
+    if command in DELTA_COMMANDS:  # the table is the command's or its ResolvedTable child's
+        resolved = block_detail(described, "ResolvedTable", "Arguments") or ""
+        found = delta_command(command, _arguments(node, command, described), resolved)
+        if found is not None:
+            return found
+    if command in DELTA_DML:
+        found = delta_dml(command, _arguments(node, command, described), described)
+        if found is not None:
+            return found
     if stripped.split(" ", 1)[0] in V2_WRITES:
-        return [_v2_write(node, stripped, notes)]
+        return _v2_write(node, stripped, _arguments(node, stripped, described), described, notes)
+    if command == "DeleteFromTable":
+        found = v2_delete(_arguments(node, command, described))
+        if found is not None:
+            return found
+    ddl = table_ddl(node, command, _arguments(node, command, described), notes)
+    if ddl is not None:
+        return ddl
     if stripped in UNSUPPORTED_WRITES:
         notes.append(f"unrecognized write node {stripped!r}")
         return [DatasetRef("output", stripped, unknown_reason=f"write node {stripped!r}")]
@@ -106,25 +132,61 @@ def metrics_of(node: Mapping[str, Any], wanted: Mapping[str, str]) -> dict[str, 
     return found
 
 
-def _v2_write(node: Mapping[str, Any], name: str, notes: list[str]) -> DatasetRef:
-    """A V2 write (`AppendData`, `OverwriteByExpressionExecV1`, ...): named only when it
-    writes a JDBC table, whose url stays in the catalog's configuration."""
+def _arguments(node: Mapping[str, Any], command: str, described: Sequence[Block]) -> str:
+    """A command's arguments: its simpleString's tail (whole, where the plan description
+    keeps the first line of multi-line arguments only), else its description block's."""
+    simple = node.get("simpleString")
+    if isinstance(simple, str):
+        tail = simple.strip().removeprefix("Execute ").removeprefix(command).strip()
+        if tail:
+            return tail
+    return block_detail(described, command, "Arguments") or ""
+
+
+def _row_level_target(name: str, described: Sequence[Block]) -> DatasetRef | None:
+    """Iceberg's merge-on-read write (`SparkPositionDeltaWrite@…`) prints no table: it
+    writes the table whose scan reads the rows' positions (`_pos`)."""
+    for block in described:
+        if block.name.startswith("BatchScan ") and "_pos#" in block.details.get("Output", ""):
+            table = block.name.removeprefix("BatchScan ").strip()
+            return iceberg_write(name, f"IcebergWrite(table={table}, format=)")
+    return None
+
+
+def _v2_write(
+    node: Mapping[str, Any], name: str, args: str, described: Sequence[Block], notes: list[str]
+) -> list[DatasetRef]:
+    """A V2 write (`AppendData`, `OverwriteByExpressionExecV1`, ...): a Delta or Iceberg
+    table, or a JDBC table, whose url stays in the catalog's configuration. The insert a
+    Delta CTAS runs into its staged table names nothing: the CTAS names the table."""
+    if args.startswith("org.apache.spark.sql.delta.catalog.") and "StagedDeltaTableV2" in args:
+        return []
+    lakehouse = delta_v2_write(name, args) or iceberg_write(name, args)
+    if lakehouse is None and name.startswith("WriteDelta") and "PositionDeltaWrite" in args:
+        lakehouse = _row_level_target(name, described)
+    if lakehouse is not None:
+        return [lakehouse]
     simple = node.get("simpleString")
     jdbc = _JDBC_TABLE.search(simple) if isinstance(simple, str) else None
+    if jdbc is None and not args:  # an AQE update of a plan whose first version named it:
+        # no note, the translator keeps the table the first plan named
+        return [DatasetRef("output", name, unknown_reason=f"write node {name!r} without arguments")]
     if jdbc is None:
         notes.append(f"unrecognized write node {name!r}")
-        return DatasetRef("output", name, unknown_reason=f"write node {name!r}")
+        return [DatasetRef("output", name, unknown_reason=f"write node {name!r}")]
     table = jdbc["table"].strip()
     notes.append(f"JDBC table {table} is written, but its url is not in the event log")
     lifecycle = "OVERWRITE" if name.startswith("Overwrite") else None
-    return DatasetRef(
-        "output",
-        name,
-        jdbc=("", table),
-        format="jdbc",
-        lifecycle=lifecycle,
-        unknown_reason="JDBC url not in the event log",
-    )
+    return [
+        DatasetRef(
+            "output",
+            name,
+            jdbc=("", table),
+            format="jdbc",
+            lifecycle=lifecycle,
+            unknown_reason="JDBC url not in the event log",
+        )
+    ]
 
 
 def _insert_into_hadoop_fs(
@@ -268,6 +330,10 @@ def _save_into_data_source(
                 options[key.strip().lower()] = value.strip()
     lifecycle = "OVERWRITE" if mode == "Overwrite" else None
     fmt = format_name(provider) or provider.removesuffix("DataSource").lower() or None
+    if provider == "KafkaSourceProvider":
+        return kafka_save(name, options, notes)
+    if fmt == "delta" and mode == "ErrorIfExists":  # a path table that must not exist yet
+        lifecycle = "CREATE"
     if "path" in options:
         return DatasetRef("output", name, location=options["path"], format=fmt, lifecycle=lifecycle)
     table = options.get("dbtable") or options.get("table")

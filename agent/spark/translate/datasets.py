@@ -12,19 +12,23 @@ from typing import Any, Final
 
 from agent.facets import facet
 from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.lineage import Resolved
 from agent.spark.plan.schema import Field
 from agent.spark.plan.tables import TableIdent
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS, column_lineage_facets
+from agent.spark.translate.merges import merged
 from agent.spark.translate.naming import (
     UNKNOWN_NAMESPACE,
     Catalog,
     DatasetName,
     datasource_uri,
     from_jdbc,
+    from_kafka,
     from_location,
     output_suffix,
 )
 
+_TABLE_FORMATS: Final = frozenset({"delta", "iceberg"})
 _STAT_FIELDS: Final = {"rows": "rowCount", "bytes": "size", "files": "fileCount"}
 #: Writes whose query runs as a nested execution (a `feeds_write` reference).
 _FED_WRITES: Final = frozenset(
@@ -42,10 +46,13 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
         try:
             if ref.jdbc is not None:
                 name = from_jdbc(*ref.jdbc)
+            elif ref.kafka is not None:
+                servers, topic = ref.kafka
+                name = from_kafka(servers or catalog.kafka_bootstrap, topic)
             elif ref.location is not None:
                 name = from_location(ref.location)
             elif ref.table is not None:
-                name = catalog.table_location(ref.table)
+                name = catalog.table_location(ref.table, ref.format)
         except ValueError:
             name = None
     if name is None:  # a JDBC table without its url is still named by the table
@@ -62,7 +69,7 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
         facets["dataSource"] = source
     if ref.table is not None:
         link = {
-            "namespace": catalog.symlink_namespace(ref.table, name),
+            "namespace": catalog.symlink_namespace(ref.table, name, ref.format),
             "name": ref.table.qualified,
             "type": "TABLE",
         }
@@ -71,6 +78,12 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
         facets["lifecycleStateChange"] = facet(
             "lifecycleStateChange", lifecycleStateChange=ref.lifecycle
         )
+        if ref.previous is not None:
+            before = catalog.table_location(ref.previous, ref.format)
+            previous = {"namespace": before.namespace, "name": before.name}
+            facets["lifecycleStateChange"]["previousIdentifier"] = previous
+    if ref.version is not None:
+        facets["version"] = facet("version", datasetVersion=ref.version)
     dataset: Dataset = {"namespace": name.namespace, "name": name.name}
     if facets:
         dataset["facets"] = facets
@@ -85,6 +98,7 @@ class RunDatasets:
     outputs: dict[DatasetName, Dataset] = field(default_factory=dict)
     tables: dict[DatasetName, TableIdent] = field(default_factory=dict)  # output -> table
     stats: dict[tuple[str, DatasetName], dict[str, int]] = field(default_factory=dict)
+    tables_of: dict[DatasetName, str] = field(default_factory=dict)  # output -> delta, iceberg
 
     @property
     def first_output_suffix(self) -> str | None:
@@ -116,6 +130,8 @@ def collect(
     catalog: Catalog,
     *,
     column_lineage_max_fields: int = DEFAULT_MAX_FIELDS,
+    attributes: Mapping[int, Resolved] | None = None,
+    snapshots: Mapping[str, str] | None = None,
 ) -> RunDatasets:
     """Merge plan references (with their execution's accumulator values) into a run's datasets.
 
@@ -143,6 +159,11 @@ def collect(
         name, dataset = describe(ref, catalog)
         _merge(run.inputs if ref.role == "input" else run.outputs, name, dataset)
         if ref.role == "output":
+            fmt = ref.format
+            if fmt is None and ref.table is not None and catalog.iceberg_catalog(ref.table, None):
+                fmt = "iceberg"  # a V2 command on a table of an Iceberg catalog
+            if fmt in _TABLE_FORMATS:
+                run.tables_of.setdefault(name, fmt)
             if ref.table is not None:
                 run.tables.setdefault(name, ref.table)
             if ref.columns is not None:
@@ -166,6 +187,13 @@ def collect(
                 facets[key] = dataset["facets"][key]
         if ref.table is not None:
             run.tables[target] = ref.table
+        if ref.columns is not None:  # a CTAS's query, resolved in its nested executions
+            lineages.setdefault(target, ref)
+        facets = run.outputs[target].setdefault("facets", {})
+        if ref.fields and "schema" not in facets:
+            facets["schema"] = facet("schema", fields=[_schema_field(f) for f in ref.fields])
+        if ref.format in _TABLE_FORMATS:
+            run.tables_of.setdefault(target, ref.format)
     fed = [name for name in dict.fromkeys(fed) if name not in lineages]
     if feeding and len(fed) == 1:
         lineages[fed[0]] = feeding[-1]
@@ -174,6 +202,12 @@ def collect(
             facets["schema"] = facet(
                 "schema", fields=[_schema_field(f) for f in feeding[-1].fields]
             )
+    for table, version in (snapshots or {}).items():  # the one version a Delta input was read at
+        read = run.inputs.get(from_location(table))
+        if read is not None and "version" not in read.get("facets", {}):
+            read.setdefault("facets", {})["version"] = facet("version", datasetVersion=version)
+    if attributes is not None:  # a Delta MERGE's clauses, resolved in other executions
+        lineages = {n: merged(ref, attributes) for n, ref in lineages.items()}
     _column_lineage(run, lineages, catalog, column_lineage_max_fields)
     return run
 
@@ -204,7 +238,8 @@ def names_dataset(ref: DatasetRef) -> bool:
     """Whether a reference names a dataset by itself: not a CTAS table awaiting its insert,
     not a query feeding another execution's write."""
     return not ref.feeds_write and not (
-        ref.role == "output"
+        not ref.ddl
+        and ref.role == "output"
         and ref.location is None
         and ref.jdbc is None
         and ref.unknown_reason is None

@@ -19,6 +19,7 @@ from typing import Any, Final
 from agent import __version__
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, facet
 from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.lineage import Resolved
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, collect
 from agent.spark.translate.naming import Catalog
@@ -116,7 +117,22 @@ def run_datasets(
         return stream_datasets(run, catalog, column_lineage_max_fields)
     if run.kind == "sql":
         refs = [(r, e.values) for e in run.executions for r in e.refs.values()]
-        return collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
+        attributes: dict[int, Resolved] = {}
+        for execution in run.executions:  # a dataset field wins over a local relation
+            for attr, found in execution.attributes.items():  # (Delta's materialized source)
+                if found or attr not in attributes:
+                    attributes[attr] = found
+        snapshots: dict[str, set[str]] = {}
+        for execution in run.executions:
+            for table, version in execution.snapshots.items():
+                snapshots.setdefault(table, set()).add(version)
+        return collect(
+            refs,
+            catalog,
+            column_lineage_max_fields=column_lineage_max_fields,
+            attributes=attributes,
+            snapshots={t: v.pop() for t, v in snapshots.items() if len(v) == 1},
+        )
     datasets = collect(
         [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths], catalog
     )

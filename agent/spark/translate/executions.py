@@ -8,13 +8,17 @@ remembered (recent ones: see `remember`), so a late nested execution cannot reop
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence, ValuesView
 from typing import Any
 
-from agent.spark.plan.read import read_plan
+from agent.spark.plan.read import attribute_sources, read_plan
 from agent.spark.translate.datasets import names_dataset
 from agent.spark.translate.runs import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
+
+#: Delta's description of a nested execution that replays a table's log up to a version.
+_SNAPSHOT = re.compile(r"Compute snapshot for version: (\d+)")
 
 
 class SqlRuns:
@@ -59,17 +63,52 @@ class SqlRuns:
             self._executions.pop(execution.exec_id, None)
 
 
-def add_plan(execution: Execution, event: Mapping[str, Any]) -> tuple[list[str], bool]:
+def add_plan(
+    execution: Execution, event: Mapping[str, Any], run: Run | None = None
+) -> tuple[list[str], bool]:
     """Merge what the event's plan names onto the execution: (new notes on what could not be
-    read, whether the execution now names a dataset)."""
+    read, whether the execution now names a dataset). When a Delta MERGE of its `run`
+    assigns from attributes, those this plan defines are resolved onto the execution."""
     plan = read_plan(event.get("sparkPlanInfo"), event.get("physicalPlanDescription"))
     notes = [note for note in plan.notes if note not in execution.notes]
     execution.notes.update(notes)
     execution.command = execution.command or plan.command
     execution.writes = execution.writes or plan.writes
     for ref in plan.datasets:
-        execution.refs[(ref.role, ref.node, ref.location, ref.table, ref.jdbc)] = ref
+        # a later plan of the same execution (an AQE update) may print less: a V2 write
+        # without its arguments does not undo the table an earlier plan named
+        named = {(r.role, r.node) for r in execution.refs.values() if r.unknown_reason is None}
+        if ref.unknown_reason is not None and (ref.role, ref.node) in named:
+            continue
+        if ref.unknown_reason is None:
+            for key in [k for k, r in execution.refs.items() if r.unknown_reason is not None]:
+                if (execution.refs[key].role, execution.refs[key].node) == (ref.role, ref.node):
+                    del execution.refs[key]
+        execution.refs[(ref.role, ref.node, ref.location, ref.table, ref.jdbc, ref.kafka)] = ref
+    snapshot = (
+        _SNAPSHOT.search(description)
+        if isinstance(description := event.get("description"), str)
+        else None
+    )
+    if snapshot is not None:  # Delta computing the version a statement reads
+        execution.snapshots.update(dict.fromkeys(plan.delta_logs, snapshot[1]))
+    wanted = _merge_attributes(run) if run is not None else set()
+    if wanted:
+        found = attribute_sources(event.get("physicalPlanDescription"), wanted)
+        execution.attributes.update(found)
     return notes, any(map(names_dataset, execution.refs.values()))
+
+
+def _merge_attributes(run: Run) -> set[int]:
+    """The attributes the Delta MERGE commands of a run assign from or test."""
+    wanted: set[int] = set()
+    for execution in run.executions:
+        for ref in execution.refs.values():
+            merge = ref.columns.merge if ref.columns is not None else None
+            if merge is not None:
+                wanted.update(a for found in merge.assigned.values() for a, _ in found)
+                wanted.update(merge.conditions)
+    return wanted
 
 
 def add_metrics(execution: Execution, updates: object) -> None:

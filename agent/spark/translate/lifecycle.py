@@ -27,10 +27,12 @@ from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
 from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
 from agent.spark.translate.runs import Failure, Run, RunSummary, summary
+from agent.spark.translate.versions import TableFormat, VersionRequest
 
 Event = dict[str, Any]
 
 _FINISHED_KEPT: Final = 256  # finished child runs that `snapshot` still shows
+_FORMATS: Final[dict[str, TableFormat]] = {"delta": "delta", "iceberg": "iceberg"}
 
 
 class Lifecycle:
@@ -46,6 +48,7 @@ class Lifecycle:
         # (app id, attempt, name) and user of the application, for its details facet
         self.identity: tuple[tuple[str, str | None, str], str | None] | None = None
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
+        self.versions: list[VersionRequest] = []  # the caller drains and fills these
 
     def tick(self, time_ms: int | None) -> int:
         """Advance the Spark clock to an event's time; an event without one happens 'now'."""
@@ -95,6 +98,14 @@ class Lifecycle:
     def event(self, event_type: str, run: Run, time_ms: int, failure: Failure | None) -> Event:
         datasets = self.datasets(run)
         run.inputs, run.outputs = tuple(datasets.inputs), tuple(datasets.outputs)
+        if event_type == "COMPLETE":  # what a table committed: see `versions`
+            for name, fmt in datasets.tables_of.items():
+                if name.namespace == "file" and name in datasets.outputs and fmt in _FORMATS:
+                    dataset = datasets.outputs[name]
+                    request = VersionRequest(
+                        dataset, _FORMATS[fmt], name.name, run.start_ms, time_ms
+                    )
+                    self.versions.append(request)
         return run_event(
             event_type,
             run,
@@ -132,7 +143,8 @@ class Lifecycle:
         return facets
 
     def datasets(self, run: Run) -> RunDatasets:
-        return run_datasets(run, catalog_of(self.props), self.options.column_lineage_max_fields)
+        catalog = catalog_of(self.props, self.options.kafka_bootstrap)
+        return run_datasets(run, catalog, self.options.column_lineage_max_fields)
 
     def _parent_facet(self, run: Run) -> dict[str, Any] | None:
         assert self.app is not None

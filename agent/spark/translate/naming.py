@@ -188,7 +188,8 @@ def job_name(app: str, command: str | None = None, suffix: str | None = None) ->
 
 
 #: A step's identity beside its name: what it ran, the datasets it reads and it writes.
-Step = tuple[str, frozenset[DatasetName], frozenset[DatasetName]]
+#: (the command, the API call that ran it, inputs, outputs): what makes two runs one step.
+Step = tuple[str, str, frozenset[DatasetName], frozenset[DatasetName]]
 MAX_VARIANTS: Final = 100
 
 
@@ -209,21 +210,58 @@ class JobNames:
 
 
 @dataclass(frozen=True, slots=True)
+class IcebergCatalog:
+    """An Iceberg catalog of the session (`spark.sql.catalog.<name>`): its warehouse when
+    its kind places tables at `<warehouse>/<namespace>/<table>` (hadoop, JDBC), else None."""
+
+    name: str
+    warehouse: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Catalog:
-    """Where the session catalog keeps tables (`spark.sql.warehouse.dir`, Hive metastore)."""
+    """Where the session catalog keeps tables (`spark.sql.warehouse.dir`, Hive metastore),
+    and the session's Iceberg catalogs."""
 
     warehouse: str | None = None
     metastore_uris: str | None = None
+    iceberg: tuple[IcebergCatalog, ...] = ()
+    kafka_bootstrap: str | None = None  # servers of Kafka reads: the log never shows them
 
-    def table_location(self, table: TableIdent) -> DatasetName:
+    def iceberg_catalog(self, table: TableIdent, fmt: str | None) -> IcebergCatalog | None:
+        """The Iceberg catalog of a table: the one it names, else the only one configured
+        when the plan says the table is Iceberg's (a CTAS names no catalog)."""
+        if table.catalog is not None:
+            return next((c for c in self.iceberg if c.name == table.catalog), None)
+        if fmt == "iceberg" and len(self.iceberg) == 1:
+            return self.iceberg[0]
+        return None
+
+    def table_location(self, table: TableIdent, fmt: str | None = None) -> DatasetName:
         """A table known only by name: its default location, or the table name itself."""
+        iceberg = self.iceberg_catalog(table, fmt)
+        if iceberg is not None:
+            if iceberg.warehouse and table.database:
+                parts = [iceberg.warehouse.rstrip("/"), *table.database.split("."), table.table]
+                return from_location("/".join(parts))
+            return DatasetName(iceberg.name, table.qualified)
+        if fmt == "iceberg":  # several Iceberg catalogs and a name without one
+            return DatasetName(UNKNOWN_NAMESPACE, table.qualified)
         if self.warehouse:
             return from_location(default_table_location(self.warehouse, table))
         return DatasetName(self.symlink_namespace(table, None), table.qualified)
 
-    def symlink_namespace(self, table: TableIdent, located: DatasetName | None) -> str:
+    def symlink_namespace(
+        self, table: TableIdent, located: DatasetName | None, fmt: str | None = None
+    ) -> str:
         """Namespace of the table's symlink; without a configured warehouse, a managed
-        table's location `<warehouse>/[<db>.db/]<table>` gives the warehouse back."""
+        table's location `<warehouse>/[<db>.db/]<table>` gives the warehouse back. An
+        Iceberg table's is its catalog's warehouse, else the catalog's name."""
+        iceberg = self.iceberg_catalog(table, fmt)
+        if iceberg is not None:
+            return table_symlink_namespace(iceberg.warehouse, None, iceberg.name)
+        if fmt == "iceberg":  # which of several Iceberg catalogs holds it, the log never says
+            return UNKNOWN_NAMESPACE
         warehouse = self.warehouse
         tail = default_table_location("", table)
         if warehouse is None and located is not None and located.name.endswith(tail):

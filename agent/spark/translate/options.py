@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.events import RunRef, parent_facet
-from agent.spark.translate.naming import Catalog
+from agent.spark.translate.naming import Catalog, IcebergCatalog
 from agent.spark.translate.runs import Run
 from agent.spark.translate.values import as_uuid
 from agent.spark.translate.verdict import PARENT, ROOT_PARENT, scheduler_run
@@ -32,6 +32,16 @@ PROPERTIES: Final = frozenset(
         "spark.openlineage.rootParentRunId",
         *EXEC_PROPERTIES,
     }
+)
+
+
+#: Spark properties kept by prefix: the session's catalogs (`spark.sql.catalog.<name>[.key]`).
+PROPERTY_PREFIXES: Final = ("spark.sql.catalog.",)
+_ICEBERG_CATALOGS: Final = ("org.apache.iceberg.spark.SparkCatalog",)
+#: Iceberg catalogs that place a table at `<warehouse>/<namespace>/<table>` by default.
+_WAREHOUSE_LAYOUT: Final = (
+    "org.apache.iceberg.hadoop.HadoopCatalog",
+    "org.apache.iceberg.jdbc.JdbcCatalog",
 )
 
 
@@ -57,12 +67,30 @@ class TranslateOptions:
     streaming_batch_runs: bool = False
 
 
-def catalog_of(props: Mapping[str, str]) -> Catalog:
-    """Where the session catalog keeps tables: the warehouse and the Hive metastore."""
+def catalog_of(props: Mapping[str, str], kafka_bootstrap: str | None = None) -> Catalog:
+    """Where the session keeps tables: the warehouse, the Hive metastore, the Iceberg
+    catalogs; and the Kafka servers of reads (the options', the log never shows them)."""
     return Catalog(
         props.get("spark.sql.warehouse.dir"),
         props.get("spark.hadoop.hive.metastore.uris") or props.get("hive.metastore.uris"),
+        tuple(_iceberg_catalogs(props)),
+        kafka_bootstrap,
     )
+
+
+def _iceberg_catalogs(props: Mapping[str, str]) -> list[IcebergCatalog]:
+    """`spark.sql.catalog.<name> = org.apache.iceberg.spark.SparkCatalog`, in name order;
+    the warehouse only for kinds whose tables sit under it (`type=hadoop`, `JdbcCatalog`)."""
+    found = []
+    for key in sorted(props):
+        name = key.removeprefix("spark.sql.catalog.")
+        if name == key or "." in name or props[key] not in _ICEBERG_CATALOGS:
+            continue
+        kind = props.get(f"{key}.type", "")
+        impl = props.get(f"{key}.catalog-impl", "")
+        laid_out = kind == "hadoop" or impl in _WAREHOUSE_LAYOUT
+        found.append(IcebergCatalog(name, props.get(f"{key}.warehouse") if laid_out else None))
+    return found
 
 
 def parent_of(run: Run, app: RunRef, props: Mapping[str, str]) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.lineage import Resolved
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.values import as_int, as_number, as_str
 
@@ -113,6 +114,10 @@ class Execution:
     refs: dict[tuple[object, ...], DatasetRef] = field(default_factory=dict)
     values: dict[int, int] = field(default_factory=dict)  # accumulator id -> value
     notes: set[str] = field(default_factory=set)
+    #: attributes a Delta MERGE of its run assigns from, resolved in this execution's plan
+    attributes: dict[int, Resolved] = field(default_factory=dict)
+    #: Delta table location -> the snapshot version this (nested) execution computed
+    snapshots: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +182,7 @@ class Run:
     paths: tuple[str, ...] = ()  # rdd: the input paths
     failure: Failure | None = None  # sql: its last failed job, for the stack trace
     action: str | None = None  # sql: the action that ran it (`count`), see `steps`
+    site: str = ""  # sql: the API call that started it, see `steps.site`
     sql: str | None = None  # sql: the statement, when a SQL shell ran it
     stream: StreamQuery | None = None  # stream: its query
     query: Run | None = None  # sql: the streaming query run whose micro-batch this is

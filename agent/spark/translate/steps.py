@@ -87,6 +87,15 @@ def _frame(event: Mapping[str, Any]) -> tuple[str, str] | None:
     return (match["cls"], match["method"]) if match else None
 
 
+def site(event: Mapping[str, Any]) -> str:
+    """The Spark API call that started an execution (`SparkSession.sql`,
+    `DataFrameWriterV2.append`), or "" when the call site names none: two statements of a
+    program that run the same command on the same datasets through different calls are
+    different steps."""
+    frame = _frame(event)
+    return f"{frame[0]}.{frame[1]}" if frame else ""
+
+
 def internal(event: Mapping[str, Any]) -> bool:
     """Whether a SQLExecutionStart is Spark's own work for a reader (module docstring)."""
     frame = _frame(event)

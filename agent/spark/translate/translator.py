@@ -25,7 +25,8 @@ Runs (job namespace from the options):
 * each start of a Structured Streaming query: jobType STREAMING_QUERY (`queries`); its
   micro-batch executions are runs only with `streaming_batch_runs`.
 
-Events, RUNNING and `job stop`: `lifecycle`; child runs' terminal states, counters: `runs`.
+Events, RUNNING, `job stop`: `lifecycle`; table versions: `versions`; end states and
+counters: `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
 else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
@@ -52,8 +53,8 @@ from agent.spark.translate.events import MAX_MS
 from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
 from agent.spark.translate.jobs import Jobs
 from agent.spark.translate.lifecycle import Lifecycle
-from agent.spark.translate.naming import JobNames, job_name
-from agent.spark.translate.options import PROPERTIES, TranslateOptions
+from agent.spark.translate.naming import JobNames, Step, job_name
+from agent.spark.translate.options import PROPERTIES, PROPERTY_PREFIXES, TranslateOptions
 from agent.spark.translate.queries import Queries
 from agent.spark.translate.required import missing_field
 from agent.spark.translate.runs import (
@@ -92,6 +93,7 @@ class ApplicationTranslator:
         self._names = JobNames()
         self._internal: set[int] = set()  # recent root executions that are Spark's own
         self._life = Lifecycle(options, self._props)
+        self.versions = self._life.versions  # committed table versions to look up
         self._finished = False
         self._sql = SqlRuns()
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
@@ -222,7 +224,7 @@ class ApplicationTranslator:
 
     def _on_environment(self, event: Mapping[str, Any], out: list[Event]) -> None:
         for section in ("Spark Properties", "Hadoop Properties"):
-            for key, value in properties(event.get(section), self._wanted_props):
+            for key, value in properties(event.get(section), self._wanted_props, PROPERTY_PREFIXES):
                 self._props.setdefault(key, value)
         self._queries.environment(event)
 
@@ -295,6 +297,7 @@ class ApplicationTranslator:
         run.sql = run.sql or steps.sql_text(event)
         if exec_id == root:
             run.action = steps.action(event)
+            run.site = steps.site(event)
             self._queries.link(run, event)
         self._read_plan(execution, event, run, out)
 
@@ -306,7 +309,7 @@ class ApplicationTranslator:
     def _read_plan(
         self, execution: Execution, event: Mapping[str, Any], run: Run, out: list[Event]
     ) -> None:
-        notes, names_data = add_plan(execution, event)
+        notes, names_data = add_plan(execution, event, run)
         self.warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
         self._queries.absorb(run, execution, event)
         if not run.started and names_data and self._queries.own(run) and self._wanted(run):
@@ -343,7 +346,7 @@ class ApplicationTranslator:
             run.job_name = self._names.assign(*self._step_name(run))
         self._life.start(run, out)
 
-    def _step_name(self, run: Run) -> tuple[str, tuple[str, frozenset[Any], frozenset[Any]]]:
+    def _step_name(self, run: Run) -> tuple[str, Step]:
         """A run's base job name and the step it is: after the first execution that writes
         (else the root) and its first output; a read-only run after its action and its
         first input."""
@@ -358,7 +361,13 @@ class ApplicationTranslator:
             command = plans.command_name(writer.command) or "sql_execution"
             suffix = datasets.first_output_suffix
         base = job_name(self._life.app.job_name, command, suffix)
-        return base, (writer.command or "", frozenset(datasets.inputs), frozenset(datasets.outputs))
+        step = (
+            writer.command or "",
+            run.site,
+            frozenset(datasets.inputs),
+            frozenset(datasets.outputs),
+        )
+        return base, step
 
     # -- jobs, stages, tasks ---------------------------------------------------------------
 
@@ -391,7 +400,7 @@ class ApplicationTranslator:
             )
             inputs = frozenset(self._life.datasets(job.run).inputs)
             base = job_name(self._life.app.job_name, suffix)
-            job.run.job_name = self._names.assign(base, (suffix, inputs, frozenset()))
+            job.run.job_name = self._names.assign(base, (suffix, "", inputs, frozenset()))
             self._rdd_runs[job_id] = job.run
             self._life.start(job.run, out)
 

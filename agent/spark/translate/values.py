@@ -55,11 +55,17 @@ def mappings(value: object) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)]
 
 
-def properties(section: object, keys: Collection[str]) -> Iterable[tuple[str, str]]:
+def properties(
+    section: object, keys: Collection[str], prefixes: tuple[str, ...] = ()
+) -> Iterable[tuple[str, str]]:
     """The wanted string properties of an EnvironmentUpdate section, as Spark writes them:
-    an object (4.x) or a list of [key, value] pairs."""
+    an object (4.x) or a list of [key, value] pairs; `keys` exactly, `prefixes` by prefix."""
     if isinstance(section, Mapping):  # look up the few wanted keys, not the ~1000 present
-        found = ((key, section.get(key)) for key in keys)
+        found = [(key, section.get(key)) for key in keys]
+        if prefixes:
+            found += [
+                (k, v) for k, v in section.items() if isinstance(k, str) and k.startswith(prefixes)
+            ]
         return [(k, v) for k, v in found if isinstance(v, str)]
     if not isinstance(section, Sequence) or isinstance(section, str):
         return []
@@ -69,7 +75,7 @@ def properties(section: object, keys: Collection[str]) -> Iterable[tuple[str, st
         if isinstance(p, Sequence)
         and len(p) == 2
         and all(isinstance(x, str) for x in p)
-        and p[0] in keys
+        and (p[0] in keys or p[0].startswith(prefixes))
     ]
 
 

@@ -1,0 +1,124 @@
+"""The committed version of a Delta or Iceberg table, read from the table's own metadata on
+a local file system: the `TableVersions` the daemon's source and `replay` use.
+
+* Delta: `<table>/_delta_log/<20-digit version>.json`, newest first; a commit's
+  `commitInfo.timestamp` (the driver's clock, like the event log's) places it in the run.
+* Iceberg: the newest `<table>/metadata/*.metadata.json` (`v<N>.metadata.json` of the hadoop
+  catalog, `<N>-<uuid>.metadata.json` of the others); its `snapshots[]` carry
+  `snapshot-id` and `timestamp-ms`.
+
+The latest commit inside the run's window is the run's. Bounded: regular files only (no
+links, devices or FIFOs), at most `_MAX_COMMITS` Delta commits looked at, each file read up
+to its size limit; anything unreadable or malformed tells nothing. Blocking: call it from a
+worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from typing import Any, Final
+
+from agent.spark.translate.versions import TableFormat
+
+_DELTA_COMMIT = re.compile(r"^(\d{20})\.json$")
+_ICEBERG_METADATA = re.compile(r"^v?(\d+)(?:-[0-9a-fA-F-]+)?(?:\.gz)?\.metadata\.json$")
+_MAX_COMMITS: Final = 64  # Delta commits read, newest first, before giving up
+_MAX_COMMIT_BYTES: Final = 4 * 1024 * 1024
+_MAX_METADATA_BYTES: Final = 32 * 1024 * 1024
+_MAX_ENTRIES: Final = 100_000  # directory entries listed
+
+
+class DiskTableVersions:
+    """`TableVersions` from the metadata files of tables on a local file system."""
+
+    def committed(self, fmt: TableFormat, path: str, start_ms: int, end_ms: int) -> str | None:
+        try:
+            if fmt == "delta":
+                return _delta(path, start_ms, end_ms)
+            return _iceberg(path, start_ms, end_ms)
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            return None
+
+
+def _delta(table: str, start_ms: int, end_ms: int) -> str | None:
+    log = os.path.join(table, "_delta_log")
+    versions = sorted(
+        (int(m[1]) for name in _names(log) if (m := _DELTA_COMMIT.match(name))), reverse=True
+    )
+    for version in versions[:_MAX_COMMITS]:
+        raw = _read(os.path.join(log, f"{version:020d}.json"), _MAX_COMMIT_BYTES)
+        if raw is None:
+            continue
+        stamp = _commit_time(raw)
+        if stamp is None:
+            continue
+        if stamp < start_ms:
+            return None  # older commits are older still
+        if stamp <= end_ms:
+            return str(version)
+    return None
+
+
+def _commit_time(raw: bytes) -> int | None:
+    """`commitInfo.timestamp` of a Delta commit file (one action per line)."""
+    for line in raw.splitlines():
+        if b'"commitInfo"' not in line:
+            continue
+        action = json.loads(line)
+        info = action.get("commitInfo") if isinstance(action, dict) else None
+        stamp = info.get("timestamp") if isinstance(info, dict) else None
+        if isinstance(stamp, int) and not isinstance(stamp, bool):
+            return stamp
+    return None
+
+
+def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
+    metadata = os.path.join(table, "metadata")
+    found = [(int(m[1]), name) for name in _names(metadata) if (m := _ICEBERG_METADATA.match(name))]
+    if not found:
+        return None
+    newest = max(found)[1]
+    if newest.endswith(".gz"):
+        return None  # compressed metadata: not read here
+    raw = _read(os.path.join(metadata, newest), _MAX_METADATA_BYTES)
+    document: Any = json.loads(raw) if raw is not None else None
+    snapshots = document.get("snapshots") if isinstance(document, dict) else None
+    best: tuple[int, int] | None = None
+    for snapshot in snapshots if isinstance(snapshots, list) else []:
+        if not isinstance(snapshot, dict):
+            continue
+        stamp, snapshot_id = snapshot.get("timestamp-ms"), snapshot.get("snapshot-id")
+        if not (isinstance(stamp, int) and isinstance(snapshot_id, int)):
+            continue
+        if start_ms <= stamp <= end_ms and (best is None or stamp >= best[0]):
+            best = (stamp, snapshot_id)
+    return None if best is None else str(best[1])
+
+
+def _names(directory: str) -> list[str]:
+    """Up to `_MAX_ENTRIES` names in a directory (not followed if it is a link)."""
+    if not stat.S_ISDIR(os.lstat(directory).st_mode):
+        return []
+    names: list[str] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            names.append(entry.name)
+            if len(names) >= _MAX_ENTRIES:
+                break
+    return names
+
+
+def _read(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes, None if it is anything else or larger than `limit`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read(limit + 1)[:limit]
+    finally:
+        os.close(fd)
