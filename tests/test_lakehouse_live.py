@@ -256,7 +256,8 @@ def test_iceberg_snapshots_match_the_table_metadata(live: Live) -> None:
     assert [op for _, op in snapshots] == ["append", "overwrite", "overwrite"]  # copy-on-write
     ids = [s for s, _ in snapshots]
     insert = live.run("append_data.db_orders")
-    merge, delete = live.runs("replace_data.db_orders")
+    merge = live.run("merge_into_table.db_orders")  # both planned as ReplaceData
+    delete = live.run("delete_from_table.db_orders")
     writes = [insert, merge, delete]
     assert [version(e) for e in writes] == ids
     assert [version(e, "inputs") for e in (merge, delete)] == ids[:2]
@@ -291,7 +292,7 @@ def test_iceberg_merge_on_read_writes_name_their_table(live: Live) -> None:
     both with the snapshots its metadata records."""
     table = live.root / "iceberg" / "db" / "visits"
     ids = [s for s, _ in iceberg_snapshots(table)]
-    merge = live.run("write_delta.db_visits")
+    merge = live.run("merge_into_table.db_visits")
     delete = live.run("delete_from_table.db_visits")
     assert [(e["outputs"][0]["name"], version(e)) for e in (merge, delete)] == [
         (str(table), ids[1]),
