@@ -334,3 +334,30 @@ def _column(match: re.Match[str]) -> Field:
     if kind == "decimal" and match["args"]:
         kind += match["args"]
     return Field(match["name"].strip(), kind)
+
+
+#: Iceberg's row-level writes, named after the statement that planned them.
+ROW_LEVEL_WRITES: Final = frozenset({"ReplaceData", "WriteDelta"})
+_MAX_ROW_LEVEL_NODES: Final = 10_000  # a bound on the walk below one write
+
+
+def row_level_statement(write: Mapping[str, Any]) -> str:
+    """Iceberg plans MERGE, UPDATE and DELETE alike (`ReplaceData` copy-on-write, `WriteDelta`
+    merge-on-read): named after the statement, as Spark's logical plan calls it, by the shape
+    below the write. MERGE joins through `MergeRows`; copy-on-write DELETE keeps the rows a
+    `Filter NOT (<condition>)` lets through; UPDATE rewrites them in a `Project`."""
+    delete = False
+    stack = [write]
+    for _ in range(_MAX_ROW_LEVEL_NODES):
+        if not stack:
+            break
+        node = stack.pop()
+        name = node.get("nodeName")
+        if isinstance(name, str) and name.startswith("MergeRows"):
+            return "MergeIntoTable"
+        if name == "Filter" and str(node.get("simpleString", "")).startswith("Filter NOT "):
+            delete = True
+        children = node.get("children")
+        if isinstance(children, Sequence):
+            stack.extend(c for c in children if isinstance(c, Mapping))
+    return "DeleteFromTable" if delete else "UpdateTable"

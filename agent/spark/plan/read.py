@@ -24,7 +24,7 @@ from typing import Any, Final
 from agent.spark.plan import lineage
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
 from agent.spark.plan.kafka import kafka_scan
-from agent.spark.plan.lakehouse import iceberg_scan
+from agent.spark.plan.lakehouse import ROW_LEVEL_WRITES, iceberg_scan, row_level_statement
 from agent.spark.plan.schema import Field, field_of, parse_struct, split_top
 from agent.spark.plan.tables import TableIdent, normalize, parse_table_ident
 from agent.spark.plan.text import (
@@ -140,10 +140,6 @@ def _walk(root: object, notes: list[str]) -> Iterator[Mapping[str, Any]]:
             stack.extend(reversed(children))
 
 
-#: Iceberg's row-level writes, named after the statement that planned them (`_row_level`).
-_ROW_LEVEL_WRITES: Final = frozenset({"ReplaceData", "WriteDelta"})
-
-
 def _command(plan_info: object) -> str | None:
     """The first node below the wrappers (`AdaptiveSparkPlan`, `WholeStageCodegen (1)`, ...)."""
     node = plan_info
@@ -158,30 +154,8 @@ def _command(plan_info: object) -> str | None:
             node = children[0]
             continue
         name = name.strip()
-        return _row_level(node) if name in _ROW_LEVEL_WRITES else name
+        return row_level_statement(node) if name in ROW_LEVEL_WRITES else name
     return None
-
-
-def _row_level(write: Mapping[str, Any]) -> str:
-    """Iceberg plans MERGE, UPDATE and DELETE alike (`ReplaceData` copy-on-write, `WriteDelta`
-    merge-on-read): named after the statement, as Spark's logical plan calls it, by the shape
-    below the write. MERGE joins through `MergeRows`; copy-on-write DELETE keeps the rows a
-    `Filter NOT (<condition>)` lets through; UPDATE rewrites them in a `Project`."""
-    delete = False
-    stack = [write]
-    for _ in range(_MAX_NODES):
-        if not stack:
-            break
-        node = stack.pop()
-        name = node.get("nodeName")
-        if isinstance(name, str) and name.startswith("MergeRows"):
-            return "MergeIntoTable"
-        if name == "Filter" and str(node.get("simpleString", "")).startswith("Filter NOT "):
-            delete = True
-        children = node.get("children")
-        if isinstance(children, Sequence):
-            stack.extend(c for c in children if isinstance(c, Mapping))
-    return "DeleteFromTable" if delete else "UpdateTable"
 
 
 def _node_datasets(

@@ -2,7 +2,8 @@
 
 Pure bookkeeping for the translator: a JobStart opens a job (once; a duplicate is refused),
 its JobEnd closes it, and a stage's metrics or failed tasks are charged to the job that ran
-the stage. Which run a job belongs to is the translator's business.
+the stage. Which run a job belongs to is the translator's business, except for the runs of
+RDD jobs outside SQL that read files (`rdd_run`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.spark.translate.runs import Job, remember
+from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
+from agent.spark.translate import runids
+from agent.spark.translate.runs import Job, Run, remember
 from agent.spark.translate.values import as_int, as_int_text, int_list, mappings
 
 
@@ -57,3 +60,17 @@ class Jobs:
     def of_stage(self, stage: int | None) -> Job | None:
         """The open job that ran this stage."""
         return self._open.get(self._stage_job.get(stage, -1)) if stage is not None else None
+
+
+def rdd_run(
+    job: Job, job_id: int, infos: object, submitted: int, app: tuple[str, str | None]
+) -> tuple[Run, str] | None:
+    """The run of an RDD job outside SQL that reads files (`sc.textFile`), and its job-name
+    suffix (its RDD lineage, as the OpenLineage integration names it); None for any other
+    job."""
+    paths = rdd_inputs(infos) if job.execution is None else ()
+    if not paths:
+        return None
+    run_id = runids.run_id(submitted, app[0], app[1], "rdd", job_id)
+    run = Run("rdd", run_id, "RDD_JOB", submitted, key=job_id, paths=paths)
+    return run, rdd_job_suffix(infos) or f"rdd_job_{job_id}"

@@ -45,6 +45,7 @@ class Lifecycle:
         self.spark_version: str | None = None
         self.clock = 0  # the latest Spark timestamp seen
         self.stop: tuple[str, str] | None = None  # (reason, requested by)
+        self.last: Failure | None = None  # outcome of the last job or execution to finish
         # (app id, attempt, name) and user of the application, for its details facet
         self.identity: tuple[tuple[str, str | None, str], str | None] | None = None
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)

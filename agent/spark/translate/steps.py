@@ -36,6 +36,11 @@ shell runs it: the `spark-sql` CLI (`SparkSQLCLIDriver`) and the Thrift server
 (`SparkExecuteStatementOperation`, what beeline and JDBC clients reach). `spark.sql(...)`
 from a program logs no query text (its description is `sql at <file>:<line>`), so its runs
 carry no `sql` facet.
+
+Job names (`step_name`): a run is named after the first execution that writes (else its
+root) and that execution's first output, a read-only run after its action and its first
+input; the step it is, for `naming.JobNames`, is the command, the API call that ran it and
+its datasets.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any, Final
+
+from agent.spark.plan import read as plans
+from agent.spark.translate.datasets import RunDatasets
+from agent.spark.translate.naming import Step, job_name
+from agent.spark.translate.runs import Run
 
 #: `details`' first line: the Spark API method the program called.
 _FRAME: Final = re.compile(
@@ -121,3 +131,42 @@ def sql_text(event: Mapping[str, Any]) -> str | None:
     if not first.startswith(_SQL_SHELLS) or not description.strip():
         return None
     return description.strip()
+
+
+def read_only(run: Run) -> bool:
+    """A run of an action (`count`, `show`: see `action`) that reads datasets and writes
+    none; one that names no dataset is an empty execution (`emit_empty_executions`)."""
+    named = any(e.refs for e in run.executions)
+    return (
+        run.action is not None
+        and named
+        and not any(e.writes or any(r.feeds_write for r in e.refs.values()) for e in run.executions)
+    )
+
+
+def step_name(run: Run, app_job: str, datasets: RunDatasets) -> tuple[str, Step]:
+    """A SQL run's plain job name and the step it is (module docstring)."""
+    if run.action is not None and read_only(run):
+        writer = run.executions[0]
+        command = run.action
+        suffix = datasets.first_input_suffix
+    else:
+        writer = next((e for e in run.executions if e.writes), run.executions[0])
+        command = plans.command_name(writer.command) or "sql_execution"
+        suffix = datasets.first_output_suffix
+    ins, outs = frozenset(datasets.inputs), frozenset(datasets.outputs)
+    return job_name(app_job, command, suffix), (writer.command or "", run.site, ins, outs)
+
+
+def mark(run: Run, event: Mapping[str, Any], *, root: bool) -> None:
+    """What an execution's SQLExecutionStart tells of its run's step: the statement a SQL
+    shell ran and, from the root execution, the action and the API call that started it."""
+    run.sql = run.sql or sql_text(event)
+    if root:
+        run.action = action(event)
+        run.site = site(event)
+
+
+def wanted(run: Run, *, emit_read_only_runs: bool) -> bool:
+    """Whether a run that names datasets is emitted: a read-only one only when asked."""
+    return emit_read_only_runs or not read_only(run)

@@ -44,30 +44,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from agent.spark.plan import read as plans
-from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
 from agent.spark.plan.tables import normalize
-from agent.spark.translate import charges, runids, steps
+from agent.spark.translate import charges, runids
 from agent.spark.translate.appfacets import DETAIL_PROPERTIES
 from agent.spark.translate.events import MAX_MS
-from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
-from agent.spark.translate.jobs import Jobs
+from agent.spark.translate.jobs import Jobs, rdd_run
 from agent.spark.translate.lifecycle import Lifecycle
-from agent.spark.translate.naming import JobNames, Step, job_name
+from agent.spark.translate.naming import JobNames, job_name
 from agent.spark.translate.options import PROPERTIES, PROPERTY_PREFIXES, TranslateOptions
 from agent.spark.translate.queries import Queries
 from agent.spark.translate.required import missing_field
 from agent.spark.translate.runs import (
     AppSummary,
-    Execution,
     Failure,
     Run,
-    classify,
     job_failure,
-    remember,
     summary,
     terminal_state,
 )
+from agent.spark.translate.statements import Statements
 from agent.spark.translate.values import as_int, as_str, properties
 from agent.spark.translate.verdict import (
     CANCELLED_AT_END,
@@ -91,14 +86,11 @@ class ApplicationTranslator:
         self._props: dict[str, str] = {}
         self._wanted_props = PROPERTIES | DETAIL_PROPERTIES | set(options.properties_facet)
         self._names = JobNames()
-        self._internal: set[int] = set()  # recent root executions that are Spark's own
         self._life = Lifecycle(options, self._props)
         self.versions = self._life.versions  # committed table versions to look up
         self._finished = False
-        self._sql = SqlRuns()
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
         self._jobs = Jobs()
-        self._last: Failure | None = None  # outcome of the last job / execution to finish
         self._ending: AppEnd | None = None  # ApplicationEnd, held for the command's verdict
         self._handlers: dict[str, Callable[[Mapping[str, Any], list[Event]], None]] = {
             "SparkListenerLogStart": self._on_log_start,
@@ -109,13 +101,14 @@ class ApplicationTranslator:
             "SparkListenerJobEnd": self._on_job_end,
             "SparkListenerStageCompleted": self._on_stage_completed,
             "SparkListenerTaskEnd": self._on_task_end,
-            "SparkListenerSQLExecutionStart": self._on_sql_start,
-            "SparkListenerSQLAdaptiveExecutionUpdate": self._on_sql_update,
-            "SparkListenerDriverAccumUpdates": self._on_accum_updates,
-            "SparkListenerSQLExecutionEnd": self._on_sql_end,
         }
         self._queries = Queries(self._life, self.warnings, options.streaming_batch_runs)
-        self._handlers.update(self._queries.handlers(lambda: self._app_ids and self._app_ids[:2]))
+        self._statements = Statements(
+            options, self._life, self._queries, self._names, self.warnings
+        )
+        self._sql = self._statements.sql
+        for part in (self._queries, self._statements):
+            self._handlers.update(part.handlers(lambda: self._app_ids and self._app_ids[:2]))
 
     # -- public API -----------------------------------------------------------------------
 
@@ -248,7 +241,7 @@ class ApplicationTranslator:
             return
         end = self._life.tick(as_int(event.get("Timestamp")))
         in_flight = bool(self._jobs or self._sql or self._queries)
-        self._ending = AppEnd(end, as_int(event.get("ExitCode")), in_flight, self._last)
+        self._ending = AppEnd(end, as_int(event.get("ExitCode")), in_flight, self._life.last)
         self._finished = True  # what follows ApplicationEnd is ignored, verdict or not
         if not (self.options.await_verdict and self.exec_id):
             out.extend(self.settle(None))
@@ -272,103 +265,6 @@ class ApplicationTranslator:
         self._finish(self._life.app, end, state, failure, out)
         self._finished = True
 
-    # -- SQL executions --------------------------------------------------------------------
-
-    def _on_sql_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        exec_id = as_int(event.get("executionId"))
-        if self._life.app is None or self._app_ids is None or exec_id is None:
-            return
-        if self._sql.execution(exec_id) is not None:
-            return
-        start = self._life.tick(as_int(event.get("time")))
-        root = as_int(event.get("rootExecutionId"))
-        root = exec_id if root is None or not 0 <= root <= exec_id else root
-        if root in self._internal or (root == exec_id and steps.internal(event)):
-            remember(self._internal, root)  # Spark's own work for a reader: never a run
-            return
-        if self._sql.ended(root):
-            self.warnings.append(f"execution {exec_id} started after its root {root} ended")
-            return
-        app_id, attempt, _ = self._app_ids
-        run_id = runids.run_id(start, app_id, attempt, "sql", root)
-        run, execution = self._sql.open(
-            exec_id, root, lambda: Run("sql", run_id, "SQL_JOB", start, key=root)
-        )
-        run.sql = run.sql or steps.sql_text(event)
-        if exec_id == root:
-            run.action = steps.action(event)
-            run.site = steps.site(event)
-            self._queries.link(run, event)
-        self._read_plan(execution, event, run, out)
-
-    def _on_sql_update(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        execution = self._sql.execution(as_int(event.get("executionId")))
-        if execution is not None:
-            self._read_plan(execution, event, self._sql.run_of(execution), out)
-
-    def _read_plan(
-        self, execution: Execution, event: Mapping[str, Any], run: Run, out: list[Event]
-    ) -> None:
-        notes, names_data = add_plan(execution, event, run)
-        self.warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
-        self._queries.absorb(run, execution, event)
-        if not run.started and names_data and self._queries.own(run) and self._wanted(run):
-            self._start_sql(run, out)
-
-    def _on_accum_updates(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        execution = self._sql.execution(as_int(event.get("executionId")))
-        if execution is not None:
-            add_metrics(execution, event.get("accumUpdates"))
-
-    def _on_sql_end(self, event: Mapping[str, Any], out: list[Event]) -> None:
-        execution = self._sql.execution(as_int(event.get("executionId")))
-        if execution is None or execution.exec_id != execution.root:
-            return  # a nested execution: its root's end follows with the same error
-        end = self._life.tick(as_int(event.get("time")))
-        run = self._sql.run_of(execution)
-        error = as_str(event.get("errorMessage"))
-        if not error:
-            self._last = Failure("ok", "")
-            self._finish(run, end, "COMPLETE", None, out)
-            return
-        outcome = classify(error)
-        self._last = Failure(outcome, error, run.failure.stack if run.failure else None)
-        self._finish(run, end, terminal_state(self._last), self._last, out)
-
-    def _wanted(self, run: Run) -> bool:
-        """Whether a run that names datasets is emitted: a read-only one only when
-        `emit_read_only_runs`."""
-        return self.options.emit_read_only_runs or not _read_only(run)
-
-    def _start_sql(self, run: Run, out: list[Event]) -> None:
-        """Name the run (see `_step_name`; a micro-batch has its query's name), then START it."""
-        if run.query is None:  # a micro-batch is named after its query (`Queries.link`)
-            run.job_name = self._names.assign(*self._step_name(run))
-        self._life.start(run, out)
-
-    def _step_name(self, run: Run) -> tuple[str, Step]:
-        """A run's base job name and the step it is: after the first execution that writes
-        (else the root) and its first output; a read-only run after its action and its
-        first input."""
-        assert self._life.app is not None
-        datasets = self._life.datasets(run)
-        if run.action is not None and _read_only(run):
-            writer = run.executions[0]
-            command = run.action
-            suffix = datasets.first_input_suffix
-        else:
-            writer = next((e for e in run.executions if e.writes), run.executions[0])
-            command = plans.command_name(writer.command) or "sql_execution"
-            suffix = datasets.first_output_suffix
-        base = job_name(self._life.app.job_name, command, suffix)
-        step = (
-            writer.command or "",
-            run.site,
-            frozenset(datasets.inputs),
-            frozenset(datasets.outputs),
-        )
-        return base, step
-
     # -- jobs, stages, tasks ---------------------------------------------------------------
 
     def _on_job_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
@@ -385,19 +281,9 @@ class ApplicationTranslator:
         )
         if warehouse:
             self._props.setdefault("spark.sql.warehouse.dir", warehouse)
-        infos = event.get("Stage Infos")
-        paths = rdd_inputs(infos) if job.execution is None else ()
-        if paths:
-            app_id, attempt, _ = self._app_ids
-            suffix = rdd_job_suffix(infos) or f"rdd_job_{job_id}"
-            job.run = Run(
-                "rdd",
-                runids.run_id(submitted, app_id, attempt, "rdd", job_id),
-                "RDD_JOB",
-                submitted,
-                key=job_id,
-                paths=paths,
-            )
+        found = rdd_run(job, job_id, event.get("Stage Infos"), submitted, self._app_ids[:2])
+        if found is not None:
+            job.run, suffix = found
             inputs = frozenset(self._life.datasets(job.run).inputs)
             base = job_name(self._life.app.job_name, suffix)
             job.run.job_name = self._names.assign(base, (suffix, "", inputs, frozenset()))
@@ -410,7 +296,7 @@ class ApplicationTranslator:
             return
         end = self._life.tick(as_int(event.get("Completion Time")))
         failure = job_failure(event.get("Job Result"))
-        self._last = failure or Failure("ok", "")
+        self._life.last = failure or Failure("ok", "")
         execution = self._sql.execution(job.execution)
         if failure is not None and execution is not None:
             self._sql.run_of(execution).failure = failure
@@ -437,29 +323,12 @@ class ApplicationTranslator:
     def _finish(
         self, run: Run, end: int, state: str, failure: Failure | None, out: list[Event]
     ) -> None:
-        """The run's one terminal event; a SQL run never STARTed starts now if it has data."""
+        """The run's one terminal event (a SQL run's: `Statements.finish`)."""
+        if run.kind == "sql":
+            self._statements.finish(run, end, state, failure, out)
+            return
         if run.state != "RUNNING":
             return
-        if run.kind == "sql":
-            self._sql.close(run)
-            if not run.started:
-                named = any(e.refs for e in run.executions)
-                wanted = (named or self.options.emit_empty_executions) and self._queries.own(run)
-                if not wanted or (named and not self._wanted(run)):
-                    run.state = state
-                    return
-                self._start_sql(run, out)
-        elif run.kind == "rdd":
+        if run.kind == "rdd":
             self._rdd_runs.pop(run.key, None)
         self._life.end(run, end, state, failure, out)
-
-
-def _read_only(run: Run) -> bool:
-    """A run of an action (`count`, `show`: see `steps`) that reads datasets and writes
-    none; one that names no dataset is an empty execution (`emit_empty_executions`)."""
-    named = any(e.refs for e in run.executions)
-    return (
-        run.action is not None
-        and named
-        and not any(e.writes or any(r.feeds_write for r in e.refs.values()) for e in run.executions)
-    )
