@@ -162,6 +162,21 @@ CLASSES: tuple[Class, ...] = (
         "that has a START and never ends. Nothing the user asked for; the agent emits nothing.",
     ),
     Class(
+        "listener_schema_inference_run",
+        ("run_only_listener",),
+        lambda d, _: (
+            str(d.listener["job"]).endswith((".collect_limit", ".deserialize_to_object"))
+            and not d.listener["outputs"]
+            and bool(d.listener["inputs"])
+            and all(str(n).endswith(".csv") for n in d.listener["inputs"])
+        ),
+        "agent_right",
+        "CSV schema inference (Spark reads the header with a `CollectLimit` and infers the "
+        "types with a `DeserializeToObject`): the listener reports both as runs reading the "
+        "CSV file, ended COMPLETE in some runs of the harness (never ended in others: "
+        "listener_internal_job). Nothing the user asked for; the agent emits nothing.",
+    ),
+    Class(
         "listener_nested_run",
         ("run_only_listener",),
         lambda d, _: bool(d.listener.get("nested_in")),
@@ -205,7 +220,8 @@ CLASSES: tuple[Class, ...] = (
         "by_design",
         "A Structured Streaming query: the agent emits one run per query start, from its "
         "source to its sink (README: one run per query), ended by the query's end; the "
-        "listener emits one run per micro-batch execution, none of which names the query.",
+        "listener emits one run per micro-batch execution it reports, none of which names "
+        "the query (for the JSON-files-to-parquet query it reports none at all).",
     ),
     Class(
         "stream_micro_batch_run",
@@ -435,10 +451,11 @@ CLASSES: tuple[Class, ...] = (
         "listener_right",
         "A Kafka read: the plan's `KafkaRelation(strategy=Subscribe[...])` names the topics "
         "and not the bootstrap servers (nowhere in the log), so the agent's namespace is "
-        "`kafka://unknown`; the listener reads `kafka.bootstrap.servers` in the JVM.",
-        "Take the servers from a Kafka write of the same application (its options print "
-        "`kafka.bootstrap.servers`) or from an agent setting mapping applications or topics "
-        "to servers; keep `unknown` only when neither names them.",
+        "`kafka://unknown` unless `spark.kafka_bootstrap` is set (the harness leaves it "
+        "unset, as a default install does); the listener reads the servers in the JVM.",
+        "Without `spark.kafka_bootstrap`, take the servers from a Kafka write of the same "
+        "application (its options print `kafka.bootstrap.servers`); keep `unknown` only "
+        "when neither names them.",
     ),
     Class(
         "kafka_pattern_read",
@@ -450,8 +467,8 @@ CLASSES: tuple[Class, ...] = (
         ),
         "both_wrong",
         "A Kafka read with `subscribePattern=events-.*`: the log does not list the topics "
-        "it matched, so the agent names the pattern as if it were a topic (`events-.*`, "
-        "namespace unknown); the listener reports no input at all.",
+        "it matched, so the agent names the pattern as written (README), as if it were a "
+        "topic, under `kafka://unknown`; the listener reports no input at all.",
         "Name the servers as in kafka_servers_not_in_log and mark a pattern name as a "
         "pattern (a `lineageAgent_` facet) rather than presenting it as a topic.",
     ),

@@ -260,6 +260,22 @@ LAKE: list[tuple[str, compare.Difference]] = [
         ),
     ),
     (
+        "listener_schema_inference_run",
+        compare.Difference(
+            "csv",
+            "peer.collect_limit",
+            "run_only_listener",
+            None,
+            {
+                "job": "peer.collect_limit",
+                "terminal": "COMPLETE",
+                "inputs": ["/in/people.csv"],
+                "outputs": [],
+                "nested_in": None,
+            },
+        ),
+    ),
+    (
         "stream_query_name",
         compare.Difference(
             "stream_kafka_delta",
@@ -447,7 +463,7 @@ LAKE: list[tuple[str, compare.Difference]] = [
 def test_lakehouse_kafka_and_streaming_differences_classified(
     expected: str, difference: compare.Difference
 ) -> None:
-    """Each lakehouse, Kafka and streaming class explains the difference it was written for."""
+    """Each class added with the lakehouse, Kafka and streaming shapes explains its difference."""
     known = classify(difference, {difference.shape: {"error": None}})
     assert known is not None and known.id == expected
 
