@@ -74,6 +74,33 @@ def _last_part(job: Any) -> str:
     return str(job).rsplit(".", 1)[0]
 
 
+def _types(side: Any) -> list[tuple[str, str]]:
+    return [(str(f[0]), str(f[1])) for f in side] if isinstance(side, list) else []
+
+
+# Iceberg's copy-on-write scans read these metadata columns to rewrite files; no table has them.
+ICEBERG_METADATA = frozenset({"_file", "_pos"})
+LAKE_SHAPES = frozenset(
+    {"delta_path", "delta_catalog", "iceberg_hadoop", "iceberg_jdbc", "kafka_batch"}
+)
+
+
+def _untyped(d: Difference) -> bool:
+    """The agent's fields all lack a type and name no column the listener's lack."""
+    agent, listener = _types(d.agent), _types(d.listener)
+    names = {n for n, _ in listener} - ICEBERG_METADATA
+    return (
+        bool(agent)
+        and all(t == "" for _, t in agent)
+        and {n for n, _ in agent} <= names
+        and all(t != "" for _, t in listener)
+    )
+
+
+def _streaming(d: Difference) -> bool:
+    return d.shape.startswith("stream_")
+
+
 CLASSES: tuple[Class, ...] = (
     # -- events and runs -----------------------------------------------------------------
     Class(
@@ -135,6 +162,21 @@ CLASSES: tuple[Class, ...] = (
         "that has a START and never ends. Nothing the user asked for; the agent emits nothing.",
     ),
     Class(
+        "listener_schema_inference_run",
+        ("run_only_listener",),
+        lambda d, _: (
+            str(d.listener["job"]).endswith((".collect_limit", ".deserialize_to_object"))
+            and not d.listener["outputs"]
+            and bool(d.listener["inputs"])
+            and all(str(n).endswith(".csv") for n in d.listener["inputs"])
+        ),
+        "agent_right",
+        "CSV schema inference (Spark reads the header with a `CollectLimit` and infers the "
+        "types with a `DeserializeToObject`): the listener reports both as runs reading the "
+        "CSV file, ended COMPLETE in some runs of the harness (never ended in others: "
+        "listener_internal_job). Nothing the user asked for; the agent emits nothing.",
+    ),
+    Class(
         "listener_nested_run",
         ("run_only_listener",),
         lambda d, _: bool(d.listener.get("nested_in")),
@@ -171,6 +213,39 @@ CLASSES: tuple[Class, ...] = (
         "A read-only action (count of a cached frame): the agent emits a run for an "
         "execution that reads a dataset and writes none; the listener emits nothing for it.",
     ),
+    Class(
+        "stream_run_per_query",
+        ("run_only_agent",),
+        lambda d, _: _streaming(d) and ".streaming_query." in str(d.agent["job"]),
+        "by_design",
+        "A Structured Streaming query: the agent emits one run per query start, from its "
+        "source to its sink (README: one run per query), ended by the query's end; the "
+        "listener emits one run per micro-batch execution it reports, none of which names "
+        "the query (for the JSON-files-to-parquet query it reports none at all).",
+    ),
+    Class(
+        "stream_micro_batch_run",
+        ("run_only_listener",),
+        lambda d, _: _streaming(d) and bool(d.listener["inputs"]) and not d.listener["outputs"],
+        "by_design",
+        "A micro-batch's execution (`project` over the batch's files or Kafka offsets): the "
+        "listener's run of it names the source and no sink (the file sink and foreachBatch "
+        "are not outputs it sees); the agent covers every batch in the query's one run.",
+    ),
+    Class(
+        "iceberg_ctas_append",
+        ("run_only_listener",),
+        lambda d, _: (
+            d.shape.startswith("iceberg_")
+            and ".append_data." in str(d.listener["job"])
+            and bool(d.listener["outputs"])
+            and not d.listener.get("nested_in")
+        ),
+        "by_design",
+        "The `AppendData` an Iceberg CTAS / saveAsTable / writeTo().create() runs inside "
+        "its `AtomicCreateTableAsSelect`: the listener emits it as a run of its own (not "
+        "linked to the CTAS), the agent folds it into the CTAS run, as for listener_nested_run.",
+    ),
     # -- job names -------------------------------------------------------------------------
     Class(
         "listener_adaptive_name",
@@ -180,6 +255,54 @@ CLASSES: tuple[Class, ...] = (
         "The listener names the job after the physical root node when adaptive execution "
         "wraps the plan (`adaptive_spark_plan`), so the same step changes name with AQE; the "
         "agent names it by the command that writes (`execute_insert_into_...`).",
+    ),
+    Class(
+        "stream_query_name",
+        ("job_name",),
+        lambda d, _: _streaming(d) and ".streaming_query." in str(d.agent),
+        "by_design",
+        "The agent's run of a streaming query is named after the query "
+        "(`streaming_query.<queryName>`); it pairs with one of the listener's micro-batch "
+        "runs, named after that batch's command (the foreachBatch MERGE).",
+    ),
+    Class(
+        "iceberg_replace_data_name",
+        ("job_name",),
+        lambda d, _: (
+            ".replace_data." in str(d.listener)
+            and any(
+                f".{c}." in str(d.agent)
+                for c in ("merge_into_table", "update_table", "delete_from_table")
+            )
+        ),
+        "agent_right",
+        "Iceberg MERGE, UPDATE and DELETE all run as a copy-on-write `ReplaceData`: the "
+        "listener names the three statements' jobs alike (`replace_data.<table>`), so their "
+        "runs share one job; the agent names each by its statement.",
+    ),
+    Class(
+        "kafka_topic_column",
+        ("job_name", "outputs"),
+        lambda d, _: d.shape == "kafka_batch" and "SaveIntoDataSourceCommand" in str(d.agent),
+        "both_wrong",
+        "A Kafka write whose topics come from a `topic` column (`CASE WHEN ... THEN "
+        "'events-a' ELSE 'events-b'`): the agent names the output after the plan node "
+        "(`unknown:SaveIntoDataSourceCommand`, and the job after it); the listener names no "
+        "output. The servers are in the command's options; the topics are row values.",
+        "Recognise `KafkaSourceProvider` with no `topic` option: name the outputs "
+        "`kafka://<kafka.bootstrap.servers>` + each literal topic of the child's `topic` "
+        "expression when it is a literal or a CASE of literals, else no output and a "
+        "warning; never a node name as a dataset.",
+    ),
+    Class(
+        "listener_command_only_name",
+        ("job_name",),
+        lambda d, _: str(d.agent).startswith(str(d.listener) + "."),
+        "both_valid",
+        "The listener's job name is the command alone (it adds no output part for Delta "
+        "UPDATE / DELETE, whose output it does not report, for a Kafka topic or for a "
+        "second MERGE); the agent appends its output. Job names are free-form; a missing "
+        "output is judged by the `outputs` difference.",
     ),
     Class(
         "output_part_of_name",
@@ -230,7 +353,138 @@ CLASSES: tuple[Class, ...] = (
         "agent's rule 4 (the last execution failed) ends the application FAIL; the listener "
         "COMPLETE. Neither sees the Python side; `lineage-agent exec` settles it.",
     ),
+    Class(
+        "stream_failure_app",
+        ("app_terminal",),
+        lambda d, ctx: (
+            _streaming(d) and not _raised(d, ctx) and d.agent == "FAIL" and d.listener == "COMPLETE"
+        ),
+        "both_valid",
+        "The streaming query failed (a bad cast in a batch); the program caught the "
+        "exception `awaitTermination` raised and stopped Spark normally. The agent ends the "
+        "application FAIL (its last run failed), the listener COMPLETE; as caught_failure_app.",
+    ),
     # -- datasets --------------------------------------------------------------------------
+    Class(
+        "listener_misses_delta_dml",
+        ("inputs", "outputs"),
+        lambda d, _: (
+            not _names(d.listener)
+            and bool(_names(d.agent))
+            and d.listener_job.endswith(("execute_update_command", "execute_delete_command"))
+        ),
+        "agent_right",
+        "Delta UPDATE / DELETE rewrite the table's files from its own rows: the table is "
+        "the input and the output. The agent reports both; the listener's run has neither.",
+    ),
+    Class(
+        "listener_misses_jdbc_catalog",
+        ("inputs", "outputs", "columns_direct"),
+        lambda d, _: (
+            d.shape == "iceberg_jdbc"
+            and not any(n.startswith("unknown:") for n in _names(d.agent))
+            and not _names(d.listener)
+            and _only(d.listener) == 0
+        ),
+        "agent_right",
+        "Tables of the JDBC Iceberg catalog: the listener reports no dataset (and so no "
+        "column lineage) for their reads and writes; the agent names them by the catalog's "
+        "default location `<warehouse>/<ns>/<table>` from the table name in the plan.",
+    ),
+    Class(
+        "iceberg_create_unnamed",
+        ("outputs",),
+        lambda d, _: (
+            d.shape == "iceberg_hadoop"
+            and bool(_names(d.agent))
+            and all(n.startswith("unknown:") for n in _names(d.agent))
+            and all(n.startswith("/") for n in _names(d.listener))
+        ),
+        "listener_right",
+        "CREATE TABLE and CTAS in Iceberg: the plan says only `SparkCatalog@hash, db.orders` "
+        "(no catalog name), so the agent names the target `unknown:db.orders`; the listener "
+        "gives the table's location, which the other statements of the agent use too.",
+        "When exactly one `spark.sql.catalog.<name>` is an Iceberg `SparkCatalog` (or the "
+        "CTAS's later statements name the same `<ns>.<table>` in one catalog), resolve the "
+        "bare `<ns>.<table>` to it and name it as its writes are; keep `unknown` otherwise.",
+    ),
+    Class(
+        "iceberg_jdbc_create_unnamed",
+        ("outputs",),
+        lambda d, _: (
+            d.shape == "iceberg_jdbc"
+            and bool(_names(d.agent))
+            and all(n.startswith("unknown:") for n in _names(d.agent))
+            and not _names(d.listener)
+        ),
+        "both_wrong",
+        "CREATE TABLE and CTAS in the JDBC Iceberg catalog: the agent names the target "
+        "`unknown:db.orders` (no catalog name in the plan), the listener names none.",
+        "As iceberg_create_unnamed: resolve the bare `<ns>.<table>` when a single Iceberg "
+        "catalog is configured.",
+    ),
+    Class(
+        "kafka_listener_joins_topics",
+        ("inputs",),
+        lambda d, _: (
+            any(n.startswith("kafka://unknown:") for n in _names(d.agent))
+            and any(n.startswith("kafka://") and "," in n for n in _names(d.listener))
+        ),
+        "both_wrong",
+        "A Kafka read of `subscribe=clicks,events-a`: the agent names one dataset per topic "
+        "(as Naming.md asks) under `kafka://unknown` (the servers of a read are not in the "
+        "log); the listener knows the servers but names one dataset `clicks,events-a`.",
+        "As kafka_servers_not_in_log.",
+    ),
+    Class(
+        "kafka_servers_not_in_log",
+        ("inputs",),
+        lambda d, _: (
+            bool(_names(d.agent))
+            and all(n.startswith("kafka://unknown:") for n in _names(d.agent))
+            and bool(_names(d.listener))
+            and all(
+                n.startswith("kafka://") and not n.startswith("kafka://unknown")
+                for n in _names(d.listener)
+            )
+        ),
+        "listener_right",
+        "A Kafka read: the plan's `KafkaRelation(strategy=Subscribe[...])` names the topics "
+        "and not the bootstrap servers (nowhere in the log), so the agent's namespace is "
+        "`kafka://unknown` unless `spark.kafka_bootstrap` is set (the harness leaves it "
+        "unset, as a default install does); the listener reads the servers in the JVM.",
+        "Without `spark.kafka_bootstrap`, take the servers from a Kafka write of the same "
+        "application (its options print `kafka.bootstrap.servers`); keep `unknown` only "
+        "when neither names them.",
+    ),
+    Class(
+        "kafka_pattern_read",
+        ("inputs",),
+        lambda d, _: (
+            d.shape == "kafka_batch"
+            and any(n.startswith("kafka://unknown:") for n in _names(d.agent))
+            and not _names(d.listener)
+        ),
+        "both_wrong",
+        "A Kafka read with `subscribePattern=events-.*`: the log does not list the topics "
+        "it matched, so the agent names the pattern as written (README), as if it were a "
+        "topic, under `kafka://unknown`; the listener reports no input at all.",
+        "Name the servers as in kafka_servers_not_in_log and mark a pattern name as a "
+        "pattern (a `lineageAgent_` facet) rather than presenting it as a topic.",
+    ),
+    Class(
+        "stream_kafka_input",
+        ("inputs",),
+        lambda d, _: (
+            _streaming(d)
+            and any(n.startswith("kafka://") for n in _names(d.agent))
+            and not _names(d.listener)
+        ),
+        "by_design",
+        "The streaming query's run reads its Kafka topic (namespace `kafka://unknown`, see "
+        "kafka_servers_not_in_log); the listener run it pairs with is a micro-batch's MERGE, "
+        "which reads the batch's frame, not the topic.",
+    ),
     Class(
         "jdbc_url_not_in_log",
         ("inputs", "outputs"),
@@ -274,7 +528,9 @@ CLASSES: tuple[Class, ...] = (
     Class(
         "subquery_inputs",
         ("inputs",),
-        lambda d, _: bool(_names(d.agent)) and not _names(d.listener),
+        lambda d, _: (
+            d.shape == "scalar_subquery" and bool(_names(d.agent)) and not _names(d.listener)
+        ),
         "agent_right",
         "Scalar subqueries read two more datasets (orders, people_b); the agent reports them "
         "as inputs, the listener leaves them out.",
@@ -288,6 +544,32 @@ CLASSES: tuple[Class, ...] = (
         "The naming doc allows a file or a directory path as the name.",
     ),
     # -- schemas ---------------------------------------------------------------------------
+    Class(
+        "untyped_lake_columns",
+        ("schema_types", "schema_fields"),
+        lambda d, _: d.shape in LAKE_SHAPES and _untyped(d),
+        "listener_right",
+        "Delta catalog writes, Iceberg scans and writes, `from_avro`: the plan prints these "
+        "attributes without a type (`amount#12`; only `L` marks a long), so the agent "
+        "leaves `type` out where the listener, asking the JVM, says double / string. Some "
+        "input schemas are also pruned (pruned_input_schema) and Iceberg copy-on-write "
+        "scans add `_file`, `_pos` in the listener: metadata columns no table has.",
+        "Type columns from where the log states them: the `StructType(...)` Delta prints in "
+        "MERGE arguments, casts and literals, the parquet `ReadSchema` of a Delta or Iceberg "
+        "file scan, the `from_avro` schema string; and remember per application the types "
+        "of a table once seen, for its later untyped scans and writes.",
+    ),
+    Class(
+        "lake_output_schema_missing",
+        ("schema_fields",),
+        lambda d, _: d.shape in LAKE_SHAPES and d.role == "outputs" and _fields_subset(d),
+        "listener_right",
+        "Delta writes by path (`SaveIntoDataSourceCommand`) and a saveAsTable that creates "
+        "a Delta table: the agent's output has no schema facet; the listener gives the "
+        "written columns.",
+        "Take the output schema from the command's query (the output attributes of the "
+        "child plan, or the nested AppendDataExecV1's), typed as untyped_lake_columns says.",
+    ),
     Class(
         "pruned_input_schema",
         ("schema_fields",),
@@ -316,6 +598,83 @@ CLASSES: tuple[Class, ...] = (
         "log carries a Hive table's column types otherwise.",
     ),
     # -- column lineage --------------------------------------------------------------------
+    Class(
+        "listener_misses_merge_target",
+        ("columns_direct", "columns_indirect"),
+        lambda d, _: (
+            "merge_into_command" in d.listener_job
+            and _only(d.listener) == 0
+            and bool(_edges(d.agent))
+            and all(e[2] == d.dataset for e in _edges(d.agent))
+        ),
+        "agent_right",
+        "Delta MERGE: rows the MERGE does not change keep the target's own values, so each "
+        "target column comes from itself (IDENTITY) and the match on `id` decides which "
+        "(INDIRECT CONDITIONAL); the agent reports these, the listener only the source's.",
+    ),
+    Class(
+        "iceberg_metadata_filter",
+        ("columns_indirect",),
+        lambda d, _: (
+            d.shape.startswith("iceberg_")
+            and bool(_edges(d.listener))
+            and all(e[3] in ICEBERG_METADATA for e in _edges(d.listener))
+            and all(e[5] == "CONDITIONAL" for e in _edges(d.agent))
+        ),
+        "agent_right",
+        "Iceberg copy-on-write MERGE / UPDATE / DELETE: the listener reports `_file` as "
+        "INDIRECT FILTER (the runtime filter on files to rewrite; not a column of the "
+        "table); for UPDATE it misses what the agent says: `status` decides which rows' "
+        "amount changes (CONDITIONAL).",
+    ),
+    Class(
+        "iceberg_update_transformation",
+        ("columns_direct",),
+        lambda d, _: (
+            d.shape.startswith("iceberg_")
+            and ".replace_data." in d.listener_job
+            and bool(_edges(d.agent))
+            and all(e[5] == "TRANSFORMATION" for e in _edges(d.agent))
+            and [e[:5] for e in _edges(d.agent)] == [e[:5] for e in _edges(d.listener)]
+            and all(e[5] == "IDENTITY" for e in _edges(d.listener))
+        ),
+        "agent_right",
+        "Iceberg `UPDATE ... SET amount = amount + 1`: the agent says amount <- amount "
+        "TRANSFORMATION; the listener IDENTITY, which the spec reserves for an unchanged value.",
+    ),
+    Class(
+        "kafka_columns",
+        ("columns_direct",),
+        lambda d, _: (
+            _only(d.listener) == 0
+            and bool(_edges(d.agent))
+            and all(e[1] == "kafka://unknown" for e in _edges(d.agent))
+        ),
+        "agent_right",
+        "Column lineage from a Kafka read (`topic`, `offset`, `value` cast or `from_avro`): "
+        "the agent reports it, the listener none. The agent's namespace `kafka://unknown` is "
+        "judged by kafka_servers_not_in_log.",
+    ),
+    Class(
+        "delta_catalog_write_lineage",
+        ("columns_direct", "columns_indirect"),
+        lambda d, _: (
+            d.shape == "delta_catalog"
+            and _only(d.agent) == 0
+            and bool(_edges(d.listener))
+            and (
+                "atomic_create_table_as_select" in d.listener_job
+                or "overwrite_by_expression" in d.listener_job
+            )
+        ),
+        "listener_right",
+        "Delta catalog CTAS / saveAsTable new / INSERT OVERWRITE: the agent misses the "
+        "WHERE (INDIRECT FILTER) and GROUP BY (INDIRECT GROUP_BY) of the query, and for "
+        "the saveAsTable every column (no schema either); the listener has them.",
+        "Read the query of a Delta `AtomicCreateTableAsSelect` / `OverwriteByExpressionExecV1` "
+        "from its nested `AppendDataExecV1` execution (the root prints only the target) and "
+        "derive the indirect edges from its Filter and Aggregate as for other writes.",
+    ),
     Class(
         "jdbc_columns",
         ("columns_direct", "columns_indirect"),

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from tests.peer import compare, report
 from tests.peer.classify import CLASSES, classify
 from tests.peer.cost import ARMS, order
@@ -210,3 +212,266 @@ def test_cost_rounds_alternate_every_arm_in_every_block() -> None:
         assert sorted(rounds[block * 3 : block * 3 + 3]) == sorted(ARMS)
     firsts = {rounds[block * 3] for block in range(8)}
     assert firsts == set(ARMS)
+
+
+T = "/lake/db/orders"  # a table's location, as both name it
+K = "kafka://unknown"
+LAKE: list[tuple[str, compare.Difference]] = [
+    (
+        "stream_run_per_query",
+        compare.Difference(
+            "stream_file_parquet",
+            "peer.streaming_query.q",
+            "run_only_agent",
+            {"job": "peer.streaming_query.q", "inputs": ["/in"], "outputs": ["/out"]},
+            None,
+        ),
+    ),
+    (
+        "stream_micro_batch_run",
+        compare.Difference(
+            "stream_failure",
+            "peer.project",
+            "run_only_listener",
+            None,
+            {
+                "job": "peer.project",
+                "terminal": "COMPLETE",
+                "inputs": ["/in/part-0.json"],
+                "outputs": [],
+                "nested_in": None,
+            },
+        ),
+    ),
+    (
+        "iceberg_ctas_append",
+        compare.Difference(
+            "iceberg_hadoop",
+            "peer.append_data.lake_db_tags",
+            "run_only_listener",
+            None,
+            {
+                "job": "peer.append_data.lake_db_tags",
+                "terminal": "COMPLETE",
+                "inputs": [],
+                "outputs": [T],
+                "nested_in": None,
+            },
+        ),
+    ),
+    (
+        "listener_schema_inference_run",
+        compare.Difference(
+            "csv",
+            "peer.collect_limit",
+            "run_only_listener",
+            None,
+            {
+                "job": "peer.collect_limit",
+                "terminal": "COMPLETE",
+                "inputs": ["/in/people.csv"],
+                "outputs": [],
+                "nested_in": None,
+            },
+        ),
+    ),
+    (
+        "stream_query_name",
+        compare.Difference(
+            "stream_kafka_delta",
+            "peer.streaming_query.q",
+            "job_name",
+            "peer.streaming_query.q",
+            "peer.execute_merge_into_command",
+        ),
+    ),
+    (
+        "iceberg_replace_data_name",
+        compare.Difference(
+            "iceberg_jdbc",
+            "peer.update_table.db_orders",
+            "job_name",
+            "peer.update_table.db_orders",
+            "peer.replace_data.jcat_db_orders",
+        ),
+    ),
+    (
+        "kafka_topic_column",
+        compare.Difference(
+            "kafka_batch",
+            "peer.execute_save_into_data_source_command.SaveIntoDataSourceCommand",
+            "outputs",
+            ["unknown:SaveIntoDataSourceCommand"],
+            [],
+        ),
+    ),
+    (
+        "listener_command_only_name",
+        compare.Difference(
+            "delta_path",
+            "peer.execute_delete_command.data_t",
+            "job_name",
+            "peer.execute_delete_command.data_t",
+            "peer.execute_delete_command",
+        ),
+    ),
+    (
+        "listener_misses_delta_dml",
+        compare.Difference(
+            "delta_catalog",
+            "peer.execute_update_command.default_sales",
+            "inputs",
+            [T],
+            [],
+            listener_job="peer.execute_update_command",
+        ),
+    ),
+    (
+        "listener_misses_jdbc_catalog",
+        compare.Difference("iceberg_jdbc", "peer.append_data.db_orders", "outputs", [T], []),
+    ),
+    (
+        "iceberg_create_unnamed",
+        compare.Difference(
+            "iceberg_hadoop", "peer.create_table.db_orders", "outputs", ["unknown:db.orders"], [T]
+        ),
+    ),
+    (
+        "iceberg_jdbc_create_unnamed",
+        compare.Difference(
+            "iceberg_jdbc", "peer.create_table.db_orders", "outputs", ["unknown:db.orders"], []
+        ),
+    ),
+    (
+        "kafka_listener_joins_topics",
+        compare.Difference(
+            "kafka_batch",
+            "peer.x",
+            "inputs",
+            [f"{K}:clicks", f"{K}:events-a"],
+            ["kafka://127.0.0.1:9092:clicks,events-a"],
+        ),
+    ),
+    (
+        "kafka_servers_not_in_log",
+        compare.Difference(
+            "kafka_batch", "peer.x", "inputs", [f"{K}:clicks"], ["kafka://127.0.0.1:9092:clicks"]
+        ),
+    ),
+    (
+        "kafka_pattern_read",
+        compare.Difference("kafka_batch", "peer.x", "inputs", [f"{K}:events-.*"], []),
+    ),
+    (
+        "stream_kafka_input",
+        compare.Difference(
+            "stream_kafka_delta", "peer.streaming_query.q", "inputs", [f"{K}:orders"], []
+        ),
+    ),
+    (
+        "stream_failure_app",
+        compare.Difference("stream_failure", "peer", "app_terminal", "FAIL", "COMPLETE"),
+    ),
+    (
+        "untyped_lake_columns",
+        compare.Difference(
+            "iceberg_hadoop",
+            "peer.merge_into_table.db_orders",
+            "schema_fields",
+            [["amount", ""], ["status", ""]],
+            [["_file", "string"], ["amount", "double"], ["status", "string"]],
+            T,
+            "inputs",
+        ),
+    ),
+    (
+        "lake_output_schema_missing",
+        compare.Difference(
+            "delta_path", "peer.x", "schema_fields", [], [["id", "long"]], T, "outputs"
+        ),
+    ),
+    (
+        "listener_misses_merge_target",
+        compare.Difference(
+            "delta_path",
+            "peer.execute_merge_into_command.t",
+            "columns_indirect",
+            {"only_agent": 1, "sample": [["*", "file", T, "id", "INDIRECT", "CONDITIONAL"]]},
+            {"only_listener": 0, "sample": []},
+            T,
+            "outputs",
+            "peer.execute_merge_into_command.t",
+        ),
+    ),
+    (
+        "iceberg_metadata_filter",
+        compare.Difference(
+            "iceberg_hadoop",
+            "peer.delete_from_table.db_orders",
+            "columns_indirect",
+            {"only_agent": 0, "sample": []},
+            {"only_listener": 1, "sample": [["*", "file", T, "_file", "INDIRECT", "FILTER"]]},
+            T,
+            "outputs",
+        ),
+    ),
+    (
+        "iceberg_update_transformation",
+        compare.Difference(
+            "iceberg_hadoop",
+            "peer.update_table.db_orders",
+            "columns_direct",
+            {
+                "only_agent": 1,
+                "sample": [["amount", "file", T, "amount", "DIRECT", "TRANSFORMATION"]],
+            },
+            {"only_listener": 1, "sample": [["amount", "file", T, "amount", "DIRECT", "IDENTITY"]]},
+            T,
+            "outputs",
+            "peer.replace_data.lake_db_orders",
+        ),
+    ),
+    (
+        "kafka_columns",
+        compare.Difference(
+            "kafka_batch",
+            "peer.x",
+            "columns_direct",
+            {"only_agent": 1, "sample": [["v", K, "clicks", "value", "DIRECT", "TRANSFORMATION"]]},
+            {"only_listener": 0, "sample": []},
+            "/out",
+            "outputs",
+        ),
+    ),
+    (
+        "delta_catalog_write_lineage",
+        compare.Difference(
+            "delta_catalog",
+            "peer.atomic_create_table_as_select.default_sales_by_region",
+            "columns_indirect",
+            {"only_agent": 0, "sample": []},
+            {"only_listener": 1, "sample": [["*", "file", T, "region", "INDIRECT", "GROUP_BY"]]},
+            "/out",
+            "outputs",
+            "peer.atomic_create_table_as_select.default_sales_by_region",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("expected", "difference"), LAKE, ids=[c for c, _ in LAKE])
+def test_lakehouse_kafka_and_streaming_differences_classified(
+    expected: str, difference: compare.Difference
+) -> None:
+    """Each class added with the lakehouse, Kafka and streaming shapes explains its difference."""
+    known = classify(difference, {difference.shape: {"error": None}})
+    assert known is not None and known.id == expected
+
+
+def test_lake_input_without_listener_input_is_not_a_subquery() -> None:
+    """An input only the agent has is a scalar-subquery read only in that shape."""
+    odd = compare.Difference("delta_path", "peer.x", "inputs", [T], [])
+    assert classify(odd, {}) is None
+    subquery = compare.Difference("scalar_subquery", "peer.x", "inputs", ["/orders"], [])
+    known = classify(subquery, {})
+    assert known is not None and known.id == "subquery_inputs"
