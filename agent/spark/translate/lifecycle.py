@@ -51,6 +51,11 @@ class Lifecycle:
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
         self.versions: list[VersionRequest] = []  # the caller drains and fills these
 
+    @property
+    def app_ids(self) -> tuple[str, str | None] | None:
+        """The application id and attempt, once ApplicationStart was read."""
+        return self.identity[0][:2] if self.identity is not None else None
+
     def tick(self, time_ms: int | None) -> int:
         """Advance the Spark clock to an event's time; an event without one happens 'now'."""
         if time_ms is None:

@@ -68,17 +68,10 @@ class Queries:
     def runs(self) -> ValuesView[Run]:
         return self._open.values()
 
-    def handlers(self, app: Callable[[], tuple[str, str | None] | None]) -> dict[str, Handler]:
-        """The translator's handlers for the listener's three query events; `app` gives the
-        application id and attempt once the application started."""
-
-        def started(event: Mapping[str, Any], out: list[Event]) -> None:
-            ids = app()
-            if ids is not None:
-                self._started(ids, event, out)
-
+    def handlers(self) -> dict[str, Handler]:
+        """The translator's handlers for the listener's query events."""
         return {
-            _PREFIX + "QueryStartedEvent": started,
+            _PREFIX + "QueryStartedEvent": self._started,
             _PREFIX + "QueryProgressEvent": self._progress,
             _PREFIX + "QueryIdleEvent": self._idle,
             _PREFIX + "QueryTerminatedEvent": self._terminated,
@@ -127,10 +120,10 @@ class Queries:
 
     # -- the listener's events ---------------------------------------------------------------
 
-    def _started(
-        self, ids: tuple[str, str | None], event: Mapping[str, Any], out: list[Event]
-    ) -> None:
-        assert self._life.app is not None
+    def _started(self, event: Mapping[str, Any], out: list[Event]) -> None:
+        ids = self._life.app_ids
+        if ids is None or self._life.app is None:
+            return
         query = streaming.new_query(event)
         if query.spark_run_id in self._open or query.spark_run_id in self._ended:
             self._warnings.append(f"QueryStartedEvent ignored: run {query.spark_run_id} seen")

@@ -26,7 +26,6 @@ from agent.spark.translate.values import as_int, as_str
 
 Event = dict[str, Any]
 Handler = Callable[[Mapping[str, Any], list[Event]], None]
-AppIds = Callable[[], tuple[str, str | None] | None]
 
 
 class Statements:
@@ -48,17 +47,10 @@ class Statements:
         self._warnings = warnings
         self._internal: set[int] = set()  # recent root executions that are Spark's own
 
-    def handlers(self, app: AppIds) -> dict[str, Handler]:
-        """The translator's handlers for the SQL execution events; `app` gives the
-        application id and attempt once the application started."""
-
-        def started(event: Mapping[str, Any], out: list[Event]) -> None:
-            ids = app()
-            if ids is not None:
-                self._started(ids, event, out)
-
+    def handlers(self) -> dict[str, Handler]:
+        """The translator's handlers for the SQL execution events."""
         return {
-            "SparkListenerSQLExecutionStart": started,
+            "SparkListenerSQLExecutionStart": self._started,
             "SparkListenerSQLAdaptiveExecutionUpdate": self._updated,
             "SparkListenerDriverAccumUpdates": self._accumulated,
             "SparkListenerSQLExecutionEnd": self._ended,
@@ -80,11 +72,11 @@ class Statements:
             self._start(run, out)
         self._life.end(run, end, state, failure, out)
 
-    def _started(
-        self, app: tuple[str, str | None], event: Mapping[str, Any], out: list[Event]
-    ) -> None:
-        exec_id = as_int(event.get("executionId"))
-        if self._life.app is None or exec_id is None or self.sql.execution(exec_id) is not None:
+    def _started(self, event: Mapping[str, Any], out: list[Event]) -> None:
+        exec_id, app = as_int(event.get("executionId")), self._life.app_ids
+        if self._life.app is None or app is None or exec_id is None:
+            return
+        if self.sql.execution(exec_id) is not None:
             return
         start = self._life.tick(as_int(event.get("time")))
         root = as_int(event.get("rootExecutionId"))

@@ -108,7 +108,7 @@ class ApplicationTranslator:
         )
         self._sql = self._statements.sql
         for part in (self._queries, self._statements):
-            self._handlers.update(part.handlers(lambda: self._app_ids and self._app_ids[:2]))
+            self._handlers.update(part.handlers())
 
     # -- public API -----------------------------------------------------------------------
 
