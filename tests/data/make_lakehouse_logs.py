@@ -404,14 +404,20 @@ def stream_failure(spark: SparkSession, root: Path) -> None:
     (source / "part-1.json").write_text('{"id": 3, "qty": "three"}\n')
     for n in range(2):  # the file source takes files oldest first: the bad one second
         os.utime(source / f"part-{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+    bad_cast(spark, source, root / "data" / "quantities", root / "checkpoints" / "quantities")
+
+
+def bad_cast(spark: SparkSession, source: Path, sink: Path, checkpoint: Path) -> None:
+    """The availableNow file -> parquet query `bad_cast`: `qty` cast to INT under ANSI, so a
+    file with a word there fails its micro-batch; the failure is printed, not raised."""
     query = (
         spark.readStream.schema("id LONG, qty STRING")
         .option("maxFilesPerTrigger", 1)
         .json(str(source))
         .selectExpr("id", "CAST(qty AS INT) AS qty")
         .writeStream.format("parquet")
-        .option("path", str(root / "data" / "quantities"))
-        .option("checkpointLocation", str(root / "checkpoints" / "quantities"))
+        .option("path", str(sink))
+        .option("checkpointLocation", str(checkpoint))
         .queryName("bad_cast")
         .trigger(availableNow=True)
         .start()

@@ -27,6 +27,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.data.make_lakehouse_logs import bad_cast
+
 
 def session(events: Path, work: Path, jars: str, name: str) -> SparkSession:
     spark = (
@@ -128,22 +131,7 @@ def finite(spark: SparkSession, work: Path, servers: str) -> None:
     )
 
     files(data / "quantities_in", ['{"id": 1, "qty": "3"}\n', '{"id": 2, "qty": "three"}\n'])
-    query = (
-        spark.readStream.schema("id LONG, qty STRING")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(data / "quantities_in"))
-        .selectExpr("id", "CAST(qty AS INT) AS qty")
-        .writeStream.format("parquet")
-        .option("path", str(data / "quantities"))
-        .option("checkpointLocation", str(work / "checkpoints" / "bad_cast"))
-        .queryName("bad_cast")
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination(300)
-    except Exception as exc:  # the query's failure, as the driver program sees it
-        print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
+    bad_cast(spark, data / "quantities_in", data / "quantities", work / "checkpoints" / "bad_cast")
 
 
 def endless(spark: SparkSession, work: Path) -> None:
