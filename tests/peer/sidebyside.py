@@ -227,6 +227,41 @@ def run(shapes: Sequence[Shape], work: Path) -> Outputs:
     )
 
 
+def replay_agent(outputs: Outputs, work: Path) -> Outputs:
+    """The agent side again, from the kept event logs, by the current code (`lineage-agent
+    replay`, the daemon's config): a change to the agent is judged in seconds, without Spark.
+
+    The tables on disk are as the last statement left them, so committed versions read from
+    them may differ from the live run's; names, schemas, lineage and states do not.
+    """
+    out = work / "replayed"
+    if out.exists():
+        for old in out.glob("*.jsonl"):
+            old.unlink()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "replay",
+            "--config",
+            str(work / "agent" / "config.yaml"),
+            "--output-dir",
+            str(out),
+            str(work / "spark" / "events"),
+        ],
+        capture_output=True,
+        timeout=600,
+        check=False,  # exit 1 says a run failed: several shapes fail on purpose
+    )
+    by_app: dict[str, list[Event]] = defaultdict(list)
+    for path in sorted(out.glob("*.jsonl")):
+        for event in read_jsonl(path):
+            by_app[app_job(event)].append(event)
+    agent = {s: by_app.get(normalized(m["app_name"]), []) for s, m in outputs.apps.items()}
+    return Outputs(outputs.apps, outputs.listener, agent, outputs.skipped, outputs.spark_seconds)
+
+
 def save(outputs: Outputs, path: Path) -> None:
     """Keep both producers' raw events: the report cites them, a rerun compares them."""
     path.write_text(json.dumps(outputs.__dict__))
