@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
         from tests.peer import cost
 
         result["cost"] = cost.run(BUILD / "cost")
-    if args.compare_only or args.replay_agent:  # the run's own wall time stays; this was only a comparison
+    if args.compare_only or args.replay_agent:  # the run's own wall time stays: only compared
         result["seconds"] = previous.get("seconds")
         result["compare_seconds"] = round(time.monotonic() - began, 1)
     else:
