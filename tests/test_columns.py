@@ -618,19 +618,22 @@ def test_adaptive_plans_initial_and_final_agree() -> None:
 # -- what cannot be read -------------------------------------------------------------------
 
 
-def test_expression_cut_by_spark_marks_the_column_incomplete() -> None:
-    """Spark cuts expressions at maxToStringFields: the 24 shown inputs are kept, the column
-    is reported incomplete, and a note says why."""
+def test_expression_cut_by_spark_reads_every_column_of_its_operator() -> None:
+    """Spark cuts a row hash over 500 columns at maxToStringFields (24 shown): its inputs are
+    every column its Project reads, as the shown ones are read; the column stays reported
+    incomplete, and a note says why."""
     summary = read("wide_hash")
     by_column, _ = columns_of("wide_hash")
-    assert len(by_column["row_hash"]) == 24
-    assert by_column["row_hash"][0] == ("wide_source", "c0", "DIRECT/TRANSFORMATION/masking")
+    assert by_column["row_hash"] == [
+        ("wide_source", f"c{n}", "DIRECT/TRANSFORMATION/masking") for n in range(500)
+    ]
     output = written(summary)
     assert output.columns is not None
     assert output.columns.lineage.incomplete == ("row_hash",)
     assert summary.notes == (
         "column lineage of 'Execute InsertIntoHadoopFsRelationCommand' is incomplete: the plan "
-        "cuts long expressions (spark.sql.debug.maxToStringFields)",
+        "cuts long expressions (spark.sql.debug.maxToStringFields); a cut expression is "
+        "taken to read every column its operator reads",
     )
 
 
@@ -1030,7 +1033,8 @@ class ColumnRun:
         about_columns = [w for w in translator.warnings if "column lineage" in w]
         assert [w.rsplit(" in execution ", 1)[0] for w in about_columns] == [
             "column lineage of 'Execute InsertIntoHadoopFsRelationCommand' is incomplete: the "
-            "plan cuts long expressions (spark.sql.debug.maxToStringFields)"
+            "plan cuts long expressions (spark.sql.debug.maxToStringFields); a cut expression "
+            "is taken to read every column its operator reads"
         ]
         return events
 

@@ -735,10 +735,9 @@ CLASSES: tuple[Class, ...] = (
         lambda d, _: d.shape == "wide" and d.dataset.endswith("wide_hash"),
         "listener_right",
         "A row hash over 500 columns: Spark cuts the expression in the plan text "
-        "(spark.sql.debug.maxToStringFields), so the agent sees 24 of the 500 inputs and "
-        "says so in `lineageAgent_truncation`; the listener has all 500.",
-        "When an expression is cut (`... N more fields`), fall back to every column of the "
-        "child's output as DIRECT inputs and mark them in the truncation facet as inferred.",
+        "(spark.sql.debug.maxToStringFields), so the agent saw 24 of the 500 inputs; the "
+        "listener has all 500. Fixed: a cut expression reads every column its operator reads "
+        "(an upper bound), and `lineageAgent_truncation` still lists the column.",
     ),
     Class(
         "column_cap",

@@ -48,7 +48,8 @@ _ROW_LEVEL_COLUMNS: Final = frozenset(
 _FEEDING: Final = "DeserializeToObject"
 _TRUNCATED_NOTE: Final = (
     "column lineage of {what} is incomplete: the plan cuts long expressions "
-    "(spark.sql.debug.maxToStringFields)"
+    "(spark.sql.debug.maxToStringFields); a cut expression is taken to read every column "
+    "its operator reads"
 )
 
 

@@ -28,6 +28,12 @@ aggregate above a reused exchange). Anything else is *unrecognized*: its name go
 `unrecognized`, attributes it passes on keep their lineage (ids are never reused for other
 values), and attributes it creates have none, so the columns built from them are reported
 incomplete, never guessed.
+
+An expression Spark cut at `spark.sql.debug.maxToStringFields` (`..., ... 476 more fields)`)
+hides some of its inputs; they can only be among the columns its operator reads. The
+attribute it defines gets an edge to every one of them (with the transformation of the inputs
+shown), an upper bound that is exact for the common case of a function over all columns (a
+row hash), and stays reported incomplete.
 """
 
 from __future__ import annotations
@@ -93,6 +99,7 @@ class AttributeGraph:
         self.root = plan.root
         self._phases = distinct_phases(plan)
         self._unread = 0  # attributes made up for columns only a pushed filter tests
+        self._reading: list[Attribute] = []  # what the operator being walked reads
         if plan.root is not None:
             self._walk(plan.root, self.dataset)
         for subquery in plan.subqueries:
@@ -155,6 +162,7 @@ class AttributeGraph:
         # child's output as Spark knew it), else what the walk derived for the child
         first = [] if "Input" in unsplittable else attributes(node.detail_list("Input"))
         first = first or (children[0] if children else [])
+        self._reading = first
         if unsplittable:
             self.unreadable.extend((name, key) for key in unsplittable)
             return self.unrecognized_node(node, first, note=False)
@@ -252,6 +260,13 @@ class AttributeGraph:
             if generated and how == IDENTITY:  # a generated row is never the input itself
                 how = TRANSFORMATION
             self._edge(attr.expr_id, child, how)
+        if found.truncated:  # the hidden inputs are among what the operator reads
+            shown = {child for child, _ in found.references}
+            hows = [how for _, how in found.references if how != IDENTITY]
+            how = hows[-1] if hows else TRANSFORMATION
+            for read in self._reading:
+                if read.expr_id not in shown and read.expr_id != attr.expr_id:
+                    self._edge(attr.expr_id, read.expr_id, how)
         return attr
 
     def _aggregate(self, node: PlanNode, dataset: list[tuple[int, str]]) -> list[Attribute]:
