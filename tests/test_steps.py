@@ -43,6 +43,7 @@ CLI_STATEMENTS = (
     "CREATE TABLE cli_people USING parquet AS SELECT 1 AS id, 'ann' AS name",
     "INSERT INTO cli_people SELECT id + 1, name FROM cli_people",
 )
+RDD_SAVE = f"{APP}.map_partitions_python_parallel_collection"
 #: The real steps of user_steps.py, in order (read-only actions not emitted).
 WRITES = [
     f"{APP}.{INSERT}.out_people_inferred",
@@ -57,6 +58,7 @@ WRITES = [
     f"{APP}.{INSERT}.default_people_table",
     f"{APP}.{INSERT}.default_people_table_2",  # another source: another step
     f"{APP}.{INSERT}.default_people_table",  # the first INSERT again: the same step
+    RDD_SAVE,  # named by its RDD lineage, its output by spark.lineageAgent.output
 ]
 READS = [
     f"{APP}.count.out_events_typed",
@@ -195,8 +197,10 @@ def test_reader_executions_are_the_schema_inference_reads(logs: Logs) -> None:
         }
         assert {"csv", "json", "parquet"} <= sites
         events = translate(lines, emit_read_only_runs=True)
+        rdd_jobs = {e["job"]["name"] for e in events if e["job"]["name"].startswith(RDD_SAVE)}
         jobs = {e["job"]["facets"]["jobType"]["jobType"] for e in events}
-        assert jobs == {"APPLICATION", "SQL_JOB"}
+        assert rdd_jobs == {RDD_SAVE}  # the one named save: its own RDD_JOB run
+        assert jobs == {"APPLICATION", "SQL_JOB", "RDD_JOB"}
 
 
 def test_spark_internal_reads_never_become_runs(logs: Logs) -> None:
@@ -209,6 +213,7 @@ def test_spark_internal_reads_never_become_runs(logs: Logs) -> None:
                 part in name
                 for name in names
                 for part in ("collect_limit", "deserialize_to_object", "python_")
+                if name != RDD_SAVE
             )
             assert [n for n in names[1:] if n not in READS] == WRITES
 
@@ -228,6 +233,23 @@ def test_read_only_actions_follow_the_switch(logs: Logs) -> None:
         assert start["outputs"] == []
         ends = [e for e in events if e["job"]["name"] == name and e["eventType"] != "START"]
         assert [e["eventType"] for e in ends] == ["COMPLETE"]
+
+
+def test_rdd_save_output_comes_from_the_job_property(logs: Logs) -> None:
+    """An RDD save's path is not logged: the save run's output is the path the program set
+    in spark.lineageAgent.output, with the rows written; a count under the same property
+    and a save without it are no runs."""
+    events = translate(logs.runs[0])
+    saves = [e for e in events if e["job"]["name"] == RDD_SAVE]
+    assert [e["eventType"] for e in saves] == ["START", "COMPLETE"]
+    written = str(Path(logs_data_path(events)) / "out" / "rdd_lines")
+    for event in saves:
+        assert event["inputs"] == []
+        assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [("file", written)]
+    stats = saves[-1]["outputs"][0]["outputFacets"]["outputStatistics"]
+    assert stats["rowCount"] == 2
+    assert stats["size"] > 0
+    assert not any("rdd_unnamed" in json.dumps(e["outputs"]) for e in events)
 
 
 def logs_data_path(events: list[Event]) -> str:

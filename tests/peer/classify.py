@@ -200,10 +200,9 @@ CLASSES: tuple[Class, ...] = (
         lambda d, _: d.shape == "rdd" and bool(d.listener["outputs"]),
         "listener_right",
         "An RDD saveAsTextFile: the listener sees the output path in the JVM; the event log "
-        "does not carry it, so the agent reports no run for the save (documented limit).",
-        "Accept a path hint the job can set without a jar (the job description or a job "
-        "group id carrying `path=`), and say in the README that without it RDD outputs are "
-        "lost; nothing in the log itself names the path.",
+        "does not carry it, so the agent reported no run for the save. Fixed where the "
+        "program names the path in the `spark.lineageAgent.output` job property (README), "
+        "as the rdd shape now does; without it the output stays unknown.",
     ),
     Class(
         "read_only_action",

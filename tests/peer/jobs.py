@@ -384,7 +384,10 @@ def cancelled(spark: SparkSession, ctx: Context) -> None:
 def rdd(spark: SparkSession, ctx: Context) -> None:
     sc = spark.sparkContext
     sc.textFile(ctx.shared("words.txt")).count()
+    # the agent's hint for the path an RDD save writes, which the event log never names
+    sc.setLocalProperty("spark.lineageAgent.output", ctx.path("rdd_out"))
     sc.parallelize(["x", "y"], 1).saveAsTextFile(ctx.path("rdd_out"))
+    sc.setLocalProperty("spark.lineageAgent.output", None)
 
 
 def wide(spark: SparkSession, ctx: Context) -> None:

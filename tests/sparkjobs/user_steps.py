@@ -74,6 +74,16 @@ def program(spark: SparkSession, data: Path, out: Path, warehouse: Path) -> None
     spark.sql(f"INSERT INTO people_table SELECT id, name FROM parquet.`{out / 'people_merged'}`")
     spark.sql(f"INSERT INTO people_table {from_headed}")
 
+    # an RDD save's path never reaches the log: the program names it in a job property
+    sc = spark.sparkContext
+    shutil.rmtree(out / "rdd_lines", ignore_errors=True)
+    sc.setLocalProperty("spark.lineageAgent.output", str(out / "rdd_lines"))
+    sc.parallelize(["a", "b"], 1).saveAsTextFile(str(out / "rdd_lines"))
+    sc.parallelize([1, 2], 1).count()  # the property is still set, but a count saves nothing
+    sc.setLocalProperty("spark.lineageAgent.output", None)
+    shutil.rmtree(out / "rdd_unnamed", ignore_errors=True)
+    sc.parallelize(["c"], 1).saveAsTextFile(str(out / "rdd_unnamed"))  # no property: no run
+
 
 def main() -> None:
     root = Path(sys.argv[1]).resolve()

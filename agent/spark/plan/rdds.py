@@ -1,8 +1,10 @@
 """RDD jobs outside SQL, read from a JobStart's `Stage Infos`.
 
 `rdd_inputs`: RDDs named by a path (`sc.textFile`) are inputs. An RDD save's output path
-never reaches the event log, so RDD outputs are never known. `rdd_job_suffix` names an RDD
-job after its RDD lineage, as the OpenLineage integration does.
+never reaches the event log: `rdd_output` takes it from the `spark.lineageAgent.output` job
+property the program sets for the save (`sc.setLocalProperty`), and only for a job that
+saves. `rdd_job_suffix` names an RDD job after its RDD lineage, as the OpenLineage
+integration does.
 """
 
 from __future__ import annotations
@@ -40,6 +42,33 @@ def rdd_inputs(stage_infos: object) -> tuple[str, ...]:
             if path.strip() and path.strip() not in found:
                 found.append(path.strip())
     return tuple(found)
+
+
+#: The job property a program sets to name an RDD save's output, which Spark never logs.
+OUTPUT_PROPERTY: Final = "spark.lineageAgent.output"
+_SAVE_SCOPES: Final = frozenset(
+    {
+        "saveAsTextFile",
+        "saveAsHadoopFile",
+        "saveAsHadoopDataset",
+        "saveAsNewAPIHadoopFile",
+        "saveAsNewAPIHadoopDataset",
+        "saveAsSequenceFile",
+        "saveAsObjectFile",
+    }
+)
+
+
+def rdd_output(stage_infos: object, properties: Mapping[str, Any]) -> str | None:
+    """The path an RDD save writes, as the job's `spark.lineageAgent.output` property names
+    it; None for a job that saves nothing (a property left set by an earlier save must not
+    name a later count's output) or without the property."""
+    path = properties.get(OUTPUT_PROPERTY)
+    if not isinstance(path, str) or not path.strip():
+        return None
+    if not any(_scope_name(r.get("Scope")) in _SAVE_SCOPES for r in _rdds(stage_infos)):
+        return None
+    return path.strip()
 
 
 def rdd_job_suffix(stage_infos: object) -> str | None:

@@ -111,8 +111,8 @@ def run_datasets(
     run: Run, catalog: Catalog, column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
 ) -> RunDatasets:
     """The datasets of a run: a SQL run's from its executions' plans (with their SQL
-    metrics and column lineage), an RDD job's from its input paths (with the job's read
-    counters when it has one input)."""
+    metrics and column lineage), an RDD job's from its input and output paths (with the
+    job's counters when it has one of either)."""
     if run.kind == "stream":
         return stream_datasets(run, catalog, column_lineage_max_fields)
     if run.kind == "sql":
@@ -134,13 +134,21 @@ def run_datasets(
             snapshots={t: v.pop() for t, v in snapshots.items() if len(v) == 1},
         )
     datasets = collect(
-        [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths], catalog
+        [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths]
+        + [(DatasetRef("output", "RDD", location=path), {}) for path in run.output_paths],
+        catalog,
     )
     if len(datasets.inputs) == 1:  # the job's read counters are this dataset's
         only = next(iter(datasets.inputs))
         datasets.stats[("input", only)] = {
             "rows": run.tally.records_in,
             "bytes": run.tally.bytes_in,
+        }
+    if len(datasets.outputs) == 1:  # and its write counters the output's
+        only = next(iter(datasets.outputs))
+        datasets.stats[("output", only)] = {
+            "rows": run.tally.records_out,
+            "bytes": run.tally.bytes_out,
         }
     return datasets
 

@@ -3,7 +3,7 @@
 Pure bookkeeping for the translator: a JobStart opens a job (once; a duplicate is refused),
 its JobEnd closes it, and a stage's metrics or failed tasks are charged to the job that ran
 the stage. Which run a job belongs to is the translator's business, except for the runs of
-RDD jobs outside SQL that read files (`rdd_run`).
+RDD jobs outside SQL that read files or save to a path the program named (`rdd_run`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix
+from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix, rdd_output
 from agent.spark.translate import runids
 from agent.spark.translate.runs import Job, Run, remember
 from agent.spark.translate.values import as_int, as_int_text, int_list, mappings
@@ -63,14 +63,31 @@ class Jobs:
 
 
 def rdd_run(
-    job: Job, job_id: int, infos: object, submitted: int, app: tuple[str, str | None]
+    job: Job,
+    job_id: int,
+    event: Mapping[str, Any],
+    submitted: int,
+    app: tuple[str, str | None],
 ) -> tuple[Run, str] | None:
-    """The run of an RDD job outside SQL that reads files (`sc.textFile`), and its job-name
-    suffix (its RDD lineage, as the OpenLineage integration names it); None for any other
-    job."""
-    paths = rdd_inputs(infos) if job.execution is None else ()
-    if not paths:
+    """The run of an RDD job outside SQL that reads files (`sc.textFile`) or saves to the
+    path its `spark.lineageAgent.output` property names, and its job-name suffix (its RDD
+    lineage, as the OpenLineage integration names it); None for any other job."""
+    if job.execution is not None:
+        return None
+    infos = event.get("Stage Infos")
+    props = event.get("Properties")
+    paths = rdd_inputs(infos)
+    output = rdd_output(infos, props if isinstance(props, Mapping) else {})
+    if not paths and output is None:
         return None
     run_id = runids.run_id(submitted, app[0], app[1], "rdd", job_id)
-    run = Run("rdd", run_id, "RDD_JOB", submitted, key=job_id, paths=paths)
+    run = Run(
+        "rdd",
+        run_id,
+        "RDD_JOB",
+        submitted,
+        key=job_id,
+        paths=paths,
+        output_paths=(output,) if output else (),
+    )
     return run, rdd_job_suffix(infos) or f"rdd_job_{job_id}"

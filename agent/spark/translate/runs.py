@@ -180,6 +180,7 @@ class Run:
     executions: list[Execution] = field(default_factory=list)  # sql: root first, then nested
     key: int = -1  # sql: root execution id; rdd: job id
     paths: tuple[str, ...] = ()  # rdd: the input paths
+    output_paths: tuple[str, ...] = ()  # rdd: the path a save writes, as the program named it
     failure: Failure | None = None  # sql: its last failed job, for the stack trace
     action: str | None = None  # sql: the action that ran it (`count`), see `steps`
     site: str = ""  # sql: the API call that started it, see `steps.site`

@@ -281,12 +281,13 @@ class ApplicationTranslator:
         )
         if warehouse:
             self._props.setdefault("spark.sql.warehouse.dir", warehouse)
-        found = rdd_run(job, job_id, event.get("Stage Infos"), submitted, self._app_ids[:2])
+        found = rdd_run(job, job_id, event, submitted, self._app_ids[:2])
         if found is not None:
             job.run, suffix = found
-            inputs = frozenset(self._life.datasets(job.run).inputs)
+            datasets = self._life.datasets(job.run)
+            step = (suffix, "", frozenset(datasets.inputs), frozenset(datasets.outputs))
             base = job_name(self._life.app.job_name, suffix)
-            job.run.job_name = self._names.assign(base, (suffix, "", inputs, frozenset()))
+            job.run.job_name = self._names.assign(base, step)
             self._rdd_runs[job_id] = job.run
             self._life.start(job.run, out)
 
