@@ -387,7 +387,7 @@ def rdd(spark: SparkSession, ctx: Context) -> None:
     # the agent's hint for the path an RDD save writes, which the event log never names
     sc.setLocalProperty("spark.lineageAgent.output", ctx.path("rdd_out"))
     sc.parallelize(["x", "y"], 1).saveAsTextFile(ctx.path("rdd_out"))
-    sc.setLocalProperty("spark.lineageAgent.output", None)
+    sc.setLocalProperty("spark.lineageAgent.output", None)  # type: ignore[arg-type]  # unsets
 
 
 def wide(spark: SparkSession, ctx: Context) -> None:

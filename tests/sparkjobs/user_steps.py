@@ -80,7 +80,7 @@ def program(spark: SparkSession, data: Path, out: Path, warehouse: Path) -> None
     sc.setLocalProperty("spark.lineageAgent.output", str(out / "rdd_lines"))
     sc.parallelize(["a", "b"], 1).saveAsTextFile(str(out / "rdd_lines"))
     sc.parallelize([1, 2], 1).count()  # the property is still set, but a count saves nothing
-    sc.setLocalProperty("spark.lineageAgent.output", None)
+    sc.setLocalProperty("spark.lineageAgent.output", None)  # type: ignore[arg-type]  # unsets
     shutil.rmtree(out / "rdd_unnamed", ignore_errors=True)
     sc.parallelize(["c"], 1).saveAsTextFile(str(out / "rdd_unnamed"))  # no property: no run
 
