@@ -10,6 +10,8 @@ from typing import Any
 import orjson
 
 from agent.controlclient import request
+from agent.spark.application import LOG_ENDED, ApplicationLog
+from agent.spark.eventlog.layout import scan
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
@@ -114,6 +116,43 @@ def test_no_verdict_ends_as_spark_logged_it() -> None:
     translator, held = feed(lines, await_verdict=True)
     assert held + translator.settle(None) == plain
     assert feed(lines, await_verdict=False)[1] == plain
+
+
+def test_lost_driver_says_how_its_command_ended(tmp_path: Path) -> None:
+    """A log that ends without ApplicationEnd (the driver was killed) ends the application FAIL;
+    its command's verdict, when the state database has it, adds the exit status and stderr
+    tail to the message, and its child runs fail with the plain message."""
+    lines = with_properties("success", {"spark.lineageAgent.exec": EXEC_ID})
+    cut = [line for line in lines if b'"Event":"SparkListenerApplicationEnd"' not in line[:64]]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "local-1.inprogress").write_bytes(b"\n".join(cut) + b"\n")
+    (ref,) = scan(logs)
+    verdicts = {EXEC_ID: Verdict(137, "SIGKILL", TAIL, "uid 0 (root)")}
+    for lookup, told in ((verdicts.get, True), (lambda _: None, False)):
+        app_log = ApplicationLog(
+            ref,
+            TranslateOptions(namespace="spark", await_verdict=True),
+            max_line_bytes=1 << 20,
+            verdict_lookup=lookup,
+        )
+        app_log.feed(app_log.read())
+        ended = app_log.end(cause="driver_lost", message=LOG_ENDED)
+        app_log.close()
+        (end,) = [e for e in ended if e["job"]["name"] == "exp_success"]
+        assert end["eventType"] == "FAIL"
+        message = end["run"]["facets"]["errorMessage"]["message"]
+        if told:
+            assert message == (
+                f"{LOG_ENDED}; the command run by lineage-agent exec was killed by SIGKILL "
+                f"(exit status 137); the last lines of its stderr:\n{TAIL}"
+            )
+        else:
+            assert message == LOG_ENDED
+        for event in ended:
+            validate_run_event(event)
+            if event is not end:
+                assert event["run"]["facets"]["errorMessage"]["message"] == LOG_ENDED
 
 
 def test_parent_from_the_schedulers_environment() -> None:

@@ -141,9 +141,17 @@ class ApplicationLog:
         return malformed
 
     def end(self, *, cause: Literal["driver_lost", "stopped"], message: str) -> list[Event]:
-        """Close the runs still open, at the log's last modification time."""
+        """Close the runs still open, at the log's last modification time; a lost driver's
+        application says how its `lineage-agent exec` command ended, when that is known."""
+        exec_id = self.translator.exec_id
+        verdict = None
+        if cause == "driver_lost" and exec_id and self._verdict_lookup is not None:
+            verdict = self._verdict_lookup(exec_id)
         return self.translator.close(
-            cause=cause, time_ms=self.reader.ref.mtime_ns // 1_000_000, message=message
+            cause=cause,
+            time_ms=self.reader.ref.mtime_ns // 1_000_000,
+            message=message,
+            verdict=verdict,
         )
 
     def close(self) -> None:

@@ -70,6 +70,7 @@ from agent.spark.translate.verdict import (
     AppEnd,
     Verdict,
     application_state,
+    lost_driver,
 )
 
 Event = dict[str, Any]
@@ -179,12 +180,18 @@ class ApplicationTranslator:
         return out
 
     def close(
-        self, *, cause: Literal["driver_lost", "stopped"], time_ms: int, message: str
+        self,
+        *,
+        cause: Literal["driver_lost", "stopped"],
+        time_ms: int,
+        message: str,
+        verdict: Verdict | None = None,
     ) -> list[Event]:
         """End every open run (FAIL for driver_lost, ABORT for stopped): the log will not grow.
 
         `time_ms` is raised to the latest Spark timestamp seen, so no terminal event predates
-        its run's START.
+        its run's START. A lost driver's `verdict` (of `lineage-agent exec`) joins the
+        application's error message.
         """
         if self._ending is not None:  # ApplicationEnd came: no verdict will now
             return self.settle(None)
@@ -194,7 +201,10 @@ class ApplicationTranslator:
         end = max(min(time_ms, MAX_MS), self._life.clock)
         state = "FAIL" if cause == "driver_lost" else "ABORT"
         failure = Failure("failed" if state == "FAIL" else "shutdown", message)
-        self._end_app(end, state, failure, out, children=(state, failure))
+        children = (state, failure)
+        if state == "FAIL" and verdict is not None:
+            failure = lost_driver(message, verdict)
+        self._end_app(end, state, failure, out, children=children)
         return out
 
     def snapshot(self) -> AppSummary:

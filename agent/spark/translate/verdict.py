@@ -15,6 +15,10 @@ The application's terminal state with a verdict, the first rule that applies:
              last lines of its stderr in `errorMessage`, even when Spark logged exit code 0;
 3. otherwise the rules of `runs.application_end`, except that a failed last job or execution
              no longer makes the application FAIL: the program exited 0, so it dealt with it.
+
+A log that ends without ApplicationEnd (the driver was lost) ends the application FAIL as
+before; the verdict, when there is one, says in `errorMessage` how the command ended
+(`lost_driver`).
 """
 
 from __future__ import annotations
@@ -80,6 +84,13 @@ def _failed(verdict: Verdict, last: Failure | None) -> Failure:
         message = f"{message}; the last lines of its stderr:\n{verdict.stderr_tail}"
     stack = last.stack if last is not None and last.outcome == "failed" else None
     return Failure("failed", message, stack)
+
+
+def lost_driver(message: str, verdict: Verdict) -> Failure:
+    """The failure of an application whose log ended without ApplicationEnd, with what its
+    command's verdict adds: how it exited, and its stderr's last lines."""
+    told = _failed(verdict, None).message
+    return Failure("failed", f"{message}; {told}")
 
 
 def scheduler_run(value: str | None) -> RunRef | None:
