@@ -200,9 +200,9 @@ CLASSES: tuple[Class, ...] = (
         lambda d, _: d.shape == "rdd" and bool(d.listener["outputs"]),
         "listener_right",
         "An RDD saveAsTextFile: the listener sees the output path in the JVM; the event log "
-        "does not carry it, so the agent reported no run for the save. Fixed where the "
-        "program names the path in the `spark.lineageAgent.output` job property (README), "
-        "as the rdd shape now does; without it the output stays unknown.",
+        "does not carry it, so the agent reported no run for the save.",
+        "Done where the program names the path in the `spark.lineageAgent.output` job "
+        "property (README), as the rdd shape now does; nothing in the log names it otherwise.",
     ),
     Class(
         "read_only_action",
@@ -735,8 +735,9 @@ CLASSES: tuple[Class, ...] = (
         "listener_right",
         "A row hash over 500 columns: Spark cuts the expression in the plan text "
         "(spark.sql.debug.maxToStringFields), so the agent saw 24 of the 500 inputs; the "
-        "listener has all 500. Fixed: a cut expression reads every column its operator reads "
-        "(an upper bound), and `lineageAgent_truncation` still lists the column.",
+        "listener has all 500.",
+        "Done: a cut expression reads every column its operator reads (an upper bound), and "
+        "`lineageAgent_truncation` still lists the column.",
     ),
     Class(
         "column_cap",
