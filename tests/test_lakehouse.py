@@ -20,6 +20,7 @@ import zstandard
 
 from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
+from agent.spark.plan.read import read_plan, returned_rows
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.versions import TableFormat
 from tests.olschema import validate_run_event
@@ -446,3 +447,33 @@ def test_delta_writes_take_the_schema_of_their_nested_query() -> None:
     assert schema(found[3]) == typed  # saveAsTable of a new table
     assert schema(found[4]) == [("region", "string"), ("total", "double")]
     assert schema(found[5]) == typed  # INSERT OVERWRITE: the query types what it names
+
+
+def started(shape: str) -> dict[int, Event]:
+    """The SQLExecutionStart events of a checked-in log, by execution id."""
+    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
+    text = zstandard.ZstdDecompressor().decompressobj().decompress(raw).decode()
+    events = (json.loads(line) for line in text.splitlines() if "SQLExecutionStart" in line)
+    return {e["executionId"]: e for e in events if e["Event"].endswith("SQLExecutionStart")}
+
+
+def test_a_delta_write_names_its_query_and_the_nested_execution_that_runs_it() -> None:
+    """The root prints the query's attributes (a bare `Filter` only those it reads); of the
+    statement's nested executions only the one whose root returns them is the query, not
+    Delta's log replay that follows it with the same description."""
+    catalog = started("delta_catalog")
+    root = read_plan(catalog[6]["sparkPlanInfo"], catalog[6]["physicalPlanDescription"])
+    (target,) = root.datasets
+    assert target.query == (271,)  # `Filter (region#271 = eu)`
+    query = returned_rows(catalog[8]["physicalPlanDescription"], target.query)
+    assert query is not None and query.feeds_write and query.query == (271,)
+    assert [(f.name, f.type) for f in query.fields] == [
+        ("id", "long"),
+        ("region", "string"),
+        ("amount", "double"),
+    ]
+    assert catalog[12]["description"] == catalog[8]["description"]
+    assert returned_rows(catalog[12]["physicalPlanDescription"], target.query) is None
+    path = started("delta_path")[0]  # by path: the command's child, `Project [id#0L, …]`
+    (save,) = read_plan(path["sparkPlanInfo"], path["physicalPlanDescription"]).datasets
+    assert (save.node, save.format, save.query) == ("SaveIntoDataSourceCommand", "delta", (0, 1, 2))
