@@ -20,6 +20,7 @@ import zstandard
 
 from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
+from agent.spark.plan.read import read_plan, returned_rows
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.versions import TableFormat
 from tests.olschema import validate_run_event
@@ -181,9 +182,9 @@ def test_delta_path_table() -> None:
     table = ("file", DELTA)
     write = "execute_save_into_data_source_command.data_delta_events"
     assert runs("delta_path") == [
-        (write, [], [(*table, "0", "CREATE", (), ())]),
-        (write, [], [(*table, "1", None, (), ())]),
-        (write, [], [(*table, "2", "OVERWRITE", (), ())]),
+        (write, [], [(*table, "0", "CREATE", (), PATH_COLUMNS)]),  # the nested query's
+        (write, [], [(*table, "1", None, (), PATH_COLUMNS)]),
+        (write, [], [(*table, "2", "OVERWRITE", (), PATH_COLUMNS)]),
         (
             "execute_merge_into_command.data_delta_events",
             [(*table, "2", None, (), PATH_COLUMNS)],
@@ -254,7 +255,7 @@ def test_delta_catalog_tables() -> None:
         (*sales, "0", "CREATE", ("default.sales",), SALES_COLUMNS),
         (*sales, "1", None, ("default.sales",), SALES_COLUMNS),
         (*sales, "2", None, ("default.sales",), SALES_COLUMNS),
-        ("file", f"{SALES}_eu", "0", "CREATE", ("default.sales_eu",), ()),  # a bare Filter
+        ("file", f"{SALES}_eu", "0", "CREATE", ("default.sales_eu",), SALES_COLUMNS),
         (
             "file",
             f"{SALES}_by_region",
@@ -414,17 +415,65 @@ def test_delta_create_table_by_path() -> None:
 
 
 def test_delta_ctas_and_v1_fallback_writes_have_column_lineage() -> None:
-    """A CTAS or an INSERT whose query runs as a nested execution (Delta's V1 fallback): its
-    columns are the query's output, resolved to the fields that execution reads."""
+    """A CTAS, saveAsTable or INSERT OVERWRITE whose query Delta runs as a nested execution
+    (the root prints only the target): the lineage is that query's, its columns and its
+    WHERE / GROUP BY (INDIRECT), also when the root prints the query as a bare `Filter`."""
     found = completed("delta_catalog")
-    by_region, overwrite = found[4], found[5]
+    save_new, by_region, overwrite = found[3], found[4], found[5]
+    same = {c: {(SALES, c, "IDENTITY")} for c in SALES_COLUMNS}
+    assert lineage(save_new) == {**same, "*": {(SALES, "region", "FILTER")}}
     assert lineage(by_region) == {
         "region": {(SALES, "region", "IDENTITY")},
         "total": {(SALES, "amount", "AGGREGATION")},
-        "*": set(),
+        "*": {(SALES, "region", "GROUP_BY")},
     }
-    # the nested query's own filters are not carried over: only its columns' sources are
-    assert lineage(overwrite) == {
-        **{c: {(SALES, c, "IDENTITY")} for c in SALES_COLUMNS},
-        "*": set(),
-    }
+    assert lineage(overwrite) == {**same, "*": {(SALES, "region", "FILTER")}}
+    assert lineage(found[9]) == {**same, "*": set()}  # CTAS with LOCATION: no WHERE
+
+
+def schema(event: Event) -> list[tuple[str, str | None]]:
+    """The first output's schema fields: (name, type)."""
+    fields = event["outputs"][0]["facets"]["schema"]["fields"]
+    return [(f["name"], f.get("type")) for f in fields]
+
+
+def test_delta_writes_take_the_schema_of_their_nested_query() -> None:
+    """Writes by path and a saveAsTable that creates the table print no columns: the
+    schema is what the nested execution running their query returns, typed by its plan."""
+    for write in completed("delta_path")[:3]:  # create, append, overwrite
+        assert schema(write) == [("id", "long"), ("name", "string"), ("amount", "long")]
+    found = completed("delta_catalog")
+    typed = [("id", "long"), ("region", "string"), ("amount", "double")]
+    assert schema(found[3]) == typed  # saveAsTable of a new table
+    assert schema(found[4]) == [("region", "string"), ("total", "double")]
+    assert schema(found[5]) == typed  # INSERT OVERWRITE: the query types what it names
+
+
+def started(shape: str) -> dict[int, Event]:
+    """The SQLExecutionStart events of a checked-in log, by execution id."""
+    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
+    text = zstandard.ZstdDecompressor().decompressobj().decompress(raw).decode()
+    events = (json.loads(line) for line in text.splitlines() if "SQLExecutionStart" in line)
+    return {e["executionId"]: e for e in events if e["Event"].endswith("SQLExecutionStart")}
+
+
+def test_a_delta_write_names_its_query_and_the_nested_execution_that_runs_it() -> None:
+    """The root prints the query's attributes (a bare `Filter` only those it reads); of the
+    statement's nested executions only the one whose root returns them is the query, not
+    Delta's log replay that follows it with the same description."""
+    catalog = started("delta_catalog")
+    root = read_plan(catalog[6]["sparkPlanInfo"], catalog[6]["physicalPlanDescription"])
+    (target,) = root.datasets
+    assert target.query == (271,)  # `Filter (region#271 = eu)`
+    query = returned_rows(catalog[8]["physicalPlanDescription"], target.query)
+    assert query is not None and query.feeds_write and query.query == (271,)
+    assert [(f.name, f.type) for f in query.fields] == [
+        ("id", "long"),
+        ("region", "string"),
+        ("amount", "double"),
+    ]
+    assert catalog[12]["description"] == catalog[8]["description"]
+    assert returned_rows(catalog[12]["physicalPlanDescription"], target.query) is None
+    path = started("delta_path")[0]  # by path: the command's child, `Project [id#0L, …]`
+    (save,) = read_plan(path["sparkPlanInfo"], path["physicalPlanDescription"]).datasets
+    assert (save.node, save.format, save.query) == ("SaveIntoDataSourceCommand", "delta", (0, 1, 2))

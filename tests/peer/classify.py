@@ -564,8 +564,10 @@ CLASSES: tuple[Class, ...] = (
         lambda d, _: d.shape in LAKE_SHAPES and d.role == "outputs" and _fields_subset(d),
         "listener_right",
         "Delta writes by path (`SaveIntoDataSourceCommand`) and a saveAsTable that creates "
-        "a Delta table: the agent's output has no schema facet; the listener gives the "
-        "written columns.",
+        "a Delta table: the agent's output had no schema facet; the listener gives the "
+        "written columns. Fixed: the schema is what the nested execution running the "
+        "write's query returns (recognized by the attributes the root prints for the "
+        "query), typed where that plan types them.",
         "Take the output schema from the command's query (the output attributes of the "
         "child plan, or the nested AppendDataExecV1's), typed as untyped_lake_columns says.",
     ),
@@ -667,9 +669,11 @@ CLASSES: tuple[Class, ...] = (
             )
         ),
         "listener_right",
-        "Delta catalog CTAS / saveAsTable new / INSERT OVERWRITE: the agent misses the "
+        "Delta catalog CTAS / saveAsTable new / INSERT OVERWRITE: the agent missed the "
         "WHERE (INDIRECT FILTER) and GROUP BY (INDIRECT GROUP_BY) of the query, and for "
-        "the saveAsTable every column (no schema either); the listener has them.",
+        "the saveAsTable every column (no schema either); the listener has them. Fixed: "
+        "the lineage, direct and indirect, is that of the nested execution that runs the "
+        "query, attributed to the root's run and output.",
         "Read the query of a Delta `AtomicCreateTableAsSelect` / `OverwriteByExpressionExecV1` "
         "from its nested `AppendDataExecV1` execution (the root prints only the target) and "
         "derive the indirect edges from its Filter and Aggregate as for other writes.",

@@ -37,7 +37,8 @@ class DatasetRef:
 
     A reference with `feeds_write` names no dataset: it is the result of a query that a
     write in another execution of the same run consumes (a JDBC save, a V2 write through
-    the V1 fallback) and lends that write its column lineage and schema."""
+    the V1 fallback, a Delta write's query) and lends that write its column lineage and
+    schema."""
 
     role: Role
     node: str
@@ -56,6 +57,11 @@ class DatasetRef:
     unknown_reason: str | None = None
     columns: WrittenLineage | None = None  # outputs: lineage of the written columns
     feeds_write: bool = False
+    #: a Delta write whose query runs as a nested execution (its V1 write path): the ids of
+    #: the attributes that query returns (or reads, when its top operator prints no output
+    #: list), by which that execution is recognized; on the `feeds_write` reference it
+    #: matched, the same ids
+    query: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

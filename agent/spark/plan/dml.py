@@ -27,7 +27,7 @@ from typing import Final
 from agent.spark.plan.columns import ColumnLineage, InputField, OutputColumn
 from agent.spark.plan.expressions import IDENTITY, Transformation, indirect, references
 from agent.spark.plan.schema import Field, split_top
-from agent.spark.plan.text import Block, block_detail, bracketed, parse_attribute
+from agent.spark.plan.text import Attribute, Block, block_detail, bracketed, parse_attribute
 
 #: The scan id that stands for the table itself in a command's lineage.
 TABLE_SCAN: Final = -1
@@ -117,16 +117,34 @@ def query_lineage(query: str) -> DmlLineage | None:
     them (`Project [… AS id#7L, …]`, `Aggregate [keys], [outputs]`, `LocalRelation […]`), each
     column assigned from its attribute, to be resolved in that execution. None when the
     operator prints no output list (`Filter`)."""
+    named = _query_output(query)
+    if named is None:
+        return None
+    fields = tuple(Field(a.name, "long" if a.is_long else None) for a in named)
+    columns = tuple(OutputColumn(a.name, ()) for a in named)
+    assigned = {a.name: ((a.expr_id, IDENTITY),) for a in named}
+    return DmlLineage(fields, ColumnLineage(columns, ()), assigned)
+
+
+def query_attributes(query: str) -> tuple[int, ...]:
+    """The ids of the attributes a write's nested query returns, as its top operator prints
+    them (see `query_lineage`), else of those the operator reads: a `Filter (region#3 = eu)`
+    returns its child's output, which holds them. They recognize the execution that runs
+    the query (its root returns them all)."""
+    named = _query_output(query)
+    if named is not None:
+        return tuple(dict.fromkeys(a.expr_id for a in named))
+    return tuple(dict.fromkeys(a for a, _ in references(query).references))
+
+
+def _query_output(query: str) -> list[Attribute] | None:
+    """The output attributes the top operator of a query prints; None if it prints none."""
     lists = [b for t in split_top(query) if (b := bracketed(t.strip().split(" ", 1)[-1]))]
     lists += [b for t in split_top(query) if (b := bracketed(t.strip()))]
     for items in reversed(lists):
         attrs = [parse_attribute(i.strip().rpartition(" AS ")[2]) for i in items]
         if attrs and all(a is not None for a in attrs):
-            named = [a for a in attrs if a is not None]
-            fields = tuple(Field(a.name, "long" if a.is_long else None) for a in named)
-            columns = tuple(OutputColumn(a.name, ()) for a in named)
-            assigned = {a.name: ((a.expr_id, IDENTITY),) for a in named}
-            return DmlLineage(fields, ColumnLineage(columns, ()), assigned)
+            return [a for a in attrs if a is not None]
     return None
 
 

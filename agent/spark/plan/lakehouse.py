@@ -11,6 +11,9 @@ Delta (names as Delta 4.x prints them):
   Some(CatalogTable(… Database: d … Table: t …)))`; on `StagedDeltaTableV2` (the insert a CTAS
   runs) nothing: the CTAS names the table.
 * path writes (`SaveIntoDataSourceCommand` of `DeltaDataSource`) are read by `writes`.
+* Delta runs the query of these writes (not of MERGE / UPDATE / DELETE) as a nested
+  execution: the write carries the ids of the attributes the query returns (`query`), by
+  which the translator recognizes that execution and takes its lineage and schema.
 
 Iceberg: V2 writes whose `IcebergWrite(table=<catalog>.<ns>.<table>, …)` names the table
 (`AppendData`, `OverwriteByExpression`, `ReplaceData` for MERGE / UPDATE / DELETE, `WriteDelta`);
@@ -35,12 +38,13 @@ from agent.spark.plan.dml import (
     TYPE_NAMES,
     delete_lineage,
     merge_lineage,
+    query_attributes,
     query_lineage,
     update_lineage,
 )
 from agent.spark.plan.schema import Field, split_top
 from agent.spark.plan.tables import TableIdent, parse_table_ident
-from agent.spark.plan.text import Block, block_detail
+from agent.spark.plan.text import Block, block_detail, parse_plan
 
 _DELTA_VERSIONED = re.compile(r"Delta\[version=(?P<version>\d+), (?P<location>[^\]]+)\]")
 _DELTA_TABLE_V2 = re.compile(r"^DeltaTableV2\([^,]*,(?P<location>[^,]+),")
@@ -89,6 +93,7 @@ DELTA_COMMANDS: Final[dict[str, str | None]] = {
     "TruncateDeltaTableCommand": "TRUNCATE",
     "CreateDeltaTableCommand": "CREATE",
 }
+_MAX_WALKED: Final = 10_000  # a bound on the walk through one plan description
 _RESTORED = re.compile(r"DeltaTimeTravelSpec\([^,]*,Some\((?P<version>\d+)\)")
 #: Table DDL by the first word of the command (V2 exec and V1 `…Command` forms).
 _DDL: Final = (
@@ -211,11 +216,34 @@ def _fed(ref: DatasetRef, tokens: Sequence[str]) -> DatasetRef:
         if token.strip().startswith(("TableSpec(", "org.apache.")):
             break
         query.append(token)
-    dml = query_lineage(",".join(query).strip())
+    text = ",".join(query).strip()
+    if ref.format == "delta":  # Delta runs the query as a nested execution of its own
+        ref = dataclasses.replace(ref, query=query_attributes(text))
+    dml = query_lineage(text)
     if dml is None:
         return ref
     columns = WrittenLineage(dml.lineage, {}, dml)
     return dataclasses.replace(ref, fields=ref.fields or dml.fields, columns=columns)
+
+
+def delta_save_query(ref: DatasetRef, description: str) -> DatasetRef:
+    """A Delta write by path (`SaveIntoDataSourceCommand` of `DeltaDataSource`) runs its
+    query as a nested execution: `ref` with the attributes that query returns, as the
+    command's child in the plan description prints them (`Project [...]`, `Range (…, [id#0L],
+    …)`, `LogicalRDD [...]`); any other reference as it is."""
+    if ref.role != "output" or ref.format != "delta" or ref.node != "SaveIntoDataSourceCommand":
+        return ref
+    stack = [parse_plan(description).root]
+    for _ in range(_MAX_WALKED):  # the command is the root's child: a short walk
+        node = stack.pop() if stack else None
+        if node is None:
+            break
+        if node.name.strip() == ref.node and node.children:
+            child = node.children[0]
+            text = f"{child.name} {child.details.get('Arguments', '')}"
+            return dataclasses.replace(ref, query=query_attributes(text))
+        stack.extend(node.children)
+    return ref
 
 
 def iceberg_write(name: str, args: str) -> DatasetRef | None:

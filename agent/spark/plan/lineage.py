@@ -136,11 +136,16 @@ def _follow(
 
 
 def returned(
-    description: str, types: Mapping[int, Field], scan_datasets: ScanDatasets
+    description: str,
+    types: Mapping[int, Field],
+    scan_datasets: ScanDatasets,
+    query: Collection[int] = (),
 ) -> DatasetRef | None:
     """The rows a plan's root returns to its caller, as a `feeds_write` reference with their
-    schema and column lineage: a streaming micro-batch, whose sink is not in its plan. None
-    when the plan does not tell; never raises."""
+    schema and column lineage: a streaming micro-batch, whose sink is not in its plan; with
+    `query`, the query of a Delta write run as this nested execution, recognized by its
+    root returning every one of those attributes (else None). None when the plan does not
+    tell; never raises."""
     plan = parse_plan(description)
     if plan.root is None:
         return None
@@ -149,14 +154,16 @@ def returned(
         root = plan.root
         while root.name.startswith(_WRAPPERS) and root.children:
             root = root.children[0]
-        query = DatasetRef("output", root.name, feeds_write=True)
+        rows = DatasetRef("output", root.name, feeds_write=True, query=tuple(query))
         oracle = TypeOracle(graph, types)
         # a V2 sink's write (Kafka, Iceberg) is the root: what it writes is its child's output
         attrs = graph.output(root) or written_attributes(graph, root)
-        query = _with_lineage(query, graph, attrs, oracle, scan_datasets, types)
+        if not set(query) <= {a.expr_id for a in attrs}:
+            return None  # another of the statement's executions (Delta's log replay, ...)
+        rows = _with_lineage(rows, graph, attrs, oracle, scan_datasets, types)
     except Exception:  # a reader bug must not cost the micro-batch its datasets
         return None
-    return query if query.fields else None
+    return rows if rows.fields else None
 
 
 def _feeding_root(root: PlanNode) -> PlanNode | None:

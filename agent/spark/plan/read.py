@@ -24,7 +24,12 @@ from typing import Any, Final
 from agent.spark.plan import lineage
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
 from agent.spark.plan.kafka import kafka_scan
-from agent.spark.plan.lakehouse import ROW_LEVEL_WRITES, iceberg_scan, row_level_statement
+from agent.spark.plan.lakehouse import (
+    ROW_LEVEL_WRITES,
+    delta_save_query,
+    iceberg_scan,
+    row_level_statement,
+)
 from agent.spark.plan.schema import Field, field_of, parse_struct, split_top
 from agent.spark.plan.tables import TableIdent, normalize, parse_table_ident
 from agent.spark.plan.text import (
@@ -87,6 +92,7 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
             continue
         datasets.extend(_node_datasets(node, name, described, types, notes))
         logs.extend(_delta_logs(node, name))
+    datasets = [delta_save_query(ref, text) for ref in datasets]
     with_lineage = lineage.attach(datasets, text, types, scan_datasets, notes)
     command = _command(plan_info)
     return PlanSummary(command, tuple(with_lineage), tuple(notes), tuple(dict.fromkeys(logs)))
@@ -107,12 +113,13 @@ def _delta_logs(node: Mapping[str, Any], name: str) -> list[str]:
     return [p.split("/_delta_log", 1)[0] for p in paths if "/_delta_log" in p]
 
 
-def returned_rows(description: object) -> DatasetRef | None:
+def returned_rows(description: object, query: Collection[int] = ()) -> DatasetRef | None:
     """What the plan's root returns (see `lineage.returned`): a streaming micro-batch's
-    rows, which its sink, outside the plan, writes."""
+    rows, which its sink, outside the plan, writes; with `query`, the query of a Delta write
+    that this nested execution runs, if its root returns those attributes."""
     text = description if isinstance(description, str) else ""
     types = _attribute_types(parse_description(text))
-    return lineage.returned(text, types, scan_datasets)
+    return lineage.returned(text, types, scan_datasets, query)
 
 
 def micro_batch_tables(description: object) -> tuple[str, ...]:

@@ -142,13 +142,16 @@ def collect(
     Outputs get their `columnLineage` facet (at most `column_lineage_max_fields` input
     fields; 0 leaves it out) from the first reference that carries lineage. A query feeding
     a write of another execution (`feeds_write`) lends its lineage, and its schema if the
-    output has none, to the run's only output that writes through such a query.
+    output has none, to the run's only output that writes through such a query. The query
+    of a Delta write, recognized by the attributes it returns (`DatasetRef.query`), lends
+    its lineage to that write's output, in place of what the write's arguments tell.
     """
     run = RunDatasets()
     created: list[DatasetRef] = []
     feeding: list[DatasetRef] = []
     lineages: dict[DatasetName, DatasetRef] = {}
     fed: list[DatasetName] = []  # outputs whose query ran in a nested execution
+    queried: dict[tuple[int, ...], DatasetName] = {}  # Delta writes' queries -> output
     for ref, values in refs:
         if ref.feeds_write:
             feeding.append(ref)
@@ -170,6 +173,8 @@ def collect(
                 lineages.setdefault(name, ref)
             if ref.node.removeprefix("Execute ").split(" ", 1)[0] in _FED_WRITES:
                 fed.append(name)
+            if ref.query:
+                queried[ref.query] = name
         total = run.stats.setdefault((ref.role, name), {})
         for stat, acc in ref.metrics.items():
             if acc in values:
@@ -189,11 +194,19 @@ def collect(
             run.tables[target] = ref.table
         if ref.columns is not None:  # a CTAS's query, resolved in its nested executions
             lineages.setdefault(target, ref)
+        if ref.query:
+            queried[ref.query] = target
         facets = run.outputs[target].setdefault("facets", {})
         if ref.fields and "schema" not in facets:
             facets["schema"] = facet("schema", fields=[_schema_field(f) for f in ref.fields])
         if ref.format in _TABLE_FORMATS:
             run.tables_of.setdefault(target, ref.format)
+    for rows in feeding:  # a Delta write's query, run as a nested execution: its plan
+        target = queried.get(rows.query) if rows.query else None
+        if target is not None:  # tells more than the write's own arguments
+            lineages[target] = rows
+            _lend_schema(run.outputs[target].setdefault("facets", {}), rows.fields)
+    feeding = [rows for rows in feeding if not rows.query]
     fed = [name for name in dict.fromkeys(fed) if name not in lineages]
     if feeding and len(fed) == 1:
         lineages[fed[0]] = feeding[-1]
@@ -245,6 +258,22 @@ def names_dataset(ref: DatasetRef) -> bool:
         and ref.unknown_reason is None
         and ref.lifecycle == "CREATE"
     )
+
+
+def _lend_schema(facets: dict[str, Any], fields: tuple[Field, ...]) -> None:
+    """The schema of the rows a query wrote: when the output has none, or when it lists
+    the same columns with fewer types (the write's arguments type longs only)."""
+    schema = facets.get("schema")
+    lent = [_schema_field(f) for f in fields]
+    if not lent:
+        return
+    if schema is not None:
+        known = schema.get("fields", [])
+        names = [f.get("name") for f in known]
+        typed = sum("type" in f for f in known)
+        if names != [f["name"] for f in lent] or typed >= sum("type" in f for f in lent):
+            return
+    facets["schema"] = facet("schema", fields=lent)
 
 
 def _merge(target: dict[DatasetName, Dataset], name: DatasetName, dataset: Dataset) -> None:

@@ -2,7 +2,9 @@
 
 Pure bookkeeping for the translator: nested executions (a CTAS and the insert it runs share
 `rootExecutionId`) belong to one run, keyed by the root; what an execution's plans name is
-merged onto it (`add_plan`), its SQL metric values too (`add_metrics`). A root that ended is
+merged onto it (`add_plan`), its SQL metric values too (`add_metrics`). The nested execution
+that runs a Delta write's query (recognized by the attributes its root returns) adds the rows
+it returns, which lend that write their lineage and schema. A root that ended is
 remembered (recent ones: see `remember`), so a late nested execution cannot reopen it.
 """
 
@@ -12,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence, ValuesView
 from typing import Any
 
-from agent.spark.plan.read import attribute_sources, read_plan
+from agent.spark.plan.read import attribute_sources, read_plan, returned_rows
 from agent.spark.translate.datasets import names_dataset
 from agent.spark.translate.runs import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
@@ -92,11 +94,25 @@ def add_plan(
     )
     if snapshot is not None:  # Delta computing the version a statement reads
         execution.snapshots.update(dict.fromkeys(plan.delta_logs, snapshot[1]))
+    if run is not None and execution.exec_id != execution.root and not plan.writes:
+        for query in _delta_queries(run):  # the nested execution that runs a write's query
+            rows = returned_rows(event.get("physicalPlanDescription"), query)
+            if rows is not None:
+                execution.refs[("output", rows.node, None, None, None, None, query)] = rows
+                break
     wanted = _merge_attributes(run) if run is not None else set()
     if wanted:
         found = attribute_sources(event.get("physicalPlanDescription"), wanted)
         execution.attributes.update(found)
     return notes, any(map(names_dataset, execution.refs.values()))
+
+
+def _delta_queries(run: Run) -> list[tuple[int, ...]]:
+    """The queries the Delta writes of a run run as nested executions, by the attributes
+    each returns (`DatasetRef.query`); those already found are left out."""
+    refs = [r for e in run.executions for r in e.refs.values() if r.query]
+    found = {r.query for r in refs if r.feeds_write}
+    return [q for q in dict.fromkeys(r.query for r in refs if not r.feeds_write) if q not in found]
 
 
 def _merge_attributes(run: Run) -> set[int]:
