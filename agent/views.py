@@ -71,9 +71,10 @@ def status(answer: dict[str, Any]) -> str:
                 len(runs),
                 running,
                 "complete" if app["complete"] else "in progress",
+                summary.get("exec_id") or "-",
             ]
         )
-    parts.append(table(["app id", "name", "state", "runs", "running", "log"], rows))
+    parts.append(table(["app id", "name", "state", "runs", "running", "log", "exec"], rows))
     return "\n".join(parts)
 
 
@@ -84,6 +85,9 @@ def describe(answer: dict[str, Any]) -> str:
         + (f" ({summary.get('app_name')})" if summary.get("app_name") else "")
         + ("" if answer["tracked"] else "  [finished; from the state database]")
     ]
+    if summary.get("exec_id"):
+        waits = "; its end waits for the command's verdict" if summary["awaiting_verdict"] else ""
+        parts.append(f"run by lineage-agent exec {summary['exec_id']}{waits}")
     if answer.get("stop"):
         reason, who = answer["stop"]
         parts.append(f"stop requested by {who}: {reason}")

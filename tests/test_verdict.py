@@ -19,6 +19,7 @@ from agent.spark.translate.verdict import Verdict
 from agent.state import StateDB
 from tests.olschema import validate_run_event
 from tests.spark_scenarios import daemon_config, spark_daemon, wait_events
+from tests.test_control import cli
 from tests.test_plans import load_lines
 
 Event = dict[str, Any]
@@ -244,3 +245,31 @@ def test_daemon_applies_a_verdict_that_came_before_the_log(tmp_path: Path) -> No
     assert failed["run"]["facets"]["errorMessage"]["message"].startswith("[PYTHON_EXCEPTION]")
     for event in events:
         validate_run_event(event)
+
+
+def test_status_and_describe_show_the_exec_run_and_its_wait(tmp_path: Path) -> None:
+    """The real daemon holds an application of `exec` at its end; `status` and `describe`
+    name the exec id and say the end waits for the verdict, which then ends it."""
+    events_dir = tmp_path / "events"
+    events_dir.mkdir()
+    config = daemon_config(tmp_path / "agent", events_dir, exec_verdict_wait="120s")
+    out = tmp_path / "agent" / "lineage.jsonl"
+    socket = str(tmp_path / "agent" / "control.sock")
+    with spark_daemon(config) as agent:
+        lines = with_properties("success", {"spark.lineageAgent.exec": EXEC_ID})
+        app_id = json.loads(next(x for x in lines if b"ApplicationStart" in x[:64]))["App ID"]
+        (tmp_path / "staged").write_bytes(b"\n".join(lines) + b"\n")
+        (tmp_path / "staged").rename(events_dir / app_id)
+        agent.wait_log("eventlog_followed")
+        wait_events(out, lambda ev: len(ev) == 5)  # all but the application's end
+        status = cli("status", "--config", str(config), check=True).stdout
+        (row,) = [line for line in status.splitlines() if line.startswith(app_id)]
+        assert row.split()[-1] == EXEC_ID
+        described = cli("describe", app_id, "--config", str(config), check=True).stdout
+        assert (
+            f"run by lineage-agent exec {EXEC_ID}; its end waits for the command's verdict"
+            in described.splitlines()
+        )
+        request(socket, {"command": "exec_end", "exec_id": EXEC_ID, "status": 0})
+        events = wait_events(out, lambda ev: ("COMPLETE", "exp_success") in outline(ev))
+    assert len(events) == 6

@@ -82,6 +82,8 @@ class AppSummary:
     application: RunSummary | None
     runs: tuple[RunSummary, ...]  # the most recently finished child runs, then the open ones
     stop_requested: bool
+    exec_id: str | None = None  # the `lineage-agent exec` run that started it
+    awaiting_verdict: bool = False  # its end waits for that command's verdict
 
 
 @dataclass(slots=True)

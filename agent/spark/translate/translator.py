@@ -218,6 +218,8 @@ class ApplicationTranslator:
             application=summary(self._life.app) if self._life.app else None,
             runs=(*self._life.done, *map(summary, open_runs)),
             stop_requested=self._life.stop is not None,
+            exec_id=self.exec_id,
+            awaiting_verdict=self.awaiting_verdict,
         )
 
     # -- the application -------------------------------------------------------------------
