@@ -1,5 +1,5 @@
 """Kafka names the event log gives only indirectly: the topics of a save that takes them from a
-`topic` column.
+`topic` column, and the servers of reads, learned from the rest of the application's log.
 
 The plans are the real `explain formatted` text of the checked-in kafka_batch log
 (tests/data/eventlogs/lakehouse); the variants change only the `topic` expression of its
@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import zstandard
 
+from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.read import read_plan
+from agent.spark.translate.brokers import KafkaServers
 
 LOG = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse" / "kafka_batch.jsonl.zst"
 CASE = "CASE WHEN ((id#8L % cast(2 as bigint)) = cast(0 as bigint)) THEN events-a ELSE events-b END"
@@ -106,3 +108,46 @@ def test_topic_column_not_computed_in_the_plan() -> None:
         "Kafka save without a topic option names no topic: "
         "the rows' topic column is not computed in the plan"
     ]
+
+
+def _write(servers: str) -> DatasetRef:
+    return DatasetRef("output", "SaveIntoDataSourceCommand", kafka=(servers, "t"))
+
+
+def test_servers_come_from_the_setting_a_cluster_or_the_writes_in_that_order() -> None:
+    """The setting wins; else Spark's one configured cluster; else the writes seen so far,
+    which a read before them does not have."""
+    learned = KafkaServers(None)
+    assert learned.servers is None
+    assert learned.unknown_reason == "neither the event log nor spark.kafka_bootstrap names them"
+    learned.written([DatasetRef("input", "Scan", kafka=(None, "t"))])  # a read names none
+    assert learned.servers is None
+    learned.written([_write("PLAINTEXT://h1:9092,h2:9092")])
+    learned.written([_write("h1:9092")])  # the same first server: no ambiguity
+    assert learned.servers == "PLAINTEXT://h1:9092,h2:9092"
+    cluster = "spark.kafka.clusters.main.auth.bootstrap.servers"
+    learned.environment({cluster: "c1:9093", "spark.kafka.clusters.main.ssl.keystore": "x"})
+    assert learned.servers == "c1:9093"
+    configured = KafkaServers("set:9094")
+    configured.environment({cluster: "c1:9093"})
+    configured.written([_write("h1:9092")])
+    assert configured.servers == "set:9094"
+
+
+def test_servers_stay_unknown_when_ambiguous() -> None:
+    """Writes to two clusters, or two configured clusters: which one a read uses is not in
+    the log, and the reason says so."""
+    writes = KafkaServers(None)
+    writes.written([_write("h1:9092"), _write("h2:9092")])
+    assert writes.servers is None
+    assert writes.unknown_reason == "the application's Kafka writes name different servers"
+    clusters = KafkaServers(None)
+    clusters.environment(
+        [
+            ["spark.kafka.clusters.a.auth.bootstrap.servers", "a:9092"],
+            ["spark.kafka.clusters.b.auth.bootstrap.servers", "b:9092"],
+        ]
+    )
+    clusters.written([_write("h1:9092")])
+    assert clusters.servers is None
+    assert clusters.unknown_reason == "the application configures several Kafka clusters (a, b)"

@@ -1,8 +1,9 @@
 """Kafka in a batch plan: the topics a query reads or a save writes, as the plan names them.
 
 Reads: `Scan KafkaRelation(strategy=Subscribe[a, b] | SubscribePattern[p] | Assign[t-0, t-1],
-…)`; the bootstrap servers of a read are not in the plan (the translator takes them from its
-options). A pattern is named as it is written: the topics it matched are not in the event log.
+…)`; the bootstrap servers of a read are not in the plan (the translator takes them from what
+else the application's log names, see `translate/brokers`). A pattern is named as it is
+written: the topics it matched are not in the event log.
 Writes: `SaveIntoDataSourceCommand` of `KafkaSourceProvider` with the options
 `kafka.bootstrap.servers` and `topic`. Without a `topic` option the rows' `topic` column
 names the topics: its definition in the command's child (`<expr> AS topic#N`, Spark prints
