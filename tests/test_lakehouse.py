@@ -399,6 +399,24 @@ def test_kafka_reads_name_the_configured_servers_first() -> None:
     assert {ns for _, _, outs in configured[:3] for ns, *_ in outs} == {KAFKA}
 
 
+def test_kafka_pattern_read_is_marked_a_pattern() -> None:
+    """A `subscribePattern` read is named by its pattern and carries a schema-valid
+    `lineageAgent_topicPattern` facet; a topic named in full carries none."""
+    found = completed("kafka_batch")
+    (pattern,) = found[4]["inputs"]
+    facet = pattern["facets"]["lineageAgent_topicPattern"]
+    assert (pattern["name"], facet["pattern"]) == ("events-.*", "events-.*")
+    assert facet["_schemaURL"].endswith(
+        "/lineageAgent_topicPattern.json#/$defs/TopicPatternDatasetFacet"
+    )
+    marked = [
+        d["name"] for e in found for d in e["inputs"] if "lineageAgent_topicPattern" in d["facets"]
+    ]
+    assert marked == ["events-.*"]
+    for event in found:
+        validate_run_event(event)
+
+
 def test_kafka_read_before_any_write_naming_servers_stays_unknown() -> None:
     """Without the log's Kafka writes (the same log with their executions left out) nothing
     names the servers of the reads: `kafka://unknown`, and a warning says why, once per

@@ -3,7 +3,7 @@
 Reads: `Scan KafkaRelation(strategy=Subscribe[a, b] | SubscribePattern[p] | Assign[t-0, t-1],
 …)`; the bootstrap servers of a read are not in the plan (the translator takes them from what
 else the application's log names, see `translate/brokers`). A pattern is named as it is
-written: the topics it matched are not in the event log.
+written and marked a pattern (`DatasetRef.pattern`): the topics it matched are not in the log.
 Writes: `SaveIntoDataSourceCommand` of `KafkaSourceProvider` with the options
 `kafka.bootstrap.servers` and `topic`. Without a `topic` option the rows' `topic` column
 names the topics: its definition in the command's child (`<expr> AS topic#N`, Spark prints
@@ -37,10 +37,11 @@ def kafka_scan(name: str) -> list[DatasetRef] | None:
     items = [i.strip() for i in split_top(matched["items"]) if i.strip()]
     if matched["kind"] == "Assign":  # topic partitions: `clicks-0`
         items = [m["topic"] if (m := _PARTITION.match(i)) else i for i in items]
-    elif matched["kind"] == "SubscribePattern":
+    pattern = matched["kind"] == "SubscribePattern"
+    if pattern:
         items = [matched["items"].strip()]
     return [
-        DatasetRef("input", name, kafka=(None, topic), format="kafka")
+        DatasetRef("input", name, kafka=(None, topic), format="kafka", pattern=pattern)
         for topic in dict.fromkeys(items)
     ]
 
