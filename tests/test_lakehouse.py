@@ -438,17 +438,35 @@ def test_kafka_read_before_any_write_naming_servers_stays_unknown() -> None:
     ]
 
 
+def test_kafka_reads_name_the_one_configured_cluster() -> None:
+    """Spark's `spark.kafka.clusters.<id>.auth.bootstrap.servers` (added to the log's
+    environment, its writes left out), one cluster configured, names the reads' servers."""
+    cluster = {"spark.kafka.clusters.main.auth.bootstrap.servers": "k1:9093,k2:9093"}
+    events, warnings = replayed_without("kafka_batch", _KAFKA_WRITES, cluster)
+    reads = [e for e in events if e["eventType"] == "COMPLETE" and e["inputs"]]
+    assert {d["namespace"] for e in reads for d in e["inputs"]} == {"kafka://k1:9093"}
+    assert not [w for w in warnings if "Kafka" in w]
+
+
 _KAFKA_WRITES = frozenset({0, 1, 2})  # the execution ids of the log's three Kafka saves
 
 
-def replayed_without(shape: str, executions: frozenset[int]) -> tuple[list[Event], list[str]]:
+def replayed_without(
+    shape: str, executions: frozenset[int], properties: dict[str, str] | None = None
+) -> tuple[list[Event], list[str]]:
     """The events and warnings of a checked-in log replayed without some SQL executions (all
-    their lines left out), through `ApplicationLog`."""
-    directory = _WORK[-1] / f"{shape}-without-{'-'.join(map(str, sorted(executions)))}"
+    their lines left out), with Spark `properties` added to its environment, through
+    `ApplicationLog`."""
+    directory = _WORK[-1] / f"{shape}-without-{len(list(_WORK[-1].iterdir()))}"
     directory.mkdir()
     raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
     lines = zstandard.ZstdDecompressor().decompressobj().decompress(raw).splitlines()
     kept = [line for line in lines if json.loads(line).get("executionId") not in executions]
+    for at, line in enumerate(kept):
+        event = json.loads(line)
+        if properties and event["Event"] == "SparkListenerEnvironmentUpdate":
+            event["Spark Properties"].update(properties)
+            kept[at] = json.dumps(event).encode()
     (directory / "local-1700000000000").write_bytes(b"\n".join(kept) + b"\n")
     (ref,) = scan(directory)
     log = ApplicationLog(ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20)
