@@ -97,6 +97,19 @@ def test_topic_column_not_understood_names_no_dataset(expression: str, why: str)
     assert _save(expression) == ([], [f"Kafka save without a topic option names no topic: {why}"])
 
 
+def test_topic_column_defined_in_each_branch_of_a_union() -> None:
+    """A union of frames that each set their own topic defines the column once per branch:
+    every branch's topics are written."""
+    event = _starts()["kafka: write with topic column"]
+    branch = "(5) Project\nArguments: [clicks AS topic#90, cast(id#8L as string) AS value#91]\n"
+    plan = read_plan(event["sparkPlanInfo"], event["physicalPlanDescription"] + "\n" + branch)
+    assert [d.kafka for d in plan.datasets] == [
+        ("127.0.0.1:9092", "events-a"),
+        ("127.0.0.1:9092", "events-b"),
+        ("127.0.0.1:9092", "clicks"),
+    ]
+
+
 def test_topic_column_not_computed_in_the_plan() -> None:
     """A `topic` column passed through from a scan (a copy of a Kafka read) is not
     defined by the plan: no dataset, and the note says so."""
