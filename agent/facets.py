@@ -48,6 +48,8 @@ FACET_URLS: Final[dict[str, str]] = {
     + "lineageAgent_sparkProperties.json#/$defs/SparkPropertiesRunFacet",
     "lineageAgent_truncation": SCHEMA_BASE
     + "lineageAgent_truncation.json#/$defs/TruncationDatasetFacet",
+    "lineageAgent_topicPattern": SCHEMA_BASE
+    + "lineageAgent_topicPattern.json#/$defs/TopicPatternDatasetFacet",
 }
 
 

@@ -362,29 +362,124 @@ def test_iceberg_merge_column_lineage_through_merge_rows() -> None:
     assert (ORDERS, "status", "CONDITIONAL") in lineage(update)["amount"]
 
 
+KAFKA = "kafka://127.0.0.1:9092"
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+
+
 def test_kafka_batch_reads_and_writes() -> None:
-    """Writes: `kafka://<first bootstrap server>`, the topic option; a topic column names
-    no topic. Reads: `subscribe` lists, `assign` partitions by topic, a pattern as written;
-    their servers are `kafka://unknown` unless configured."""
+    """Writes: `kafka://<first bootstrap server>`, the topic option, else each literal topic
+    of the `topic` column. Reads: `subscribe` lists, `assign` partitions by topic, a pattern
+    as written; on the servers the application's earlier Kafka writes name."""
     found = runs("kafka_batch")
-    assert [outs for _, _, outs in found[:3]] == [
-        [("kafka://127.0.0.1:9092", "clicks", None, None, (), ())],
-        [("unknown", "SaveIntoDataSourceCommand", None, None, (), ())],
-        [("kafka://127.0.0.1:9092", "orders-avro", None, None, (), ())],
+    assert [(job, outs) for job, _, outs in found[:3]] == [
+        ("execute_save_into_data_source_command.clicks", [(KAFKA, "clicks", None, None, (), ())]),
+        (
+            "execute_save_into_data_source_command.events-a",
+            [(KAFKA, "events-a", None, None, (), ()), (KAFKA, "events-b", None, None, (), ())],
+        ),
+        (
+            "execute_save_into_data_source_command.orders-avro",
+            [(KAFKA, "orders-avro", None, None, (), ())],
+        ),
     ]
-    assert [[(ns, name) for ns, name, *_ in ins] for _, ins, _ in found[3:]] == [
+    read = [[(ns, name, fields) for ns, name, _, _, _, fields in ins] for _, ins, _ in found[3:]]
+    assert read == [
+        [(KAFKA, "clicks", KAFKA_COLUMNS), (KAFKA, "events-a", KAFKA_COLUMNS)],
+        [(KAFKA, "events-.*", KAFKA_COLUMNS)],
+        [(KAFKA, "clicks", KAFKA_COLUMNS)],
+        [(KAFKA, "orders-avro", KAFKA_COLUMNS)],
+    ]
+    _, warnings, _ = replayed("kafka_batch")
+    assert not [w for w in warnings if "Kafka" in w]
+
+
+def test_kafka_reads_name_the_configured_servers_first() -> None:
+    """`spark.kafka_bootstrap`, when set, names the servers of reads before any write does."""
+    configured = runs("kafka_batch", kafka_bootstrap="broker-1:9093,broker-2:9093")
+    assert {ns for _, ins, _ in configured[3:] for ns, *_ in ins} == {"kafka://broker-1:9093"}
+    assert {ns for _, _, outs in configured[:3] for ns, *_ in outs} == {KAFKA}
+
+
+def test_kafka_pattern_read_is_marked_a_pattern() -> None:
+    """A `subscribePattern` read is named by its pattern and carries a schema-valid
+    `lineageAgent_topicPattern` facet; a topic named in full carries none."""
+    found = completed("kafka_batch")
+    (pattern,) = found[4]["inputs"]
+    facet = pattern["facets"]["lineageAgent_topicPattern"]
+    assert (pattern["name"], facet["pattern"]) == ("events-.*", "events-.*")
+    assert facet["_schemaURL"].endswith(
+        "/lineageAgent_topicPattern.json#/$defs/TopicPatternDatasetFacet"
+    )
+    marked = [
+        d["name"] for e in found for d in e["inputs"] if "lineageAgent_topicPattern" in d["facets"]
+    ]
+    assert marked == ["events-.*"]
+    for event in found:
+        validate_run_event(event)
+
+
+def test_kafka_read_before_any_write_naming_servers_stays_unknown() -> None:
+    """Without the log's Kafka writes (the same log with their executions left out) nothing
+    names the servers of the reads: `kafka://unknown`, and a warning says why, once per
+    read."""
+    events, warnings = replayed_without("kafka_batch", _KAFKA_WRITES)
+    reads = [e for e in events if e["eventType"] == "COMPLETE" and e["inputs"]]
+    assert [[(d["namespace"], d["name"]) for d in e["inputs"]] for e in reads] == [
         [("kafka://unknown", "clicks"), ("kafka://unknown", "events-a")],
         [("kafka://unknown", "events-.*")],
         [("kafka://unknown", "clicks")],
         [("kafka://unknown", "orders-avro")],
     ]
-    configured = runs("kafka_batch", kafka_bootstrap="broker-1:9093,broker-2:9093")
-    assert {ns for _, ins, _ in configured[3:] for ns, *_ in ins} == {"kafka://broker-1:9093"}
-    _, warnings, _ = replayed("kafka_batch")
-    assert (
-        "Kafka save without a topic option: the topics are a column of its rows in execution 1"
-        in warnings
-    )
+    unknown = "neither the event log nor spark.kafka_bootstrap names them"
+    assert [w for w in warnings if "Kafka" in w] == [
+        f"Kafka topics clicks, events-a are read, named kafka://unknown: {unknown} in execution 3",
+        f"Kafka topics events-.* are read, named kafka://unknown: {unknown} in execution 5",
+        f"Kafka topics clicks are read, named kafka://unknown: {unknown} in execution 7",
+        f"Kafka topics orders-avro are read, named kafka://unknown: {unknown} in execution 9",
+    ]
+
+
+def test_kafka_reads_name_the_one_configured_cluster() -> None:
+    """Spark's `spark.kafka.clusters.<id>.auth.bootstrap.servers` (added to the log's
+    environment, its writes left out), one cluster configured, names the reads' servers."""
+    cluster = {"spark.kafka.clusters.main.auth.bootstrap.servers": "k1:9093,k2:9093"}
+    events, warnings = replayed_without("kafka_batch", _KAFKA_WRITES, cluster)
+    reads = [e for e in events if e["eventType"] == "COMPLETE" and e["inputs"]]
+    assert {d["namespace"] for e in reads for d in e["inputs"]} == {"kafka://k1:9093"}
+    assert not [w for w in warnings if "Kafka" in w]
+
+
+_KAFKA_WRITES = frozenset({0, 1, 2})  # the execution ids of the log's three Kafka saves
+
+
+def replayed_without(
+    shape: str, executions: frozenset[int], properties: dict[str, str] | None = None
+) -> tuple[list[Event], list[str]]:
+    """The events and warnings of a checked-in log replayed without some SQL executions (all
+    their lines left out), with Spark `properties` added to its environment, through
+    `ApplicationLog`."""
+    directory = _WORK[-1] / f"{shape}-without-{len(list(_WORK[-1].iterdir()))}"
+    directory.mkdir()
+    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
+    lines = zstandard.ZstdDecompressor().decompressobj().decompress(raw).splitlines()
+    kept = [line for line in lines if json.loads(line).get("executionId") not in executions]
+    for at, line in enumerate(kept):
+        event = json.loads(line)
+        if properties and event["Event"] == "SparkListenerEnvironmentUpdate":
+            event["Spark Properties"].update(properties)
+            kept[at] = json.dumps(event).encode()
+    (directory / "local-1700000000000").write_bytes(b"\n".join(kept) + b"\n")
+    (ref,) = scan(directory)
+    log = ApplicationLog(ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20)
+    events: list[Event] = []
+    warnings: list[str] = []
+    while True:
+        events += log.feed(log.read())
+        warnings += log.take_warnings()
+        if log.reader.caught_up:
+            break
+    log.close()
+    return events, warnings
 
 
 def test_versions_are_asked_within_each_run() -> None:

@@ -515,6 +515,25 @@ def test_source_descriptions(description: str, expected: list[tuple[str, str]]) 
     assert names(list(streaming.stream_datasets(run, Catalog()).inputs.values())) == expected
 
 
+def test_pattern_source_is_marked_a_pattern() -> None:
+    """`KafkaV2[SubscribePattern[p]]` is named by its pattern with a schema-valid
+    `lineageAgent_topicPattern` facet; `Subscribe[t]` names a topic without one."""
+    query = StreamQuery("q", "r", "n")
+    sources = [
+        {"description": "KafkaV2[SubscribePattern[events-.*]]"},
+        {"description": "KafkaV2[Subscribe[orders]]"},
+    ]
+    progress = {"batchId": 0, "sources": sources, "sink": {}}
+    assert streaming.add_progress(query, progress, "h:1", NO_TABLES) == []
+    run = Run("stream", "00000000-0000-7000-8000-000000000000", "STREAMING_QUERY", 0, stream=query)
+    inputs = list(streaming.stream_datasets(run, Catalog()).inputs.values())
+    marked = {d["name"]: d.get("facets", {}).get("lineageAgent_topicPattern") for d in inputs}
+    assert marked["orders"] is None
+    assert marked["events-.*"] is not None and marked["events-.*"]["pattern"] == "events-.*"
+    url = marked["events-.*"]["_schemaURL"]
+    schema_validator(url).validate(marked["events-.*"])
+
+
 @pytest.mark.parametrize(
     ("description", "expected", "notes"),
     [

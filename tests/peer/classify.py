@@ -449,9 +449,10 @@ CLASSES: tuple[Class, ...] = (
         ),
         "listener_right",
         "A Kafka read: the plan's `KafkaRelation(strategy=Subscribe[...])` names the topics "
-        "and not the bootstrap servers (nowhere in the log), so the agent's namespace is "
-        "`kafka://unknown` unless `spark.kafka_bootstrap` is set (the harness leaves it "
-        "unset, as a default install does); the listener reads the servers in the JVM.",
+        "and not the bootstrap servers, so the agent's namespace is `kafka://unknown` unless "
+        "`spark.kafka_bootstrap` is set (the harness leaves it unset, as a default install "
+        "does) or the application's log names them elsewhere before the read; the listener "
+        "reads the servers in the JVM.",
         "Without `spark.kafka_bootstrap`, take the servers from a Kafka write of the same "
         "application (its options print `kafka.bootstrap.servers`); keep `unknown` only "
         "when neither names them.",
@@ -470,6 +471,58 @@ CLASSES: tuple[Class, ...] = (
         "topic, under `kafka://unknown`; the listener reports no input at all.",
         "Name the servers as in kafka_servers_not_in_log and mark a pattern name as a "
         "pattern (a `lineageAgent_` facet) rather than presenting it as a topic.",
+    ),
+    Class(
+        "kafka_listener_joins_topics_named",
+        ("inputs",),
+        lambda d, _: (
+            bool(_names(d.agent))
+            and all(
+                n.startswith("kafka://") and not n.startswith("kafka://unknown:")
+                for n in _names(d.agent)
+            )
+            and any(n.startswith("kafka://") and "," in n for n in _names(d.listener))
+        ),
+        "agent_right",
+        "A Kafka read of `subscribe=clicks,events-a`: the agent names one dataset per topic "
+        "(as Naming.md asks) on the servers its application's Kafka write names; the "
+        "listener names one dataset `clicks,events-a`.",
+    ),
+    Class(
+        "kafka_pattern_marked",
+        ("inputs",),
+        lambda d, _: (
+            not _streaming(d)
+            and bool(_names(d.agent))
+            and all(
+                n.startswith("kafka://") and not n.startswith("kafka://unknown:")
+                for n in _names(d.agent)
+            )
+            and not _names(d.listener)
+        ),
+        "agent_right",
+        "A Kafka read with `subscribePattern=events-.*`: the log does not list the topics it "
+        "matched; the agent names the pattern on the servers the application's Kafka write "
+        "names and marks it a pattern (`lineageAgent_topicPattern`), the listener reports no "
+        "input at all.",
+    ),
+    Class(
+        "kafka_topic_column_named",
+        ("outputs",),
+        lambda d, _: (
+            "save_into_data_source" in d.execution
+            and bool(_names(d.agent))
+            and all(
+                n.startswith("kafka://") and not n.startswith("kafka://unknown:")
+                for n in _names(d.agent)
+            )
+            and not _names(d.listener)
+        ),
+        "agent_right",
+        "A Kafka write whose topics come from a `topic` column (`CASE WHEN ... THEN "
+        "'events-a' ELSE 'events-b'`): the agent names one output per literal topic the "
+        "column can take, on the command's `kafka.bootstrap.servers`; the listener names no "
+        "output.",
     ),
     Class(
         "stream_kafka_input",
@@ -649,12 +702,12 @@ CLASSES: tuple[Class, ...] = (
         lambda d, _: (
             _only(d.listener) == 0
             and bool(_edges(d.agent))
-            and all(e[1] == "kafka://unknown" for e in _edges(d.agent))
+            and all(e[1].startswith("kafka://") for e in _edges(d.agent))
         ),
         "agent_right",
         "Column lineage from a Kafka read (`topic`, `offset`, `value` cast or `from_avro`): "
-        "the agent reports it, the listener none. The agent's namespace `kafka://unknown` is "
-        "judged by kafka_servers_not_in_log.",
+        "the agent reports it, the listener none. The agent's namespace (`kafka://unknown` "
+        "when nothing in the log names the servers) is judged by kafka_servers_not_in_log.",
     ),
     Class(
         "delta_catalog_write_lineage",

@@ -46,6 +46,7 @@ class DatasetRef:
     table: TableIdent | None = None
     jdbc: tuple[str, str] | None = None  # (url, table)
     kafka: tuple[str | None, str] | None = None  # (bootstrap servers if known, topic)
+    pattern: bool = False  # Kafka `subscribePattern`: `kafka` names a pattern, not a topic
     format: str | None = None
     fields: tuple[Field, ...] = ()
     #: statistic (`rows`, `bytes`, `files`) -> accumulator id of the node's SQL metric

@@ -1,23 +1,32 @@
 """Kafka in a batch plan: the topics a query reads or a save writes, as the plan names them.
 
 Reads: `Scan KafkaRelation(strategy=Subscribe[a, b] | SubscribePattern[p] | Assign[t-0, t-1],
-…)`; the bootstrap servers of a read are not in the plan (the translator takes them from its
-options). A pattern is named as it is written: the topics it matched are not in the event log.
+…)`; the bootstrap servers of a read are not in the plan (the translator takes them from what
+else the application's log names, see `translate/brokers`). A pattern is named as it is
+written and marked a pattern (`DatasetRef.pattern`): the topics it matched are not in the log.
 Writes: `SaveIntoDataSourceCommand` of `KafkaSourceProvider` with the options
-`kafka.bootstrap.servers` and `topic`; a write whose topics are a column of the rows names no
-topic and becomes a dataset with `unknown_reason`.
+`kafka.bootstrap.servers` and `topic`. Without a `topic` option the rows' `topic` column
+names the topics: its definition in the command's child (`<expr> AS topic#N`, Spark prints
+string literals unquoted) gives them when it is a literal, a CASE or an IF of literals
+(`CASE WHEN (…) THEN events-a ELSE events-b END`); anything else names no topic and a note
+says what was not understood.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.schema import split_top
+from agent.spark.plan.text import Block, bracketed, parse_attribute
 
 _RELATION = re.compile(r"^Scan KafkaRelation\(strategy=(?P<kind>\w+)\[(?P<items>[^\]]*)\]")
 _PARTITION = re.compile(r"^(?P<topic>.+)-\d+$")
+#: A legal Kafka topic name: what a string literal naming a topic prints as.
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_ATTRIBUTE_REF = re.compile(r"^\w+#(?P<id>\d+)L?$")
+_MAX_DEPTH = 32  # aliases and nested CASE / IF followed at most, against hostile plans
 
 
 def kafka_scan(name: str) -> list[DatasetRef] | None:
@@ -28,21 +37,132 @@ def kafka_scan(name: str) -> list[DatasetRef] | None:
     items = [i.strip() for i in split_top(matched["items"]) if i.strip()]
     if matched["kind"] == "Assign":  # topic partitions: `clicks-0`
         items = [m["topic"] if (m := _PARTITION.match(i)) else i for i in items]
-    elif matched["kind"] == "SubscribePattern":
+    pattern = matched["kind"] == "SubscribePattern"
+    if pattern:
         items = [matched["items"].strip()]
     return [
-        DatasetRef("input", name, kafka=(None, topic), format="kafka")
+        DatasetRef("input", name, kafka=(None, topic), format="kafka", pattern=pattern)
         for topic in dict.fromkeys(items)
     ]
 
 
-def kafka_save(node: str, options: Mapping[str, str], notes: list[str]) -> DatasetRef:
-    """The topic a Kafka batch save writes, on the servers its options name."""
+def kafka_save(
+    node: str, options: Mapping[str, str], described: Sequence[Block], notes: list[str]
+) -> list[DatasetRef]:
+    """The topics a Kafka batch save writes, on the servers its options name: its `topic`
+    option, else the literal topics of its rows' `topic` column; none when not understood."""
     servers = options.get("kafka.bootstrap.servers")
     topic = options.get("topic")
     if topic:
-        return DatasetRef("output", node, kafka=(servers, topic), format="kafka")
-    notes.append("Kafka save without a topic option: the topics are a column of its rows")
-    return DatasetRef(
-        "output", node, format="kafka", unknown_reason="Kafka topics taken from a column"
-    )
+        return [DatasetRef("output", node, kafka=(servers, topic), format="kafka")]
+    topics, why = column_topics(described)
+    if not topics:
+        notes.append(f"Kafka save without a topic option names no topic: {why}")
+    return [DatasetRef("output", node, kafka=(servers, t), format="kafka") for t in topics]
+
+
+def column_topics(described: Sequence[Block]) -> tuple[tuple[str, ...], str]:
+    """The topics the `topic` column of a save's rows can take, from its definitions in the
+    plan (a union defines it once per branch); () and why when any is not understood."""
+    defined: dict[int, str] = {}  # expression id -> expression, of every alias in the plan
+    topic_ids: list[int] = []
+    for block in described:
+        for value in block.details.values():
+            for item in bracketed(value) or ():
+                head, sep, _ = item.rpartition(" AS ")
+                attribute = parse_attribute(item)
+                if attribute is None:
+                    continue
+                if sep:
+                    defined.setdefault(attribute.expr_id, head.strip())
+                if attribute.name == "topic" and sep:
+                    topic_ids.append(attribute.expr_id)
+    if not topic_ids:
+        return (), "the rows' topic column is not computed in the plan"
+    found: list[str] = []
+    for expr_id in dict.fromkeys(topic_ids):
+        expression = defined[expr_id]
+        topics = _literals(expression, defined, 0)
+        if not topics:
+            return (), f"topic column {expression[:200]!r} is no literal, CASE or IF of literals"
+        found += topics
+    return tuple(dict.fromkeys(found)), ""
+
+
+def _literals(expression: str, defined: Mapping[int, str], depth: int) -> list[str] | None:
+    """The topics an expression evaluates to when it is a literal, an alias of one, or a
+    CASE / IF whose values are; None otherwise. `null` (a row Kafka refuses) adds none."""
+    text = expression.strip()
+    while text.startswith("(") and _closing(text, 0) == len(text) - 1:
+        text = text[1:-1].strip()
+    if depth > _MAX_DEPTH:
+        return None
+    if text == "null":
+        return []
+    if _TOPIC.match(text):
+        return [text]
+    reference = _ATTRIBUTE_REF.match(text)
+    if reference is not None:
+        aliased = defined.get(int(reference["id"]))
+        return None if aliased is None else _literals(aliased, defined, depth + 1)
+    values = _case_values(text) if text.startswith("CASE ") else _if_values(text)
+    if values is None:
+        return None
+    found: list[str] = []
+    for value in values:
+        topics = _literals(value, defined, depth + 1)
+        if topics is None:
+            return None
+        found += topics
+    return found
+
+
+def _case_values(text: str) -> list[str] | None:
+    """The values of `CASE WHEN c THEN v [WHEN …] [ELSE v] END` (conditions skipped)."""
+    words = _words(text)
+    if len(words) < 5 or words[0] != "CASE" or words[-1] != "END":
+        return None
+    values: list[str] = []
+    current: list[str] | None = None  # the words of the value being read
+    nested = 0
+    for word in words[1:-1]:
+        if nested == 0 and word in ("WHEN", "ELSE", "THEN"):
+            if current is not None:
+                values.append(" ".join(current))
+            current = [] if word in ("THEN", "ELSE") else None
+            continue
+        nested += 1 if word == "CASE" else -1 if word == "END" else 0
+        if current is not None:
+            current.append(word)
+    if current is not None:
+        values.append(" ".join(current))
+    return values if values and all(values) else None
+
+
+def _if_values(text: str) -> list[str] | None:
+    """The two values of `if (c) a else b`, as Spark prints an IF."""
+    if not text.startswith("if ("):
+        return None
+    end = _closing(text, 3)
+    if end is None:
+        return None
+    branches = _words(text[end + 1 :])
+    for at, word in enumerate(branches):  # the first top-level `else` not inside a nested if
+        if word == "else" and branches[:at].count("if") == branches[:at].count("else"):
+            return [" ".join(branches[:at]), " ".join(branches[at + 1 :])]
+    return None
+
+
+def _words(text: str) -> list[str]:
+    """Words separated by spaces outside brackets (a call `f(a, b)` is one word)."""
+    return [w for w in split_top(text, " ") if w]
+
+
+def _closing(text: str, opening: int) -> int | None:
+    """The index of the parenthesis closing the one at `opening`."""
+    depth = 0
+    for at in range(opening, len(text)):
+        depth += 1 if text[at] == "(" else -1 if text[at] == ")" else 0
+        if depth == 0:
+            return at
+    return None

@@ -299,14 +299,11 @@ def _scan(
             )
         ]
     lakehouse = kafka_scan(name) or iceberg_scan(name, simple or "", _visible(fields))
-    if lakehouse is not None and lakehouse[0].kafka is not None:
-        topics = ", ".join(ref.kafka[1] for ref in lakehouse if ref.kafka)
-        notes.append(
-            f"Kafka topics {topics} are read: the event log does not name their servers "
-            "(named after spark.kafka_bootstrap, kafka://unknown when unset)"
-        )
-    if lakehouse is not None:
-        return [dataclasses.replace(ref, metrics=metrics) for ref in lakehouse]
+    if lakehouse is not None:  # a Kafka relation's columns are the fixed ones it reads
+        return [
+            dataclasses.replace(ref, metrics=metrics, fields=fields if ref.kafka else ref.fields)
+            for ref in lakehouse
+        ]
     notes.append(f"unrecognized plan node {name!r}")
     return [DatasetRef("input", name, fields=fields, unknown_reason=f"scan node {name!r}")]
 

@@ -90,7 +90,7 @@ def write_datasets(
     if command == "InsertIntoHiveTable":
         return [_insert_into_hive(node, described, types, notes)]
     if command == "SaveIntoDataSourceCommand":
-        return [_save_into_data_source(node, described, notes)]
+        return _save_into_data_source(node, described, notes)
     if command in DELTA_COMMANDS:  # the table is the command's or its ResolvedTable child's
         resolved = block_detail(described, "ResolvedTable", "Arguments") or ""
         found = delta_command(command, _arguments(node, command, described), resolved)
@@ -314,7 +314,7 @@ def _insert_into_hive(
 
 def _save_into_data_source(
     node: Mapping[str, Any], described: Sequence[Block], notes: list[str]
-) -> DatasetRef:
+) -> list[DatasetRef]:
     name = "SaveIntoDataSourceCommand"
     simple = node.get("simpleString")
     args = simple.split(name, 1)[-1].strip() if isinstance(simple, str) else ""
@@ -331,25 +331,28 @@ def _save_into_data_source(
     lifecycle = "OVERWRITE" if mode == "Overwrite" else None
     fmt = format_name(provider) or provider.removesuffix("DataSource").lower() or None
     if provider == "KafkaSourceProvider":
-        return kafka_save(name, options, notes)
+        return kafka_save(name, options, described, notes)
     if fmt == "delta" and mode == "ErrorIfExists":  # a path table that must not exist yet
         lifecycle = "CREATE"
     if "path" in options:
-        return DatasetRef("output", name, location=options["path"], format=fmt, lifecycle=lifecycle)
+        path = options["path"]
+        return [DatasetRef("output", name, location=path, format=fmt, lifecycle=lifecycle)]
     table = options.get("dbtable") or options.get("table")
     url = options.get("url")
     if url and table and "redacted" not in url:
-        return DatasetRef("output", name, jdbc=(url, table), format="jdbc", lifecycle=lifecycle)
+        return [DatasetRef("output", name, jdbc=(url, table), format="jdbc", lifecycle=lifecycle)]
     if url and table:
         notes.append(
             f"JDBC table {table} is written, but its url is redacted in the event log "
             "(spark.sql.redaction.options.regex)"
         )
-        return DatasetRef(
-            "output", name, jdbc=("", table), format="jdbc", unknown_reason="JDBC url redacted"
-        )
+        return [
+            DatasetRef(
+                "output", name, jdbc=("", table), format="jdbc", unknown_reason="JDBC url redacted"
+            )
+        ]
     notes.append(f"no path or table in {name!r} of {provider or 'an unknown source'}")
-    return DatasetRef("output", name, format=fmt, unknown_reason="no path or table")
+    return [DatasetRef("output", name, format=fmt, unknown_reason="no path or table")]
 
 
 def format_name(token: str) -> str | None:

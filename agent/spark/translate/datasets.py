@@ -1,5 +1,6 @@
 """OpenLineage datasets of a run, from what its plans name: named the OpenLineage way
-(`naming`), with schema / dataSource / symlinks / lifecycleStateChange facets, statistics on
+(`naming`), with schema / dataSource / symlinks / lifecycleStateChange / version facets (and
+`lineageAgent_topicPattern` on a Kafka read named by its pattern), statistics on
 terminal events, and a ``columnLineage`` facet on written datasets whose plan's column lineage
 was followed, its input fields named like the input datasets and bounded by `columnfacet`.
 """
@@ -84,6 +85,10 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
             facets["lifecycleStateChange"]["previousIdentifier"] = previous
     if ref.version is not None:
         facets["version"] = facet("version", datasetVersion=ref.version)
+    if ref.pattern and ref.kafka is not None:  # named by a pattern: the topics are not known
+        facets["lineageAgent_topicPattern"] = facet(
+            "lineageAgent_topicPattern", pattern=ref.kafka[1]
+        )
     dataset: Dataset = {"namespace": name.namespace, "name": name.name}
     if facets:
         dataset["facets"] = facets

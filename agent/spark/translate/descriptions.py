@@ -8,7 +8,8 @@ tests/data/eventlogs/lakehouse/NOTES.md):
 * `FileSink[file:/dir]`, `DeltaSink[/table]` (the path as the job gave it): likewise;
 * `KafkaV2[Subscribe[a, b]]`, `KafkaV2[Assign[a-0, a-1]]`: the topics, named after the
   bootstrap servers the translator is told (a read's are not in the log);
-  `KafkaV2[SubscribePattern[p]]`: the pattern, as the topics it matched are not in the log;
+  `KafkaV2[SubscribePattern[p]]`: the pattern, marked a pattern (`lineageAgent_topicPattern`),
+  as the topics it matched are not in the log;
 * `lake.db.events`: a V2 catalog table as sink (Iceberg), located by `Tables`; an Iceberg
   source is only `SparkMicroBatchStream@hash`, its table in the micro-batch scan;
 * rate, memory and socket sources, console, memory, foreach and foreachBatch sinks: no
@@ -130,20 +131,23 @@ def _named(role: str, text: str, kafka: str | None) -> Described | None:
     if role == "output" and kind in _FILE_SINKS and arg:
         return (DatasetRef("output", kind, location=arg),)
     if role == "input" and kind in _KAFKA_SOURCES:
+        pattern = _KAFKA_STRATEGY.match(arg)
+        if pattern is not None and pattern["strategy"] == "SubscribePattern" and pattern["items"]:
+            topic = (kafka, pattern["items"].strip())
+            return (DatasetRef("input", kind, kafka=topic, format="kafka", pattern=True),)
         topics = _kafka_topics(arg)
         return None if topics is None else tuple(from_kafka(kafka, t) for t in topics)
     return None
 
 
 def _kafka_topics(arg: str) -> list[str] | None:
-    """Topics of `Subscribe[a, b]`, `Assign[a-0, a-1]`; a `SubscribePattern[p]` is named by
-    its pattern (the topics it matched are not in the log)."""
+    """Topics of `Subscribe[a, b]`, `Assign[a-0, a-1]`."""
     match = _KAFKA_STRATEGY.match(arg)
     if match is None:
         return None
     items = [i.strip() for i in match["items"].split(",") if i.strip()]
     strategy = match["strategy"]
-    if strategy in ("Subscribe", "SubscribePattern"):
+    if strategy == "Subscribe":
         return items or None
     if strategy == "Assign":
         return list(dict.fromkeys(i.rsplit("-", 1)[0] for i in items)) or None

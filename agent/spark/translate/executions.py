@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence, ValuesView
 from typing import Any
 
 from agent.spark.plan.read import attribute_sources, read_plan, returned_rows
+from agent.spark.translate.brokers import KafkaServers
 from agent.spark.translate.datasets import names_dataset
 from agent.spark.translate.runs import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
@@ -66,13 +67,27 @@ class SqlRuns:
 
 
 def add_plan(
-    execution: Execution, event: Mapping[str, Any], run: Run | None = None
+    execution: Execution,
+    event: Mapping[str, Any],
+    run: Run | None = None,
+    kafka: KafkaServers | None = None,
 ) -> tuple[list[str], bool]:
     """Merge what the event's plan names onto the execution: (new notes on what could not be
     read, whether the execution now names a dataset). When a Delta MERGE of its `run`
-    assigns from attributes, those this plan defines are resolved onto the execution."""
+    assigns from attributes, those this plan defines are resolved onto the execution. The
+    servers of its Kafka writes go to `kafka`, and a note says when its Kafka reads' are
+    unknown."""
     plan = read_plan(event.get("sparkPlanInfo"), event.get("physicalPlanDescription"))
-    notes = [note for note in plan.notes if note not in execution.notes]
+    told = list(plan.notes)
+    if kafka is not None:
+        kafka.written(plan.datasets)
+        read = [r.kafka[1] for r in plan.datasets if r.role == "input" and r.kafka is not None]
+        if read and kafka.servers is None:
+            told.append(
+                f"Kafka topics {', '.join(read)} are read, named kafka://unknown: "
+                f"{kafka.unknown_reason}"
+            )
+    notes = [note for note in told if note not in execution.notes]
     execution.notes.update(notes)
     execution.command = execution.command or plan.command
     execution.writes = execution.writes or plan.writes

@@ -23,6 +23,7 @@ from agent.spark.translate.appfacets import (
     sql_facet,
     tags_facet,
 )
+from agent.spark.translate.brokers import KafkaServers
 from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
 from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
@@ -50,6 +51,7 @@ class Lifecycle:
         self.identity: tuple[tuple[str, str | None, str], str | None] | None = None
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
         self.versions: list[VersionRequest] = []  # the caller drains and fills these
+        self.kafka_servers = KafkaServers(options.kafka_bootstrap)  # of reads, learned in order
 
     @property
     def app_ids(self) -> tuple[str, str | None] | None:
@@ -66,6 +68,7 @@ class Lifecycle:
 
     def start(self, run: Run, out: list[Event]) -> None:
         run.started = True
+        run.kafka_servers = self.kafka_servers.servers  # its names stay those of its START
         run.last_emit_ms = run.start_ms
         out.append(self.event("START", run, run.start_ms, None))
 
@@ -149,7 +152,8 @@ class Lifecycle:
         return facets
 
     def datasets(self, run: Run) -> RunDatasets:
-        catalog = catalog_of(self.props, self.options.kafka_bootstrap)
+        servers = run.kafka_servers if run.started else self.kafka_servers.servers
+        catalog = catalog_of(self.props, servers)
         return run_datasets(run, catalog, self.options.column_lineage_max_fields)
 
     def _parent_facet(self, run: Run) -> dict[str, Any] | None:

@@ -11,7 +11,8 @@ Datasets (https://openlineage.io/docs/spec/naming), location -> namespace, name:
   ``jdbc:mysql://h/db`` + ``t`` -> ``mysql://h:3306``, ``db.t``
 
 * Kafka topic ``t`` on bootstrap servers ``h1:9092,h2:9092`` -> ``kafka://h1:9092``, ``t``
-  (``kafka://unknown`` when the servers are not known: a read's never are in the event log)
+  (``kafka://unknown`` when the servers are not known: a read's plan never names them, and
+  `brokers` finds them elsewhere in the application's log only when it names them)
 
 Trailing slashes are dropped, and trailing Hive-style partition directories (``k=v``) are
 trimmed so a read of one partition names the table's dataset, as the OpenLineage Spark
@@ -226,7 +227,7 @@ class Catalog:
     warehouse: str | None = None
     metastore_uris: str | None = None
     iceberg: tuple[IcebergCatalog, ...] = ()
-    kafka_bootstrap: str | None = None  # servers of Kafka reads: the log never shows them
+    kafka_bootstrap: str | None = None  # servers of Kafka reads (their plans never show them)
 
     def iceberg_catalog(self, table: TableIdent, fmt: str | None) -> IcebergCatalog | None:
         """The Iceberg catalog of a table: the one it names, else the only one configured

@@ -52,7 +52,8 @@ class TranslateOptions:
     running_interval_ms: int = 0  # RUNNING events, 0 = off (driven by Spark timestamps)
     # input-field entries a columnLineage facet may carry; 0 leaves the facet out
     column_lineage_max_fields: int = DEFAULT_MAX_FIELDS
-    # bootstrap servers of Kafka reads, which the event log never shows; None = unknown
+    # bootstrap servers of Kafka reads, whose plans never show them; None: what else the
+    # application's log names (`brokers`), else unknown
     kafka_bootstrap: str | None = None
     # hold the terminal event of an application run by `lineage-agent exec` at ApplicationEnd
     # until `settle` gives the command's verdict (the daemon); off, it ends as Spark logged it
@@ -69,7 +70,7 @@ class TranslateOptions:
 
 def catalog_of(props: Mapping[str, str], kafka_bootstrap: str | None = None) -> Catalog:
     """Where the session keeps tables: the warehouse, the Hive metastore, the Iceberg
-    catalogs; and the Kafka servers of reads (the options', the log never shows them)."""
+    catalogs; and the Kafka servers of reads (`brokers`: their plans never show them)."""
     return Catalog(
         props.get("spark.sql.warehouse.dir"),
         props.get("spark.hadoop.hive.metastore.uris") or props.get("hive.metastore.uris"),

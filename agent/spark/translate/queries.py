@@ -148,7 +148,7 @@ class Queries:
         if run is None or run.stream is None:
             return
         self._life.tick(streaming.iso_ms(progress.get("timestamp")))
-        kafka = self._life.options.kafka_bootstrap
+        kafka = self._life.kafka_servers.servers
         self._note(run.stream, streaming.add_progress(run.stream, progress, kafka, self._tables))
         self._life.running([run], out)
 

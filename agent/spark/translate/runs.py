@@ -189,6 +189,7 @@ class Run:
     sql: str | None = None  # sql: the statement, when a SQL shell ran it
     stream: StreamQuery | None = None  # stream: its query
     query: Run | None = None  # sql: the streaming query run whose micro-batch this is
+    kafka_servers: str | None = None  # the servers of its Kafka reads, known at its START
 
 
 @dataclass(slots=True)

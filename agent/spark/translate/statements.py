@@ -104,7 +104,7 @@ class Statements:
     def _read_plan(
         self, execution: Execution, event: Mapping[str, Any], run: Run, out: list[Event]
     ) -> None:
-        notes, names_data = add_plan(execution, event, run)
+        notes, names_data = add_plan(execution, event, run, self._life.kafka_servers)
         self._warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
         self._queries.absorb(run, execution, event)
         if not run.started and names_data and self._queries.own(run) and self._wanted(run):

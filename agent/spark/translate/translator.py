@@ -231,6 +231,7 @@ class ApplicationTranslator:
         for section in ("Spark Properties", "Hadoop Properties"):
             for key, value in properties(event.get(section), self._wanted_props, PROPERTY_PREFIXES):
                 self._props.setdefault(key, value)
+        self._life.kafka_servers.environment(event.get("Spark Properties"))
         self._queries.environment(event)
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
