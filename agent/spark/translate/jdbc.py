@@ -2,8 +2,8 @@
 not print theirs. Pure.
 
 Spark prints a JDBC url in a V1 write (`SaveIntoDataSourceCommand`'s options, unless
-`spark.sql.redaction.options.regex` hides it), never in a read (`Scan JDBCRelation(t)`, also
-what a V2 JDBC catalog's scan prints) nor in a write through a V2 JDBC catalog
+`spark.sql.redaction.options.regex` hides it), never in a read (`Scan JDBCRelation(t)`; a V2
+JDBC catalog's scan names its catalog) nor in a write through a V2 JDBC catalog
 (`JDBCTable(t, ..., JDBCOptions@hash)`, without the catalog's name). `JdbcUrls` keeps, in
 log order:
 
@@ -12,13 +12,14 @@ log order:
   `spark.sql.catalog.<name>.url`, from the environment's Spark properties and from the
   `modifiedConfigs` of SQL executions (a catalog configured at run time).
 
-A reference without its url (`resolve`) takes: for a write through a V2 catalog (its plan
-names no catalog), the url of the only JDBC catalog, else of the one catalog whose url the
-log showed earlier for the same table; for any other, the one url the log showed earlier
-for the same table (none, or several: it stays `unknown`). Resolution happens when a plan
-is read, so what a run names never changes between its START and its end; a table read
-before any event names its url stays `unknown`. Urls are kept without credentials and
-parameters (`jdbc_source`): no secret is held, named or logged.
+A reference without its url (`resolve`) takes: for a scan of a V2 catalog's table
+(`Scan JDBC v1 Relation from v2 scan <catalog>.<table>`), its catalog's url; for a write
+through a V2 catalog (its plan names no catalog), the url of the only JDBC catalog, else of
+the one catalog whose url the log showed earlier for the same table; for any other, the one
+url the log showed earlier for the same table (none, or several: it stays `unknown`).
+Resolution happens when a plan is read, so what a run names never changes between its
+START and its end; a table read before any event names its url stays `unknown`. Urls are
+kept without credentials and parameters (`jdbc_source`): no secret is held, named or logged.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class JdbcUrls:
         """The url of a JDBC reference printed without one, when the log tells it."""
         if ref.jdbc is None or ref.jdbc[0] or ref.feeds_write:
             return None
+        if ref.jdbc_catalog is not None:
+            return self.catalog_urls().get(ref.jdbc_catalog)
         urls = self._tables.get(_key(ref.jdbc[1]), set())
         if ref.role == "output" and ref.node.split(" ", 1)[0] in V2_WRITES:
             catalogs = set(self.catalog_urls().values())
