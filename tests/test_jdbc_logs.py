@@ -23,7 +23,7 @@ from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import validate_run_event
 
 LOGS = Path(__file__).resolve().parent / "data" / "eventlogs" / "jdbc"
-SHAPES = ("jdbc_postgres", "jdbc_redacted", "jdbc_derby")
+SHAPES = ("jdbc_postgres", "jdbc_redacted", "jdbc_derby", "jdbc_v2_catalog")
 POSTGRES = "postgres://127.0.0.1:57147"
 DERBY = "derby:memory:peer"
 Event = dict[str, Any]
@@ -138,6 +138,23 @@ def test_derby_read_and_v2_catalog_write_are_named_like_the_v1_write(work: Path)
     (_, append) = of_job(events, "append_data_exec_v1")
     assert names(append["outputs"]) == [table]
     assert not [w for w in warnings if "APP.PEOPLE" in w]
+
+
+def test_a_v2_catalog_read_is_named_by_its_catalog(work: Path) -> None:
+    """A read of a V2 JDBC catalog's table names its catalog: it takes that catalog's url,
+    as its INSERT does, and the filter pushed into the database is an INDIRECT FILTER."""
+    events, warnings = replayed("jdbc_v2_catalog", work)
+    table = ("derby:memory:v2", "APP.T")
+    (_, append) = of_job(events, "append_data_exec_v1")
+    assert names(append["outputs"]) == [table]
+    (_, read) = of_job(events, "jdbcv2_out")
+    assert names(read["inputs"]) == [table]
+    assert column_sources(read) == {
+        "id": {(*table, "id", "IDENTITY")},
+        "name": {(*table, "name", "IDENTITY")},
+        "*": {(*table, "id", "FILTER")},
+    }
+    assert warnings == []
 
 
 def test_a_url_the_log_never_shows_stays_unknown(work: Path) -> None:
