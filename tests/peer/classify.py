@@ -493,16 +493,17 @@ CLASSES: tuple[Class, ...] = (
             and any(n.startswith("postgres://") for n in _names(d.listener))
         ),
         "listener_right",
-        "A JDBC write under Spark's default redaction of `url` (`jdbc_redacted`): the agent "
-        "names the dataset `unknown:public.hidden`, the listener, asking the JVM, "
-        "`postgres://host:port` + `database.schema.table`. The log cannot tell the url: "
-        "the only JDBC node prints `url=*********(redacted)`, no Spark property names a "
-        "JDBC catalog or url, `modifiedConfigs` is empty, the application runs no other JDBC "
-        "execution, and no `postgresql://` occurs anywhere in its event log. JDBC reads take "
-        "the url of the same application's earlier write or read of the table, V2 catalog "
-        "writes their catalog's `spark.sql.catalog.<name>.url` (README: JDBC).",
-        "None from the log; an operator who wants the name sets "
-        "`spark.sql.redaction.options.regex` to a pattern of secrets only (README: JDBC).",
+        "A JDBC read (the plan shows only `JDBCRelation(table)`) or a write under Spark's "
+        "default redaction of `url`: the agent named the dataset `unknown:schema.table`, the "
+        "listener, asking the JVM, `postgres://host:port` + `database.schema.table`. The one "
+        "left is the `jdbc_redacted` write: its only JDBC node prints "
+        "`url=*********(redacted)`, no Spark property names a JDBC catalog or url, "
+        "`modifiedConfigs` is empty, the application runs no other JDBC execution, and no "
+        "`postgresql://` occurs anywhere in its event log.",
+        "Done for reads: they take the url of the same application's earlier write or read of "
+        "the table, or of the V2 JDBC catalog their scan names (README: JDBC). Nothing in the "
+        "log names the redacted write's url; an operator who wants it sets "
+        "`spark.sql.redaction.options.regex` to a pattern of secrets only.",
     ),
     Class(
         "listener_derby_path",
@@ -523,13 +524,12 @@ CLASSES: tuple[Class, ...] = (
         ("inputs", "outputs"),
         lambda d, _: any("metastore_db" in n for n in _names(d.listener)),
         "both_wrong",
-        "A JDBC read of in-memory Derby or a write through the V2 JDBC catalog that the agent "
-        "cannot name (`unknown:APP.PEOPLE`: no earlier access of the table shows its url and "
-        "not exactly one JDBC catalog is configured); the listener names it by the "
-        "nonexistent `metastore_db` path of the working directory. Since reads and V2 writes "
-        "take the url the log shows elsewhere, the Derby shape has none.",
-        "Resolve a V2 JDBC catalog's url from `spark.sql.catalog.<catalog>.url` in the "
-        "environment update; name reads as for jdbc_url_not_in_log.",
+        "A JDBC read of in-memory Derby and a write through the V2 JDBC catalog: the agent "
+        "named them `unknown:APP.PEOPLE`, the listener by the nonexistent `metastore_db` path "
+        "of the working directory.",
+        "Done: the read takes the url of the application's earlier write of the table, the V2 "
+        "write the url of the only JDBC catalog (`spark.sql.catalog.derby.url`); both are "
+        "`derby:memory:peer` (listener_derby_path).",
     ),
     Class(
         "subquery_inputs",
@@ -714,11 +714,9 @@ CLASSES: tuple[Class, ...] = (
         ("columns_direct", "columns_indirect"),
         lambda d, _: any(e[1] == "unknown" for e in _edges(d.agent)),
         "listener_right",
-        "Column lineage from a JDBC read the agent cannot name follows its dataset name "
-        "(`unknown`). Reads take the url the application's log shows elsewhere "
-        "(jdbc_url_not_in_log), so no shape has one: their lineage is judged by "
+        "Column lineage from a JDBC read follows its dataset name (`unknown` in the agent).",
+        "Done with jdbc_url_not_in_log: the lineage from the reads it names is judged by "
         "jdbc_pushed_filter and listener_derby_columns.",
-        "Name JDBC reads (see jdbc_url_not_in_log).",
     ),
     Class(
         "partition_sort",
