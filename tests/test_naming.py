@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agent.facets import FACET_URLS, PRODUCER
@@ -97,72 +99,91 @@ def test_from_location_rejects_an_empty_location() -> None:
     assert str(raised.value) == "empty dataset location"
 
 
-@pytest.mark.parametrize(
-    ("url", "table", "namespace", "name"),
-    [
-        (
-            "jdbc:postgresql://db.example:5432/shop",
-            "public.orders",
-            "postgres://db.example:5432",
-            "shop.public.orders",
-        ),
-        (
-            "jdbc:postgresql://DB.example/shop?user=u&password=secret",
-            "public.orders",
-            "postgres://db.example:5432",
-            "shop.public.orders",
-        ),
-        ("jdbc:postgresql://alice:pw@db:6432/shop", "orders", "postgres://db:6432", "shop.orders"),
-        (
-            "jdbc:mysql://mysql.example:3307/shop",
-            "orders",
-            "mysql://mysql.example:3307",
-            "shop.orders",
-        ),
-        (
-            "jdbc:mysql://mysql.example/shop",
-            "other.orders",
-            "mysql://mysql.example:3306",
-            "other.orders",
-        ),
-        (
-            "jdbc:mysql:loadbalance://h1:3306,h2:3306/shop",
-            "orders",
-            "mysql://h1:3306,h2:3306",
-            "shop.orders",
-        ),
-        (
-            "jdbc:sqlserver://sql.example:1433;databaseName=shop",
-            "dbo.orders",
-            "sqlserver://sql.example:1433",
-            "dbo.orders",
-        ),
-        (
-            "jdbc:sqlserver://sql.example:1433;user=sa;password=secret",
-            "dbo.orders",
-            "sqlserver://sql.example:1433",
-            "dbo.orders",
-        ),
-        (
-            "jdbc:oracle:thin:@//ora.example:1521/svc",
-            "hr.emp",
-            "oracle:thin:@//ora.example:1521/svc",
-            "hr.emp",
-        ),
-        (
-            "jdbc:oracle:thin:scott/tiger@ora.example:1521:orcl",
-            "hr.emp",
-            "oracle:thin:@ora.example:1521:orcl",
-            "hr.emp",
-        ),
-        ("jdbc:derby:memory:shop;create=true", "APP.T", "derby:memory:shop", "APP.T"),
-    ],
-)
+JDBC_CASES = [
+    (
+        "jdbc:postgresql://db.example:5432/shop",
+        "public.orders",
+        "postgres://db.example:5432",
+        "shop.public.orders",
+    ),
+    (
+        "jdbc:postgresql://DB.example/shop?user=u&password=secret",
+        "public.orders",
+        "postgres://db.example:5432",
+        "shop.public.orders",
+    ),
+    ("jdbc:postgresql://alice:pw@db:6432/shop", "orders", "postgres://db:6432", "shop.orders"),
+    (
+        "jdbc:mysql://mysql.example:3307/shop",
+        "orders",
+        "mysql://mysql.example:3307",
+        "shop.orders",
+    ),
+    (
+        "jdbc:mysql://mysql.example/shop",
+        "other.orders",
+        "mysql://mysql.example:3306",
+        "other.orders",
+    ),
+    (
+        "jdbc:mysql:loadbalance://h1:3306,h2:3306/shop",
+        "orders",
+        "mysql://h1:3306,h2:3306",
+        "shop.orders",
+    ),
+    (
+        "jdbc:sqlserver://sql.example:1433;databaseName=shop",
+        "dbo.orders",
+        "sqlserver://sql.example:1433",
+        "dbo.orders",
+    ),
+    (
+        "jdbc:sqlserver://sql.example:1433;user=sa;password=secret",
+        "dbo.orders",
+        "sqlserver://sql.example:1433",
+        "dbo.orders",
+    ),
+    (
+        "jdbc:oracle:thin:@//ora.example:1521/svc",
+        "hr.emp",
+        "oracle:thin:@//ora.example:1521/svc",
+        "hr.emp",
+    ),
+    (
+        "jdbc:oracle:thin:scott/tiger@ora.example:1521:orcl",
+        "hr.emp",
+        "oracle:thin:@ora.example:1521:orcl",
+        "hr.emp",
+    ),
+    ("jdbc:derby:memory:shop;create=true", "APP.T", "derby:memory:shop", "APP.T"),
+]
+
+
+@pytest.mark.parametrize(("url", "table", "namespace", "name"), JDBC_CASES)
 def test_from_jdbc_names_tables_without_credentials(
     url: str, table: str, namespace: str, name: str
 ) -> None:
     """JDBC URLs give `scheme://host:port` namespaces; user, password and parameters vanish."""
     assert naming.from_jdbc(url, table) == DatasetName(namespace, name)
+
+
+@pytest.mark.parametrize(("url", "table", "namespace", "name"), JDBC_CASES)
+def test_jdbc_source_keeps_what_names_the_table_and_no_credentials(
+    url: str, table: str, namespace: str, name: str
+) -> None:
+    """The url an application's state keeps names the table as the url itself does, without
+    a user, password or parameter."""
+    source = naming.jdbc_source(url)
+    assert naming.from_jdbc(source, table) == DatasetName(namespace, name)
+    assert not {"secret", "pw", "tiger", "alice", "scott", "user", "create"} & set(
+        re.split(r"[^a-z]+", source.lower())
+    )
+
+
+def test_jdbc_source_of_a_redacted_url_is_empty() -> None:
+    """A url Spark redacted is no source."""
+    assert naming.jdbc_source("*********(redacted)") == ""
+    assert naming.jdbc_source(" ") == ""
 
 
 @pytest.mark.parametrize(

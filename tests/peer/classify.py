@@ -546,12 +546,16 @@ CLASSES: tuple[Class, ...] = (
         ),
         "listener_right",
         "A JDBC read (the plan shows only `JDBCRelation(table)`) or a write under Spark's "
-        "default redaction of `url`: the agent names the dataset `unknown:schema.table`, the "
-        "listener `postgres://host:port` + `database.schema.table` as the naming doc asks.",
-        "For reads, take the url from the JDBC write or read of the same table whose url the "
-        "log shows (same application), else from `spark.sql.catalog.<name>.url` or the "
-        "`url` option in the SQLExecutionStart `modifiedConfigs`; keep `unknown` only when "
-        "no event names it.",
+        "default redaction of `url`: the agent named the dataset `unknown:schema.table`, the "
+        "listener, asking the JVM, `postgres://host:port` + `database.schema.table`. The one "
+        "left is the `jdbc_redacted` write: its only JDBC node prints "
+        "`url=*********(redacted)`, no Spark property names a JDBC catalog or url, "
+        "`modifiedConfigs` is empty, the application runs no other JDBC execution, and no "
+        "`postgresql://` occurs anywhere in its event log.",
+        "Done for reads: they take the url of the same application's earlier write or read of "
+        "the table, or of the V2 JDBC catalog their scan names (README: JDBC). Nothing in the "
+        "log names the redacted write's url; an operator who wants it sets "
+        "`spark.sql.redaction.options.regex` to a pattern of secrets only.",
     ),
     Class(
         "listener_derby_path",
@@ -561,10 +565,11 @@ CLASSES: tuple[Class, ...] = (
             and not any(n.startswith("unknown:") for n in _names(d.agent))
         ),
         "agent_right",
-        "A JDBC write to in-memory Derby (`jdbc:derby:memory:peer`; Naming.md has no Derby "
-        "entry, but a name must identify the datasource): the agent names it "
-        "`derby:memory:peer`, the listener by a file path that does not exist (the working "
-        "directory's `metastore_db`).",
+        "In-memory Derby (`jdbc:derby:memory:peer`; Naming.md has no Derby entry, but a name "
+        "must identify the datasource): the agent names the V1 write `derby:memory:peer` from "
+        "its url, the read after it from that write's url and the V2 catalog INSERT from "
+        "`spark.sql.catalog.derby.url`; the listener names all three by a file path that does "
+        "not exist (the working directory's `metastore_db`).",
     ),
     Class(
         "derby_in_memory_naming",
@@ -572,10 +577,11 @@ CLASSES: tuple[Class, ...] = (
         lambda d, _: any("metastore_db" in n for n in _names(d.listener)),
         "both_wrong",
         "A JDBC read of in-memory Derby and a write through the V2 JDBC catalog: the agent "
-        "names them `unknown:APP.PEOPLE`, the listener by the nonexistent `metastore_db` path "
+        "named them `unknown:APP.PEOPLE`, the listener by the nonexistent `metastore_db` path "
         "of the working directory.",
-        "Resolve a V2 JDBC catalog's url from `spark.sql.catalog.<catalog>.url` in the "
-        "environment update; name reads as for jdbc_url_not_in_log.",
+        "Done: the read takes the url of the application's earlier write of the table, the V2 "
+        "write the url of the only JDBC catalog (`spark.sql.catalog.derby.url`); both are "
+        "`derby:memory:peer` (listener_derby_path).",
     ),
     Class(
         "subquery_inputs",
@@ -732,17 +738,41 @@ CLASSES: tuple[Class, ...] = (
         "derive the indirect edges from its Filter and Aggregate as for other writes.",
     ),
     Class(
+        "jdbc_pushed_filter",
+        ("columns_direct", "columns_indirect"),
+        lambda d, _: (
+            d.shape == "jdbc_postgres"
+            and all(e[0] == "*" for e in _edges(d.agent) + _edges(d.listener))
+            and all(tuple(e[4:]) == ("INDIRECT", "FILTER") for e in _edges(d.agent))
+            and all(tuple(e[4:]) == ("DIRECT", "IDENTITY") for e in _edges(d.listener))
+        ),
+        "agent_right",
+        "The filter pushed into the PostgreSQL scan (`*GreaterThan(amount,30)`, no Filter node "
+        "left) decides which rows of the table are written: the agent reports amount as a "
+        "dataset-level INDIRECT FILTER input, the listener as a dataset-level DIRECT IDENTITY "
+        "one, which would say the output's rows are copies of amount.",
+    ),
+    Class(
+        "listener_derby_columns",
+        ("columns_direct",),
+        lambda d, _: (
+            d.shape == "jdbc_derby"
+            and all(e[1] == "derby:memory:peer" for e in _edges(d.agent))
+            and all("metastore_db" in e[1] for e in _edges(d.listener))
+        ),
+        "agent_right",
+        "Column lineage from the in-memory Derby read follows its dataset name "
+        "(listener_derby_path), and `lower(NAME)` is a TRANSFORMATION in the agent where the "
+        "listener says IDENTITY, which the spec reserves for an unchanged value.",
+    ),
+    Class(
         "jdbc_columns",
         ("columns_direct", "columns_indirect"),
         lambda d, _: any(e[1] == "unknown" for e in _edges(d.agent)),
         "listener_right",
-        "Column lineage from a JDBC read follows its dataset name (`unknown` in the agent). "
-        "The filter pushed into the PostgreSQL scan (`*GreaterThan(amount,30)`, no Filter node "
-        "left) is a dataset-level input in both: INDIRECT FILTER in the agent, DIRECT IDENTITY "
-        "in the listener. "
-        "For Derby the agent's TRANSFORMATION (lower) is right where the listener says "
-        "IDENTITY.",
-        "Name JDBC reads (see jdbc_url_not_in_log).",
+        "Column lineage from a JDBC read follows its dataset name (`unknown` in the agent).",
+        "Done with jdbc_url_not_in_log: the lineage from the reads it names is judged by "
+        "jdbc_pushed_filter and listener_derby_columns.",
     ),
     Class(
         "partition_sort",

@@ -45,6 +45,7 @@ class DatasetRef:
     location: str | None = None
     table: TableIdent | None = None
     jdbc: tuple[str, str] | None = None  # (url, table)
+    jdbc_catalog: str | None = None  # the V2 JDBC catalog a scan names (its url: the config)
     kafka: tuple[str | None, str] | None = None  # (bootstrap servers if known, topic)
     pattern: bool = False  # Kafka `subscribePattern`: `kafka` names a pattern, not a topic
     format: str | None = None

@@ -39,7 +39,7 @@ row hash), and stays reported incomplete.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -69,6 +69,10 @@ _DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
 #: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
 _PUSHED_COLUMN = re.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")
 _REUSED = re.compile(r"\[Reuses operator id: (\d+)\]")
+#: The node of a V2 JDBC catalog's scan, and the names and string literals of its SQL filters.
+V2_JDBC_SCAN: Final = "Scan JDBC v1 Relation from v2 scan "
+_SQL_NAME = re.compile(r'`(?:[^`]|``)+`|"[^"]+"|[A-Za-z_][A-Za-z0-9_]*')
+_SQL_STRING = re.compile(r"'(?:[^']|'')*'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +218,9 @@ class AttributeGraph:
         Filters without `*` are also evaluated by a Filter above the scan, which counts them.
         A tested column the scan does not output gets an attribute of its own (negative)."""
         by_name = {a.name: a.expr_id for a in attrs}
+        if node.name.startswith(V2_JDBC_SCAN):
+            self._pushed_predicates(node, by_name, dataset)
+            return
         for condition in node.detail_list("PushedFilters") or []:
             if not condition.startswith("*"):
                 continue
@@ -224,6 +231,19 @@ class AttributeGraph:
                     by_name[column] = self._unread
                     self.leaves[self._unread] = Source(node.op_id, column)
                 dataset.append((by_name[column], "FILTER"))
+
+    def _pushed_predicates(
+        self, node: PlanNode, by_name: Mapping[str, int], dataset: list[tuple[int, str]]
+    ) -> None:
+        """A V2 JDBC catalog's scan prints the predicates the database evaluates as SQL
+        (`PushedFilters: [id IS NOT NULL, id > 1]`, no `*`): each output column they name
+        is an INDIRECT FILTER input (one evaluated again by a Filter above counts once)."""
+        for condition in node.detail_list("PushedFilters") or []:
+            text = _SQL_STRING.sub("", condition)
+            for token in dict.fromkeys(_SQL_NAME.findall(text)):
+                column = token.strip('`"')
+                if column in by_name:
+                    dataset.append((by_name[column], "FILTER"))
 
     def _cache(self, node: PlanNode, cached: list[Attribute]) -> list[Attribute]:
         """`InMemoryRelation [attrs], StorageLevel(...)` over the plan it cached."""

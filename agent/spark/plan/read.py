@@ -76,6 +76,11 @@ _ROW_TYPES: Final = {
     "Timestamp": "timestamp", "TimestampNTZ": "timestamp_ntz", "Binary": "binary",
     "Decimal": "decimal",
 }  # fmt: skip
+#: The scan of a V2 JDBC catalog's table (`derby.APP.T`): `Scan JDBCRelation(...)` names only
+#: the table, this one its catalog too (Spark 4).
+_V2_JDBC_SCAN: Final = re.compile(
+    r"Scan JDBC v1 Relation from v2 scan (?P<catalog>`(?:[^`]|``)+`|[^.\s`]+)\.(?P<table>\S+)$"
+)
 
 
 def read_plan(plan_info: object, description: object) -> PlanSummary:
@@ -296,6 +301,21 @@ def _scan(
                 format="jdbc",
                 fields=fields,
                 unknown_reason="JDBC url not in the event log",
+            )
+        ]
+    v2 = _V2_JDBC_SCAN.match(name)
+    if v2 is not None:  # a V2 JDBC catalog's table: the catalog is named, its url is not
+        catalog = v2["catalog"].strip("`")
+        notes.append(f"JDBC table {v2['table']} is read, but its url is not in the event log")
+        return [
+            DatasetRef(
+                "input",
+                name,
+                jdbc=("", v2["table"]),
+                jdbc_catalog=catalog,
+                format="jdbc",
+                fields=fields,
+                unknown_reason=f"JDBC url of catalog {catalog!r} not in the event log",
             )
         ]
     lakehouse = kafka_scan(name) or iceberg_scan(name, simple or "", _visible(fields))

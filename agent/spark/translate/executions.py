@@ -17,6 +17,7 @@ from typing import Any
 from agent.spark.plan.read import attribute_sources, read_plan, returned_rows
 from agent.spark.translate.brokers import KafkaServers
 from agent.spark.translate.datasets import names_dataset
+from agent.spark.translate.jdbc import JdbcUrls
 from agent.spark.translate.runs import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
 
@@ -69,19 +70,29 @@ class SqlRuns:
 def add_plan(
     execution: Execution,
     event: Mapping[str, Any],
+    urls: JdbcUrls,
     run: Run | None = None,
     kafka: KafkaServers | None = None,
 ) -> tuple[list[str], bool]:
     """Merge what the event's plan names onto the execution: (new notes on what could not be
-    read, whether the execution now names a dataset). When a Delta MERGE of its `run`
-    assigns from attributes, those this plan defines are resolved onto the execution. The
-    servers of its Kafka writes go to `kafka`, and a note says when its Kafka reads' are
-    unknown."""
+    read, whether the execution now names a dataset). JDBC tables printed without their url
+    take the one the application's log showed (`urls`, which learns this plan's first).
+    When a Delta MERGE of its `run` assigns from attributes, those this plan defines are
+    resolved onto the execution. The servers of its Kafka writes go to `kafka`, and a note
+    says when its Kafka reads' are unknown."""
     plan = read_plan(event.get("sparkPlanInfo"), event.get("physicalPlanDescription"))
-    told = list(plan.notes)
+    for ref in plan.datasets:
+        urls.learn(ref)
+    datasets = [urls.resolve(ref) for ref in plan.datasets]
+    with_url = {ref.jdbc[1] for ref in datasets if ref.jdbc is not None and ref.jdbc[0]}
+    told = [
+        note
+        for note in plan.notes
+        if not any(note.startswith(f"JDBC table {table} is ") for table in with_url)
+    ]
     if kafka is not None:
-        kafka.written(plan.datasets)
-        read = [r.kafka[1] for r in plan.datasets if r.role == "input" and r.kafka is not None]
+        kafka.written(datasets)
+        read = [r.kafka[1] for r in datasets if r.role == "input" and r.kafka is not None]
         if read and kafka.servers is None:
             told.append(
                 f"Kafka topics {', '.join(read)} are read, named kafka://unknown: "
@@ -91,7 +102,7 @@ def add_plan(
     execution.notes.update(notes)
     execution.command = execution.command or plan.command
     execution.writes = execution.writes or plan.writes
-    for ref in plan.datasets:
+    for ref in datasets:
         # a later plan of the same execution (an AQE update) may print less: a V2 write
         # without its arguments does not undo the table an earlier plan named
         named = {(r.role, r.node) for r in execution.refs.values() if r.unknown_reason is None}

@@ -141,6 +141,16 @@ def from_jdbc(url: str, table: str) -> DatasetName:
     return DatasetName(f"{scheme}://{authority}", ".".join(parts))
 
 
+def jdbc_source(url: str) -> str:
+    """A JDBC url as a name may use it: without credentials and parameters; empty when
+    there is none or Spark redacted it."""
+    url = url.strip()
+    if not url or "redacted" in url.lower():
+        return ""
+    uri = re.sub(r"^jdbc:", "", url, flags=re.IGNORECASE)
+    return "jdbc:" + _strip_credentials(uri)
+
+
 def _strip_credentials(uri: str) -> str:
     """A JDBC url without `user:password@`, `user/password@` (Oracle) or parameters."""
     uri = re.sub(r"//[^/@]*@", "//", uri)

@@ -17,6 +17,7 @@ from typing import Any
 
 from agent.spark.translate import runids, steps
 from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
+from agent.spark.translate.jdbc import JdbcUrls
 from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import JobNames
 from agent.spark.translate.options import TranslateOptions
@@ -46,6 +47,7 @@ class Statements:
         self._names = names
         self._warnings = warnings
         self._internal: set[int] = set()  # recent root executions that are Spark's own
+        self._jdbc = JdbcUrls(life.props)  # the JDBC urls the log showed so far
 
     def handlers(self) -> dict[str, Handler]:
         """The translator's handlers for the SQL execution events."""
@@ -79,6 +81,7 @@ class Statements:
         if self.sql.execution(exec_id) is not None:
             return
         start = self._life.tick(as_int(event.get("time")))
+        self._jdbc.configure(event.get("modifiedConfigs"))
         root = as_int(event.get("rootExecutionId"))
         root = exec_id if root is None or not 0 <= root <= exec_id else root
         if root in self._internal or (root == exec_id and steps.internal(event)):
@@ -104,7 +107,7 @@ class Statements:
     def _read_plan(
         self, execution: Execution, event: Mapping[str, Any], run: Run, out: list[Event]
     ) -> None:
-        notes, names_data = add_plan(execution, event, run, self._life.kafka_servers)
+        notes, names_data = add_plan(execution, event, self._jdbc, run, self._life.kafka_servers)
         self._warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
         self._queries.absorb(run, execution, event)
         if not run.started and names_data and self._queries.own(run) and self._wanted(run):
