@@ -219,7 +219,6 @@ class ApplicationTranslator:
         for section in ("Spark Properties", "Hadoop Properties"):
             for key, value in properties(event.get(section), self._wanted_props, PROPERTY_PREFIXES):
                 self._props.setdefault(key, value)
-        self._queries.environment(event)
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
         app_id = as_str(event.get("App ID"))
