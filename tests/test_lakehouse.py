@@ -29,18 +29,21 @@ Event = dict[str, Any]
 
 
 class RecordedVersions:
-    """The versions `<shape>.tables.json` lists, handed out in commit order per table.
+    """The versions `<shape>.tables.json` lists, handed out in commit order per table, and
+    the tables it lists as the ones on disk.
 
     A stand-in for reading the tables' metadata on disk (the tables themselves are not
     checked in, only what their metadata said after the job): the i-th COMPLETE write of a
-    table gets its i-th commit, which holds for these logs (one commit per statement).
+    table gets its i-th commit, which holds for these logs (one commit per statement; an
+    Iceberg metadata file without a snapshot of its own is a CREATE TABLE's, the first).
     `tests/test_tablemeta.py` and the live test read real metadata files instead."""
 
     def __init__(self, shape: str) -> None:
         path = LOGS / f"{shape}.tables.json"
         tables = json.loads(path.read_text()) if path.exists() else {}
-        self.left: dict[str, list[str]] = {
+        self.left: dict[str, list[str | None]] = {
             table: [str(c["version"]) for c in meta.get("commits", [])]
+            + [None] * (len(meta.get("metadata_files", [])) - len(meta.get("snapshots", [])))
             + [str(s["snapshot-id"]) for s in meta.get("snapshots", [])]
             for table, meta in tables.items()
             if isinstance(meta, dict)  # not the JDBC catalog's rows
@@ -51,6 +54,9 @@ class RecordedVersions:
         self.windows[path].append((start_ms, end_ms))
         left = self.left.get(path)
         return left.pop(0) if left else None
+
+    def exists(self, fmt: TableFormat, path: str) -> bool:
+        return path in self.left
 
 
 _WORK: list[Path] = []  # the module's scratch directory, set by the `work` fixture
@@ -299,8 +305,7 @@ def test_delta_catalog_merge_lineage_resolves_the_target_in_other_executions() -
 def test_iceberg_tables(shape: str) -> None:
     """Iceberg: tables at `<warehouse>/<ns>/<table>` of their catalog; snapshots read from
     the scans, snapshots committed from the table's metadata; MERGE / UPDATE / DELETE
-    rewrite the table they read. A CREATE or CTAS names no catalog and two Iceberg catalogs
-    are configured: its table's location stays unknown (namespace `unknown`)."""
+    rewrite the table they read."""
     orders = ("file", f"/data/lakehouse/{shape}/db/orders")
     tables = json.loads((LOGS / f"{shape}.tables.json").read_text())
     snapshots = [str(s["snapshot-id"]) for s in tables[orders[1]]["snapshots"]]
@@ -308,7 +313,7 @@ def test_iceberg_tables(shape: str) -> None:
     assert found[0] == (
         "create_table.db_orders",
         [],
-        [("unknown", "db.orders", None, "CREATE", ("db.orders",), ORDER_COLUMNS)],
+        [(*orders, None, "CREATE", ("db.orders",), ORDER_COLUMNS)],
     )
     appends = [outs for job, _, outs in found if job.startswith("append_data.db_orders")]
     assert appends == [
@@ -327,15 +332,82 @@ def test_iceberg_tables(shape: str) -> None:
         )
         for i in (1, 2, 3)
     ]
+    order_totals = f"/data/lakehouse/{shape}/db/order_totals"
+    totals = [str(s["snapshot-id"]) for s in tables[order_totals]["snapshots"]]
     overwrite = next(
         outs for job, _, outs in found if job == "overwrite_by_expression.db_order_totals"
     )
-    assert overwrite[0][:4] == (
-        "file",
-        f"/data/lakehouse/{shape}/db/order_totals",
-        overwrite[0][2],
-        "OVERWRITE",
+    assert overwrite[0][:4] == ("file", order_totals, totals[1], "OVERWRITE")
+
+
+@pytest.mark.parametrize("shape", ["iceberg_hadoop", "iceberg_jdbc"])
+def test_iceberg_create_targets_placed_by_their_metadata(shape: str) -> None:
+    """CREATE TABLE and CTAS print no catalog (`SparkCatalog@hash, db.orders`) and two
+    Iceberg catalogs are configured: the target is the one catalog's `<warehouse>/<ns>/
+    <table>` that holds Iceberg metadata, in every event of the run, with that catalog's
+    warehouse as symlink namespace and a CTAS's committed snapshot."""
+    events, _, _ = replayed(shape)
+    tables = json.loads((LOGS / f"{shape}.tables.json").read_text())
+    creates = [
+        e
+        for e in events
+        if e["job"]["name"].split(".")[1:2] in (["create_table"], ["atomic_create_table_as_select"])
+    ]
+    assert len(creates) == {"iceberg_hadoop": 8, "iceberg_jdbc": 4}[shape]
+    for event in creates:
+        ((name, link, version),) = [
+            (
+                (d["namespace"], d["name"]),
+                d["facets"]["symlinks"]["identifiers"][0]["namespace"],
+                d["facets"].get("version", {}).get("datasetVersion"),
+            )
+            for d in event["outputs"]
+        ]
+        table = event["job"]["name"].rsplit(".", 1)[1].removeprefix("db_")
+        assert name == ("file", f"/data/lakehouse/{shape}/db/{table}")
+        assert link == f"file:/data/lakehouse/{shape}"
+        assert event["outputs"][0]["facets"]["dataSource"]["name"] == "file"
+        committed = tables[name[1]]["snapshots"][0]["snapshot-id"]
+        ctas = event["eventType"] == "COMPLETE" and table != "orders"
+        assert version == (str(committed) if ctas else None)
+
+
+class NowhereOrEverywhere(RecordedVersions):
+    """Tables on disk under every catalog's warehouse (`everywhere`) or under none."""
+
+    def __init__(self, shape: str, *, everywhere: bool) -> None:
+        super().__init__(shape)
+        self.everywhere = everywhere
+
+    def exists(self, fmt: TableFormat, path: str) -> bool:
+        return self.everywhere
+
+
+@pytest.mark.parametrize("everywhere", [False, True])
+def test_iceberg_create_target_unplaced_stays_unknown(everywhere: bool) -> None:
+    """A CREATE target whose table no catalog's warehouse holds, or every one does, stays
+    `unknown:db.orders` with its schema, symlink and lifecycle change."""
+    directory = _WORK[-1] / f"unplaced-{everywhere}"
+    directory.mkdir()
+    target = directory / "local-1700000000000"
+    raw = (LOGS / "iceberg_hadoop.jsonl.zst").read_bytes()
+    target.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
+    (ref,) = scan(directory)
+    versions = NowhereOrEverywhere("iceberg_hadoop", everywhere=everywhere)
+    log = ApplicationLog(
+        ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20, table_versions=versions
     )
+    events: list[Event] = []
+    while not log.reader.caught_up:
+        events += log.feed(log.read())
+        log.fill_versions()
+    log.close()
+    create = next(e for e in events if e["job"]["name"].endswith(".create_table.db_orders"))
+    for event in events:
+        validate_run_event(event)
+    assert [dataset(d) for d in create["outputs"]] == [
+        ("unknown", "db.orders", None, "CREATE", ("db.orders",), ORDER_COLUMNS)
+    ]
 
 
 def test_iceberg_time_travel_and_metadata_table() -> None:

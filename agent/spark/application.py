@@ -3,8 +3,8 @@ share, so that both make the same events of the same log.
 
 `ApplicationLog.read` does the I/O (call it from a worker thread), `feed` the translation
 (pure; call it where the translator's other users are), `fill_versions` the look-ups of the
-versions Delta and Iceberg writes committed (I/O again: a worker thread, before the events
-go on). Both parts are the ones the source
+versions Delta and Iceberg writes committed and of the catalog holding an Iceberg CREATE
+target (I/O again: a worker thread, before the events go on). Both parts are the ones the source
 and `replay` configure from `spark:` through `translate_options`.
 """
 
@@ -122,7 +122,8 @@ class ApplicationLog:
         return bool(self.translator.versions)
 
     def fill_versions(self) -> None:
-        """Add the committed table versions to the events `feed` returned (blocking I/O)."""
+        """Add the committed table versions, and the places of Iceberg CREATE targets, to the
+        events `feed` returned (blocking I/O)."""
         requests = list(self.translator.versions)
         self.translator.versions.clear()
         fill(requests, self.table_versions)

@@ -25,9 +25,10 @@ from agent.spark.translate.appfacets import (
 )
 from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
+from agent.spark.translate.naming import UNKNOWN_NAMESPACE
 from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
 from agent.spark.translate.runs import Failure, Run, RunSummary, summary
-from agent.spark.translate.versions import TableFormat, VersionRequest
+from agent.spark.translate.versions import PlaceRequest, TableFormat, VersionRequest
 
 Event = dict[str, Any]
 
@@ -49,7 +50,8 @@ class Lifecycle:
         # (app id, attempt, name) and user of the application, for its details facet
         self.identity: tuple[tuple[str, str | None, str], str | None] | None = None
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
-        self.versions: list[VersionRequest] = []  # the caller drains and fills these
+        # what the table metadata on disk tells: the caller drains and fills these
+        self.versions: list[VersionRequest | PlaceRequest] = []
 
     @property
     def app_ids(self) -> tuple[str, str | None] | None:
@@ -102,8 +104,21 @@ class Lifecycle:
                 out.append(self.event("RUNNING", run, self.clock, None))
 
     def event(self, event_type: str, run: Run, time_ms: int, failure: Failure | None) -> Event:
-        datasets = self.datasets(run)
+        catalog = catalog_of(self.props, self.options.kafka_bootstrap)
+        datasets = run_datasets(run, catalog, self.options.column_lineage_max_fields)
         run.inputs, run.outputs = tuple(datasets.inputs), tuple(datasets.outputs)
+        window = (run.start_ms, time_ms) if event_type == "COMPLETE" else None
+        for name, table in datasets.tables.items():  # an Iceberg CREATE / CTAS: which catalog
+            places = catalog.iceberg_places(table)
+            output = datasets.outputs.get(name)
+            if (
+                output is not None
+                and name.namespace == UNKNOWN_NAMESPACE
+                and datasets.tables_of.get(name) == "iceberg"
+                and places
+                and all(place.namespace == "file" for place, _ in places)  # on this disk
+            ):
+                self.versions.append(PlaceRequest(output, "iceberg", places, window))
         if event_type == "COMPLETE":  # what a table committed: see `versions`
             for name, fmt in datasets.tables_of.items():
                 if name.namespace == "file" and name in datasets.outputs and fmt in _FORMATS:

@@ -251,6 +251,17 @@ class Catalog:
             return self.iceberg[0]
         return None
 
+    def iceberg_places(self, table: TableIdent) -> tuple[tuple[DatasetName, str], ...]:
+        """Where each Iceberg catalog would keep a table the plan names without its catalog
+        while several are configured: (location, symlink namespace) per catalog; none when
+        one of them keeps its tables where the log cannot tell (Hive, REST, Glue)."""
+        if table.catalog is not None or len(self.iceberg) < 2:
+            return ()
+        places = [(c.location(table), c.symlink_namespace) for c in self.iceberg]
+        if any(location is None for location, _ in places):
+            return ()
+        return tuple((from_location(location), link) for location, link in places if location)
+
     def table_location(self, table: TableIdent, fmt: str | None = None) -> DatasetName:
         """A table known only by name: its default location, or the table name itself."""
         iceberg = self.iceberg_catalog(table, fmt)
