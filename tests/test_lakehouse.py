@@ -20,6 +20,7 @@ import zstandard
 
 from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.records import RecordBatch
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.versions import TableFormat
 from tests.olschema import validate_run_event
@@ -372,6 +373,57 @@ def test_iceberg_create_targets_placed_by_their_metadata(shape: str) -> None:
         assert version == (str(committed) if ctas else None)
 
 
+class GoneAfterFirstLook(RecordedVersions):
+    """Each table is on disk when first asked for, gone after (dropped since)."""
+
+    def __init__(self, shape: str) -> None:
+        super().__init__(shape)
+        self.looked: set[str] = set()
+
+    def exists(self, fmt: TableFormat, path: str) -> bool:
+        first = path not in self.looked
+        self.looked.add(path)
+        return first and path in self.left
+
+
+def replay_with(
+    shape: str, versions: RecordedVersions, name: str, *, apart: bool = False
+) -> list[Event]:
+    """The events of a checked-in log replayed with `versions` as the tables on disk; with
+    `apart`, the tables are looked at after each record, not after each read."""
+    directory = _WORK[-1] / name
+    directory.mkdir()
+    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
+    target = directory / "local-1700000000000"
+    target.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
+    (ref,) = scan(directory)
+    log = ApplicationLog(
+        ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20, table_versions=versions
+    )
+    events: list[Event] = []
+    while not log.reader.caught_up:
+        batch = log.read()
+        for records in [[r] for r in batch.records] if apart else [batch.records]:
+            events += log.feed(RecordBatch(lines=len(records), records=records))
+            log.fill_versions()
+    log.close()
+    for event in events:
+        validate_run_event(event)
+    return events
+
+
+def test_iceberg_create_target_placed_where_it_was_seen() -> None:
+    """A table gone from disk since the agent found it (a DROP, a later replay) is named
+    where the application's earlier events found it: START and COMPLETE agree."""
+    # a line at a time: START and COMPLETE are filled apart, as a daemon may read them
+    events = replay_with("iceberg_hadoop", GoneAfterFirstLook("iceberg_hadoop"), "gone", apart=True)
+    create = [e for e in events if e["job"]["name"].endswith(".create_table.db_orders")]
+    assert [(e["eventType"], *dataset(e["outputs"][0])[:2]) for e in create] == [
+        ("START", "file", "/data/lakehouse/iceberg_hadoop/db/orders"),
+        ("COMPLETE", "file", "/data/lakehouse/iceberg_hadoop/db/orders"),
+    ]
+
+
 class NowhereOrEverywhere(RecordedVersions):
     """Tables on disk under every catalog's warehouse (`everywhere`) or under none."""
 
@@ -387,24 +439,9 @@ class NowhereOrEverywhere(RecordedVersions):
 def test_iceberg_create_target_unplaced_stays_unknown(everywhere: bool) -> None:
     """A CREATE target whose table no catalog's warehouse holds, or every one does, stays
     `unknown:db.orders` with its schema, symlink and lifecycle change."""
-    directory = _WORK[-1] / f"unplaced-{everywhere}"
-    directory.mkdir()
-    target = directory / "local-1700000000000"
-    raw = (LOGS / "iceberg_hadoop.jsonl.zst").read_bytes()
-    target.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
-    (ref,) = scan(directory)
     versions = NowhereOrEverywhere("iceberg_hadoop", everywhere=everywhere)
-    log = ApplicationLog(
-        ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20, table_versions=versions
-    )
-    events: list[Event] = []
-    while not log.reader.caught_up:
-        events += log.feed(log.read())
-        log.fill_versions()
-    log.close()
+    events = replay_with("iceberg_hadoop", versions, f"unplaced-{everywhere}")
     create = next(e for e in events if e["job"]["name"].endswith(".create_table.db_orders"))
-    for event in events:
-        validate_run_event(event)
     assert [dataset(d) for d in create["outputs"]] == [
         ("unknown", "db.orders", None, "CREATE", ("db.orders",), ORDER_COLUMNS)
     ]

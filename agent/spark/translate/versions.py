@@ -11,14 +11,17 @@ holds Iceberg metadata. The translator stays pure: on a COMPLETE event it only n
 `PlaceRequest` for each such unplaced Iceberg output whose catalogs all lay their tables out
 on a local file system. The caller fills them (`fill`) through a `TableVersions`, off the
 event loop, before the events are claimed and signed; a version that cannot be told leaves
-the dataset without the facet, a place that cannot be told leaves it `unknown`.
+the dataset without the facet, a place that cannot be told leaves it `unknown`. A table is
+placed where it is now, else where the application's earlier events found it (`Seen`): a
+DROP's COMPLETE, read after the table is gone, is named as its START and earlier statements
+were.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from agent.facets import facet
 from agent.spark.translate.naming import DatasetName, datasource_uri
@@ -64,11 +67,24 @@ class TableVersions(Protocol):
         ...
 
 
-def fill(requests: Iterable[VersionRequest | PlaceRequest], versions: TableVersions) -> None:
-    """Rename each placed dataset to the one location that holds its table, then add the
-    `version` facet to each requested dataset whose version `versions` tells."""
+#: Where an application's tables were last found: (format, the places asked) -> the place
+#: that held the table. A table gone since (a DROP, or dropped before the agent looked
+#: again) is still named where it was.
+Seen = dict[tuple[TableFormat, tuple[tuple[DatasetName, str], ...]], tuple[DatasetName, str]]
+_SEEN_KEPT: Final = 4096  # tables remembered per application
+
+
+def fill(
+    requests: Iterable[VersionRequest | PlaceRequest],
+    versions: TableVersions,
+    seen: Seen | None = None,
+) -> None:
+    """Rename each placed dataset to the one location that holds its table (else where it
+    was last seen, in `seen`), then add the `version` facet to each requested dataset whose
+    version `versions` tells."""
+    seen = {} if seen is None else seen
     for request in requests:
-        wanted = _place(request, versions) if isinstance(request, PlaceRequest) else request
+        wanted = _place(request, versions, seen) if isinstance(request, PlaceRequest) else request
         if wanted is None:
             continue
         found = versions.committed(wanted.format, wanted.path, wanted.start_ms, wanted.end_ms)
@@ -77,15 +93,20 @@ def fill(requests: Iterable[VersionRequest | PlaceRequest], versions: TableVersi
             facets["version"] = facet("version", datasetVersion=found)
 
 
-def _place(request: PlaceRequest, versions: TableVersions) -> VersionRequest | None:
-    """Name the dataset by the only place that holds its table (none or several: it stays
-    `unknown`); its version request when the event is a COMPLETE."""
+def _place(request: PlaceRequest, versions: TableVersions, seen: Seen) -> VersionRequest | None:
+    """Name the dataset by the only place that holds its table, else by the one it was last
+    seen in when none holds it now (several: it stays `unknown`); its version request when
+    the event is a COMPLETE."""
+    key = (request.format, request.places)
     held = [
         (name, link) for name, link in request.places if versions.exists(request.format, name.name)
     ]
-    if len(held) != 1:
+    if len(held) == 1 and (key in seen or len(seen) < _SEEN_KEPT):
+        seen[key] = held[0]
+    found = held[0] if len(held) == 1 else seen.get(key) if not held else None
+    if found is None:
         return None
-    (name, link), dataset = held[0], request.dataset
+    (name, link), dataset = found, request.dataset
     dataset["namespace"], dataset["name"] = name.namespace, name.name
     facets = dataset.setdefault("facets", {})
     source = facet("dataSource", name=name.namespace)
