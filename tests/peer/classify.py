@@ -403,14 +403,12 @@ CLASSES: tuple[Class, ...] = (
         "listener_right",
         "CREATE TABLE and CTAS in Iceberg: the plan says only `SparkCatalog@hash, db.orders` "
         "(no catalog name; no plan of the application prints that hash beside a name), so "
-        "with several Iceberg catalogs the agent names the target `unknown:db.orders`; the "
-        "listener gives the table's location, which the other statements of the agent use too. "
-        "The agent now places it by the table's metadata on disk; it stays unknown when not "
-        "exactly one catalog's `<warehouse>/<ns>/<table>/metadata` holds the table where the "
-        "agent runs (a table dropped since, or a store other than the local file system).",
-        "Name the target by the one Iceberg catalog whose `<warehouse>/<ns>/<table>` holds "
-        "Iceberg metadata (done: `PlaceRequest`, filled with the committed versions); keep "
-        "`unknown` when none or several do, or when a catalog's layout is not its warehouse's.",
+        "with several Iceberg catalogs the agent named the target `unknown:db.orders`; the "
+        "listener gives the table's location, which the other statements of the agent use too.",
+        "Done: the target is the one Iceberg catalog's `<warehouse>/<ns>/<table>` whose "
+        "`metadata/` holds the table on disk (`PlaceRequest`, filled beside the committed "
+        "versions; where the application found it before, once it is gone). It stays "
+        "`unknown` when none or several hold it, or a catalog's layout is not its warehouse's.",
     ),
     Class(
         "iceberg_jdbc_create_unnamed",
@@ -422,11 +420,10 @@ CLASSES: tuple[Class, ...] = (
             and not _names(d.listener)
         ),
         "both_wrong",
-        "CREATE TABLE and CTAS in the JDBC Iceberg catalog: the agent names the target "
-        "`unknown:db.orders` (no catalog name in the plan), the listener names none. Placed "
-        "now as iceberg_create_unnamed is; where it is, listener_misses_jdbc_catalog applies.",
-        "As iceberg_create_unnamed: the one catalog whose warehouse holds the table's "
-        "metadata on disk.",
+        "CREATE TABLE and CTAS in the JDBC Iceberg catalog: the agent named the target "
+        "`unknown:db.orders` (no catalog name in the plan), the listener names none.",
+        "Done as for iceberg_create_unnamed: the one catalog whose warehouse holds the "
+        "table's metadata on disk; the difference left is listener_misses_jdbc_catalog.",
     ),
     Class(
         "kafka_listener_joins_topics",
