@@ -20,6 +20,7 @@ import zstandard
 
 from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.records import RecordBatch
 from agent.spark.plan.read import read_plan, returned_rows
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.versions import TableFormat
@@ -30,18 +31,21 @@ Event = dict[str, Any]
 
 
 class RecordedVersions:
-    """The versions `<shape>.tables.json` lists, handed out in commit order per table.
+    """The versions `<shape>.tables.json` lists, handed out in commit order per table, and
+    the tables it lists as the ones on disk.
 
     A stand-in for reading the tables' metadata on disk (the tables themselves are not
     checked in, only what their metadata said after the job): the i-th COMPLETE write of a
-    table gets its i-th commit, which holds for these logs (one commit per statement).
+    table gets its i-th commit, which holds for these logs (one commit per statement; an
+    Iceberg metadata file without a snapshot of its own is a CREATE TABLE's, the first).
     `tests/test_tablemeta.py` and the live test read real metadata files instead."""
 
     def __init__(self, shape: str) -> None:
         path = LOGS / f"{shape}.tables.json"
         tables = json.loads(path.read_text()) if path.exists() else {}
-        self.left: dict[str, list[str]] = {
+        self.left: dict[str, list[str | None]] = {
             table: [str(c["version"]) for c in meta.get("commits", [])]
+            + [None] * (len(meta.get("metadata_files", [])) - len(meta.get("snapshots", [])))
             + [str(s["snapshot-id"]) for s in meta.get("snapshots", [])]
             for table, meta in tables.items()
             if isinstance(meta, dict)  # not the JDBC catalog's rows
@@ -52,6 +56,9 @@ class RecordedVersions:
         self.windows[path].append((start_ms, end_ms))
         left = self.left.get(path)
         return left.pop(0) if left else None
+
+    def exists(self, fmt: TableFormat, path: str) -> bool:
+        return path in self.left
 
 
 _WORK: list[Path] = []  # the module's scratch directory, set by the `work` fixture
@@ -300,8 +307,7 @@ def test_delta_catalog_merge_lineage_resolves_the_target_in_other_executions() -
 def test_iceberg_tables(shape: str) -> None:
     """Iceberg: tables at `<warehouse>/<ns>/<table>` of their catalog; snapshots read from
     the scans, snapshots committed from the table's metadata; MERGE / UPDATE / DELETE
-    rewrite the table they read. A CREATE or CTAS names no catalog and two Iceberg catalogs
-    are configured: its table's location stays unknown (namespace `unknown`)."""
+    rewrite the table they read."""
     orders = ("file", f"/data/lakehouse/{shape}/db/orders")
     tables = json.loads((LOGS / f"{shape}.tables.json").read_text())
     snapshots = [str(s["snapshot-id"]) for s in tables[orders[1]]["snapshots"]]
@@ -309,7 +315,7 @@ def test_iceberg_tables(shape: str) -> None:
     assert found[0] == (
         "create_table.db_orders",
         [],
-        [("unknown", "db.orders", None, "CREATE", ("db.orders",), ORDER_COLUMNS)],
+        [(*orders, None, "CREATE", ("db.orders",), ORDER_COLUMNS)],
     )
     appends = [outs for job, _, outs in found if job.startswith("append_data.db_orders")]
     assert appends == [
@@ -328,15 +334,118 @@ def test_iceberg_tables(shape: str) -> None:
         )
         for i in (1, 2, 3)
     ]
+    order_totals = f"/data/lakehouse/{shape}/db/order_totals"
+    totals = [str(s["snapshot-id"]) for s in tables[order_totals]["snapshots"]]
     overwrite = next(
         outs for job, _, outs in found if job == "overwrite_by_expression.db_order_totals"
     )
-    assert overwrite[0][:4] == (
-        "file",
-        f"/data/lakehouse/{shape}/db/order_totals",
-        overwrite[0][2],
-        "OVERWRITE",
+    assert overwrite[0][:4] == ("file", order_totals, totals[1], "OVERWRITE")
+
+
+@pytest.mark.parametrize("shape", ["iceberg_hadoop", "iceberg_jdbc"])
+def test_iceberg_create_targets_placed_by_their_metadata(shape: str) -> None:
+    """CREATE TABLE and CTAS print no catalog (`SparkCatalog@hash, db.orders`) and two
+    Iceberg catalogs are configured: the target is the one catalog's `<warehouse>/<ns>/
+    <table>` that holds Iceberg metadata, in every event of the run, with that catalog's
+    warehouse as symlink namespace and a CTAS's committed snapshot."""
+    events, _, _ = replayed(shape)
+    tables = json.loads((LOGS / f"{shape}.tables.json").read_text())
+    creates = [
+        e
+        for e in events
+        if e["job"]["name"].split(".")[1:2] in (["create_table"], ["atomic_create_table_as_select"])
+    ]
+    assert len(creates) == {"iceberg_hadoop": 8, "iceberg_jdbc": 4}[shape]
+    for event in creates:
+        ((name, link, version),) = [
+            (
+                (d["namespace"], d["name"]),
+                d["facets"]["symlinks"]["identifiers"][0]["namespace"],
+                d["facets"].get("version", {}).get("datasetVersion"),
+            )
+            for d in event["outputs"]
+        ]
+        table = event["job"]["name"].rsplit(".", 1)[1].removeprefix("db_")
+        assert name == ("file", f"/data/lakehouse/{shape}/db/{table}")
+        assert link == f"file:/data/lakehouse/{shape}"
+        assert event["outputs"][0]["facets"]["dataSource"]["name"] == "file"
+        committed = tables[name[1]]["snapshots"][0]["snapshot-id"]
+        ctas = event["eventType"] == "COMPLETE" and table != "orders"
+        assert version == (str(committed) if ctas else None)
+
+
+class GoneAfterFirstLook(RecordedVersions):
+    """Each table is on disk when first asked for, gone after (dropped since)."""
+
+    def __init__(self, shape: str) -> None:
+        super().__init__(shape)
+        self.looked: set[str] = set()
+
+    def exists(self, fmt: TableFormat, path: str) -> bool:
+        first = path not in self.looked
+        self.looked.add(path)
+        return first and path in self.left
+
+
+def replay_with(
+    shape: str, versions: RecordedVersions, name: str, *, apart: bool = False
+) -> list[Event]:
+    """The events of a checked-in log replayed with `versions` as the tables on disk; with
+    `apart`, the tables are looked at after each record, not after each read."""
+    directory = _WORK[-1] / name
+    directory.mkdir()
+    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
+    target = directory / "local-1700000000000"
+    target.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
+    (ref,) = scan(directory)
+    log = ApplicationLog(
+        ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20, table_versions=versions
     )
+    events: list[Event] = []
+    while not log.reader.caught_up:
+        batch = log.read()
+        for records in [[r] for r in batch.records] if apart else [batch.records]:
+            events += log.feed(RecordBatch(lines=len(records), records=records))
+            log.fill_versions()
+    log.close()
+    for event in events:
+        validate_run_event(event)
+    return events
+
+
+def test_iceberg_create_target_placed_where_it_was_seen() -> None:
+    """A table gone from disk since the agent found it (a DROP, a later replay) is named
+    where the application's earlier events found it: START and COMPLETE agree."""
+    # a line at a time: START and COMPLETE are filled apart, as a daemon may read them
+    events = replay_with("iceberg_hadoop", GoneAfterFirstLook("iceberg_hadoop"), "gone", apart=True)
+    create = [e for e in events if e["job"]["name"].endswith(".create_table.db_orders")]
+    assert [(e["eventType"], *dataset(e["outputs"][0])[:2]) for e in create] == [
+        ("START", "file", "/data/lakehouse/iceberg_hadoop/db/orders"),
+        ("COMPLETE", "file", "/data/lakehouse/iceberg_hadoop/db/orders"),
+    ]
+
+
+class NowhereOrEverywhere(RecordedVersions):
+    """Tables on disk under every catalog's warehouse (`everywhere`) or under none."""
+
+    def __init__(self, shape: str, *, everywhere: bool) -> None:
+        super().__init__(shape)
+        self.everywhere = everywhere
+
+    def exists(self, fmt: TableFormat, path: str) -> bool:
+        return self.everywhere
+
+
+@pytest.mark.parametrize("everywhere", [False, True])
+def test_iceberg_create_target_unplaced_stays_unknown(everywhere: bool) -> None:
+    """A CREATE target whose table no catalog's warehouse holds, or every one does, stays
+    `unknown:db.orders` with its schema, symlink and lifecycle change."""
+    versions = NowhereOrEverywhere("iceberg_hadoop", everywhere=everywhere)
+    events = replay_with("iceberg_hadoop", versions, f"unplaced-{everywhere}")
+    create = next(e for e in events if e["job"]["name"].endswith(".create_table.db_orders"))
+    assert [dataset(d) for d in create["outputs"]] == [
+        ("unknown", "db.orders", None, "CREATE", ("db.orders",), ORDER_COLUMNS)
+    ]
 
 
 def test_iceberg_time_travel_and_metadata_table() -> None:

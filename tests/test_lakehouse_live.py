@@ -250,7 +250,8 @@ def test_delta_catalog_table_and_ddl(live: Live) -> None:
 
 def test_iceberg_snapshots_match_the_table_metadata(live: Live) -> None:
     """INSERT / MERGE / DELETE / ALTER of a hadoop-catalog table: each write's version is
-    the snapshot its metadata records, each rewrite reads the one before; DDL lifecycles."""
+    the snapshot its metadata records, each rewrite reads the one before; DDL lifecycles; a
+    CREATE target where the table's metadata is, a dropped CTAS target unknown."""
     table = live.root / "iceberg" / "db" / "orders"
     snapshots = iceberg_snapshots(table)
     assert [op for _, op in snapshots] == ["append", "overwrite", "overwrite"]  # copy-on-write
@@ -266,11 +267,18 @@ def test_iceberg_snapshots_match_the_table_metadata(live: Live) -> None:
     alter = live.run("alter_table.db_orders")
     assert (lifecycle(create), lifecycle(alter)) == ("CREATE", "ALTER")
     paid = str(live.root / "iceberg" / "db" / "paid")
+    ctas = live.run("atomic_create_table_as_select.db_paid")
+    assert [(o["namespace"], o["name"]) for o in (*create["outputs"], *ctas["outputs"])] == [
+        ("file", str(table)),  # two Iceberg catalogs: placed by the metadata on disk
+        ("unknown", "db.paid"),  # the job dropped it: no warehouse holds it any more
+    ]
+    link = create["outputs"][0]["facets"]["symlinks"]["identifiers"][0]["namespace"]
+    assert link == f"file:{live.root / 'iceberg'}"
     truncate = live.run("truncate_table.db_paid")
-    drop = live.run("drop_table.db_paid")
+    drop = live.run("drop_table.db_paid")  # printed without its catalog, and gone from disk
     assert [(lifecycle(e), e["outputs"][0]["name"]) for e in (truncate, drop)] == [
         ("TRUNCATE", paid),
-        ("DROP", paid),
+        ("DROP", "db.paid"),
     ]
 
 

@@ -230,6 +230,23 @@ def test_table_symlink_namespace_prefers_metastore_then_warehouse_then_catalog()
     assert table_ns(None, None, None) == "spark_catalog"
 
 
+def test_iceberg_places_of_a_table_named_without_its_catalog() -> None:
+    """A CREATE / CTAS target without a catalog may be in any of several Iceberg catalogs:
+    one place per catalog, none when one catalog's layout is not `<warehouse>/<ns>/<table>`,
+    or when one catalog or the table's own catalog leaves no doubt."""
+    hadoop = naming.IcebergCatalog("lake", "/wh/lake")
+    jdbc = naming.IcebergCatalog("jcat", "file:/wh/jcat")
+    table = TableIdent("orders", "db")
+    assert Catalog(iceberg=(hadoop, jdbc)).iceberg_places(table) == (
+        (DatasetName("file", "/wh/lake/db/orders"), "file:/wh/lake"),
+        (DatasetName("file", "/wh/jcat/db/orders"), "file:/wh/jcat"),
+    )
+    hive = naming.IcebergCatalog("hive", None)
+    assert Catalog(iceberg=(hadoop, hive)).iceberg_places(table) == ()
+    assert Catalog(iceberg=(hadoop,)).iceberg_places(table) == ()
+    assert Catalog(iceberg=(hadoop, jdbc)).iceberg_places(TableIdent("t", "db", "lake")) == ()
+
+
 def test_output_suffix_is_the_table_or_the_last_two_path_parts() -> None:
     """Job-name suffixes: `db_table` for catalog tables, else `parent_leaf` of the path."""
     located = DatasetName("file", "/data/spark-exp/data/success_parquet")

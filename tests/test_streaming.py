@@ -26,7 +26,7 @@ from agent.spark.translate import streaming
 from agent.spark.translate.descriptions import Tables
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.naming import Catalog
-from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.options import TranslateOptions, catalog_of
 from agent.spark.translate.queries import APP_ENDED
 from agent.spark.translate.runs import Run, StreamQuery
 from agent.spark.translate.translator import ApplicationTranslator
@@ -37,7 +37,7 @@ Event = dict[str, Any]
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 DATA = "/data/lakehouse/data"
 STREAM_SCHEMA = AGENT_SCHEMAS / "lineageAgent_stream.json"
-NO_TABLES = Tables({})
+NO_TABLES = Tables(Catalog())
 SHAPES = (
     "stream_file_parquet",
     "stream_kafka_delta",
@@ -219,32 +219,49 @@ def test_iceberg_sink_and_source_are_the_table_by_its_location() -> None:
 
 
 def test_tables_of_other_catalogs() -> None:
-    """A catalog that keeps locations in its own store (JDBC, Hive, REST) names its table in
-    `unknown` with the reason; a name of no configured catalog is no table."""
+    """Streaming locates a table as batch plans do: a JDBC catalog's under its warehouse; a
+    catalog that keeps locations in its own store (Hive, REST) names its table in `unknown`
+    with the reason; a name of no configured catalog is no table."""
     catalogs = {
         "spark.sql.catalog.jcat": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.jcat.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
         "spark.sql.catalog.jcat.warehouse": "/wh/jdbc",
+        "spark.sql.catalog.hcat": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.hcat.type": "hive",
+        "spark.sql.catalog.hcat.warehouse": "/wh/hive",
     }
-    tables = Tables(catalogs)
-    found = tables.table("output", "jcat.db.t")
+    tables = Tables(catalog_of(catalogs))
+    jdbc = tables.table("output", "jcat.db.t")
+    assert jdbc is not None
+    assert jdbc.ref.location == "/wh/jdbc/db/t"
+    assert (jdbc.symlink_namespace, jdbc.symlink_name) == ("file:/wh/jdbc", "db.t")
+    found = tables.table("output", "hcat.db.t")
     assert found is not None
     assert found.ref.location is None
     assert found.ref.unknown_reason == (
-        "the location of a table of catalog 'jcat' is not in the event log"
+        "the location of a table of catalog 'hcat' is not in the event log"
     )
-    assert (found.symlink_namespace, found.symlink_name) == ("file:/wh/jdbc", "db.t")
+    assert (found.symlink_namespace, found.symlink_name) == ("hcat", "db.t")
     assert tables.table("output", "other.db.t") is None
     assert tables.table("output", "db.t") is None
     query = StreamQuery("q", "r", "n")
-    progress = {"batchId": 0, "sources": [], "sink": {"description": "jcat.db.t"}}
+    progress = {"batchId": 0, "sources": [], "sink": {"description": "hcat.db.t"}}
     assert streaming.add_progress(query, progress, None, tables) == [
-        "sink 'jcat.db.t': the location of a table of catalog 'jcat' is not in the event log"
+        "sink 'hcat.db.t': the location of a table of catalog 'hcat' is not in the event log"
     ]
     run = Run("stream", "00000000-0000-7000-8000-000000000000", "STREAMING_QUERY", 0, stream=query)
     outputs = list(streaming.stream_datasets(run, Catalog()).outputs.values())
-    assert names(outputs) == [("unknown", "jcat.db.t")]
+    assert names(outputs) == [("unknown", "hcat.db.t")]
     assert outputs[0]["facets"]["symlinks"]["identifiers"][0]["name"] == "db.t"
+
+
+def test_tables_of_a_non_iceberg_catalog() -> None:
+    """A V2 catalog of another kind is named, its location not: the log does not show it."""
+    tables = Tables(catalog_of({"spark.sql.catalog.other": "com.example.Catalog"}))
+    found = tables.table("input", "other.db.t")
+    assert found is not None
+    assert (found.ref.location, found.symlink_namespace) == (None, "other")
+    assert Tables(catalog_of({})).table("input", "spark_catalog.db.t") is None
 
 
 def test_kafka_servers_unknown_without_the_option() -> None:

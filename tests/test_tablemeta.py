@@ -79,3 +79,24 @@ def test_only_regular_files_are_read(tmp_path: Path) -> None:
     broken.mkdir(parents=True)
     (broken / "v1.metadata.json").write_text("{not json")
     assert versions.committed("iceberg", str(tmp_path / "broken"), 0, 5000) is None
+
+
+def test_a_table_exists_where_its_metadata_is(tmp_path: Path) -> None:
+    """A directory holds an Iceberg table when `metadata/` has a metadata file of either
+    naming, a Delta table when `_delta_log/` has a commit; anything else holds none."""
+    iceberg_metadata(tmp_path / "hadoop", "v1.metadata.json", [])
+    iceberg_metadata(tmp_path / "jdbc", "00000-6b1e-4c1a.metadata.json", [])
+    delta_commit(tmp_path / "delta", 0, 1000)
+    (tmp_path / "empty" / "metadata").mkdir(parents=True)
+    (tmp_path / "empty" / "metadata" / "snap-1.avro").write_bytes(b"")
+    versions = DiskTableVersions()
+    assert versions.exists("iceberg", str(tmp_path / "hadoop"))
+    assert versions.exists("iceberg", str(tmp_path / "jdbc"))
+    assert versions.exists("delta", str(tmp_path / "delta"))
+    assert not versions.exists("iceberg", str(tmp_path / "delta"))
+    assert not versions.exists("iceberg", str(tmp_path / "empty"))
+    assert not versions.exists("iceberg", str(tmp_path / "missing"))
+    (tmp_path / "link").symlink_to(tmp_path / "hadoop" / "metadata")
+    os.mkdir(tmp_path / "linked")
+    (tmp_path / "linked" / "metadata").symlink_to(tmp_path / "hadoop" / "metadata")
+    assert not versions.exists("iceberg", str(tmp_path / "linked"))

@@ -3,8 +3,8 @@ share, so that both make the same events of the same log.
 
 `ApplicationLog.read` does the I/O (call it from a worker thread), `feed` the translation
 (pure; call it where the translator's other users are), `fill_versions` the look-ups of the
-versions Delta and Iceberg writes committed (I/O again: a worker thread, before the events
-go on). Both parts are the ones the source
+versions Delta and Iceberg writes committed and of the catalog holding an Iceberg CREATE
+target (I/O again: a worker thread, before the events go on). Both parts are the ones the source
 and `replay` configure from `spark:` through `translate_options`.
 """
 
@@ -23,7 +23,7 @@ from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
 from agent.spark.translate.verdict import Verdict
-from agent.spark.translate.versions import TableVersions, fill
+from agent.spark.translate.versions import Seen, TableVersions, fill
 
 Event = dict[str, Any]
 #: (reason, requested by) of a `job stop` recorded for an application id, or None.
@@ -77,6 +77,7 @@ class ApplicationLog:
     ) -> None:
         self.ref = ref
         self.table_versions = table_versions or DiskTableVersions()
+        self.tables_seen: Seen = {}  # where the application's unnamed Iceberg tables were
         self.reader = LogReader(ref, max_line_bytes=max_line_bytes)
         self.translator = ApplicationTranslator(options)
         self.ui_port: int | None = None  # the driver UI's port, from the environment event
@@ -122,10 +123,11 @@ class ApplicationLog:
         return bool(self.translator.versions)
 
     def fill_versions(self) -> None:
-        """Add the committed table versions to the events `feed` returned (blocking I/O)."""
+        """Add the committed table versions, and the places of Iceberg CREATE targets, to the
+        events `feed` returned (blocking I/O)."""
         requests = list(self.translator.versions)
         self.translator.versions.clear()
-        fill(requests, self.table_versions)
+        fill(requests, self.table_versions, self.tables_seen)
 
     def take_warnings(self) -> list[str]:
         """What the translator did not understand since the last call."""

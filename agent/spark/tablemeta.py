@@ -1,5 +1,6 @@
-"""The committed version of a Delta or Iceberg table, read from the table's own metadata on
-a local file system: the `TableVersions` the daemon's source and `replay` use.
+"""The committed version of a Delta or Iceberg table, and whether a directory holds such a
+table, read from the table's own metadata on a local file system: the `TableVersions` the
+daemon's source and `replay` use.
 
 * Delta: `<table>/_delta_log/<20-digit version>.json`, newest first; a commit's
   `commitInfo.timestamp` (the driver's clock, like the event log's) places it in the run.
@@ -41,6 +42,16 @@ class DiskTableVersions:
             return _iceberg(path, start_ms, end_ms)
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             return None
+
+    def exists(self, fmt: TableFormat, path: str) -> bool:
+        """A Delta table: a commit in `_delta_log`; an Iceberg table: a metadata file in
+        `metadata` (a directory the table's catalog wrote when it created the table)."""
+        try:
+            if fmt == "delta":
+                return any(_DELTA_COMMIT.match(n) for n in _names(os.path.join(path, "_delta_log")))
+            return any(_ICEBERG_METADATA.match(n) for n in _names(os.path.join(path, "metadata")))
+        except (OSError, ValueError):
+            return False
 
 
 def _delta(table: str, start_ms: int, end_ms: int) -> str | None:

@@ -401,11 +401,13 @@ CLASSES: tuple[Class, ...] = (
         ),
         "listener_right",
         "CREATE TABLE and CTAS in Iceberg: the plan says only `SparkCatalog@hash, db.orders` "
-        "(no catalog name), so the agent names the target `unknown:db.orders`; the listener "
-        "gives the table's location, which the other statements of the agent use too.",
-        "When exactly one `spark.sql.catalog.<name>` is an Iceberg `SparkCatalog` (or the "
-        "CTAS's later statements name the same `<ns>.<table>` in one catalog), resolve the "
-        "bare `<ns>.<table>` to it and name it as its writes are; keep `unknown` otherwise.",
+        "(no catalog name; no plan of the application prints that hash beside a name), so "
+        "with several Iceberg catalogs the agent named the target `unknown:db.orders`; the "
+        "listener gives the table's location, which the other statements of the agent use too.",
+        "Done: the target is the one Iceberg catalog's `<warehouse>/<ns>/<table>` whose "
+        "`metadata/` holds the table on disk (`PlaceRequest`, filled beside the committed "
+        "versions; where the application found it before, once it is gone). It stays "
+        "`unknown` when none or several hold it, or a catalog's layout is not its warehouse's.",
     ),
     Class(
         "iceberg_jdbc_create_unnamed",
@@ -417,10 +419,10 @@ CLASSES: tuple[Class, ...] = (
             and not _names(d.listener)
         ),
         "both_wrong",
-        "CREATE TABLE and CTAS in the JDBC Iceberg catalog: the agent names the target "
+        "CREATE TABLE and CTAS in the JDBC Iceberg catalog: the agent named the target "
         "`unknown:db.orders` (no catalog name in the plan), the listener names none.",
-        "As iceberg_create_unnamed: resolve the bare `<ns>.<table>` when a single Iceberg "
-        "catalog is configured.",
+        "Done as for iceberg_create_unnamed: the one catalog whose warehouse holds the "
+        "table's metadata on disk; the difference left is listener_misses_jdbc_catalog.",
     ),
     Class(
         "kafka_listener_joins_topics",

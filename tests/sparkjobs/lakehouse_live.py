@@ -41,6 +41,11 @@ def main(root: Path, jars: str, kafka: str | None) -> None:
         .config("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
         .config("spark.sql.catalog.lake.type", "hadoop")
         .config("spark.sql.catalog.lake.warehouse", str(root / "iceberg"))
+        # a second Iceberg catalog, never used: CREATE / CTAS targets, printed without their
+        # catalog, are placed by which warehouse holds the table on disk
+        .config("spark.sql.catalog.spare", "org.apache.iceberg.spark.SparkCatalog")
+        .config("spark.sql.catalog.spare.type", "hadoop")
+        .config("spark.sql.catalog.spare.warehouse", str(root / "iceberg-spare"))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -23,7 +23,6 @@ and a note for the warnings.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,9 +30,9 @@ from agent.spark.plan.datasets import DatasetRef, Role
 from agent.spark.plan.tables import parse_table_ident
 from agent.spark.translate.naming import (
     UNKNOWN_NAMESPACE,
+    Catalog,
     DatasetName,
     from_kafka,
-    table_symlink_namespace,
 )
 from agent.spark.translate.runs import CatalogTable
 
@@ -73,28 +72,26 @@ _KAFKA_SINK: Final = "kafka010.KafkaSourceProvider$KafkaTable"  # its toString: 
 @dataclass(frozen=True, slots=True)
 class Tables:
     """Names the tables of V2 catalogs (Iceberg) as streaming progress and micro-batch plans
-    print them, `catalog.namespace.table`, from the catalogs' configuration: the Spark
-    properties `spark.sql.catalog.<name>[.<key>]`."""
+    print them, `catalog.namespace.table`, located as batch plans' tables are: by the
+    session's `Catalog` (`IcebergCatalog.location`)."""
 
-    catalogs: Mapping[str, str]
+    catalog: Catalog
 
     def table(self, role: Role, text: str) -> CatalogTable | None:
         """The table `text` names when its catalog is configured; None when it is no such
-        table name. An Iceberg Hadoop catalog keeps a table at `<warehouse>/<namespace
-        path>/<table>`; other catalogs keep their tables' locations in their own store,
-        which the event log does not show."""
+        table name. An Iceberg catalog that lays its tables out under its warehouse (hadoop,
+        JDBC) tells the location; other catalogs keep their tables' locations in their own
+        store, which the event log does not show."""
         ident = parse_table_ident(text)
         if ident is None or ident.database is None or ident.catalog is None:
             return None
-        prefix = f"spark.sql.catalog.{ident.catalog}"
-        if prefix not in self.catalogs or ident.catalog == "spark_catalog":
+        iceberg = self.catalog.iceberg_catalog(ident, None)
+        if iceberg is None and ident.catalog not in self.catalog.others:
             return None
-        warehouse = self.catalogs.get(f"{prefix}.warehouse")
-        symlink = table_symlink_namespace(warehouse, None, ident.catalog)
-        hadoop = self.catalogs.get(f"{prefix}.type") == "hadoop"
-        if hadoop and warehouse and f"{prefix}.catalog-impl" not in self.catalogs:
-            path = "/".join([warehouse.rstrip("/"), *ident.database.split("."), ident.table])
-            return CatalogTable(DatasetRef(role, text, location=path), symlink, ident.qualified)
+        location = iceberg.location(ident) if iceberg is not None else None
+        symlink = iceberg.symlink_namespace if iceberg is not None else ident.catalog
+        if location is not None:
+            return CatalogTable(DatasetRef(role, text, location=location), symlink, ident.qualified)
         reason = f"the location of a table of catalog {ident.catalog!r} is not in the event log"
         ref = DatasetRef(role, text, unknown_reason=reason)
         return CatalogTable(ref, symlink, ident.qualified)

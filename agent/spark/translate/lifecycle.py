@@ -26,9 +26,10 @@ from agent.spark.translate.appfacets import (
 from agent.spark.translate.brokers import KafkaServers
 from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
+from agent.spark.translate.naming import UNKNOWN_NAMESPACE, Catalog
 from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
 from agent.spark.translate.runs import Failure, Run, RunSummary, summary
-from agent.spark.translate.versions import TableFormat, VersionRequest
+from agent.spark.translate.versions import PlaceRequest, TableFormat, VersionRequest
 
 Event = dict[str, Any]
 
@@ -50,7 +51,8 @@ class Lifecycle:
         # (app id, attempt, name) and user of the application, for its details facet
         self.identity: tuple[tuple[str, str | None, str], str | None] | None = None
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
-        self.versions: list[VersionRequest] = []  # the caller drains and fills these
+        # what the table metadata on disk tells: the caller drains and fills these
+        self.versions: list[VersionRequest | PlaceRequest] = []
         self.kafka_servers = KafkaServers(options.kafka_bootstrap)  # of reads, learned in order
 
     @property
@@ -105,8 +107,21 @@ class Lifecycle:
                 out.append(self.event("RUNNING", run, self.clock, None))
 
     def event(self, event_type: str, run: Run, time_ms: int, failure: Failure | None) -> Event:
-        datasets = self.datasets(run)
+        catalog = self._catalog(run)
+        datasets = run_datasets(run, catalog, self.options.column_lineage_max_fields)
         run.inputs, run.outputs = tuple(datasets.inputs), tuple(datasets.outputs)
+        window = (run.start_ms, time_ms) if event_type == "COMPLETE" else None
+        for name, table in datasets.tables.items():  # an Iceberg CREATE / CTAS: which catalog
+            places = catalog.iceberg_places(table)
+            output = datasets.outputs.get(name)
+            if (
+                output is not None
+                and name.namespace == UNKNOWN_NAMESPACE
+                and datasets.tables_of.get(name) == "iceberg"
+                and places
+                and all(place.namespace == "file" for place, _ in places)  # on this disk
+            ):
+                self.versions.append(PlaceRequest(output, "iceberg", places, window))
         if event_type == "COMPLETE":  # what a table committed: see `versions`
             for name, fmt in datasets.tables_of.items():
                 if name.namespace == "file" and name in datasets.outputs and fmt in _FORMATS:
@@ -152,9 +167,13 @@ class Lifecycle:
         return facets
 
     def datasets(self, run: Run) -> RunDatasets:
+        return run_datasets(run, self._catalog(run), self.options.column_lineage_max_fields)
+
+    def _catalog(self, run: Run) -> Catalog:
+        """The session's catalog as the run names datasets: its Kafka reads on the servers
+        known at its START, so that its events name them alike."""
         servers = run.kafka_servers if run.started else self.kafka_servers.servers
-        catalog = catalog_of(self.props, servers)
-        return run_datasets(run, catalog, self.options.column_lineage_max_fields)
+        return catalog_of(self.props, servers)
 
     def _parent_facet(self, run: Run) -> dict[str, Any] | None:
         assert self.app is not None

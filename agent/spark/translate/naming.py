@@ -223,21 +223,35 @@ class JobNames:
 @dataclass(frozen=True, slots=True)
 class IcebergCatalog:
     """An Iceberg catalog of the session (`spark.sql.catalog.<name>`): its warehouse when
-    its kind places tables at `<warehouse>/<namespace>/<table>` (hadoop, JDBC), else None."""
+    its kind places tables at `<warehouse>/<namespace>/<table>` (hadoop, JDBC), else None.
+    The one place an Iceberg table is located, for batch plans and streaming alike."""
 
     name: str
     warehouse: str | None
+
+    def location(self, table: TableIdent) -> str | None:
+        """The table's directory `<warehouse>/<namespace path>/<table>`, when the catalog
+        lays its tables out so; else None (the catalog's own store knows it, not the log)."""
+        if not self.warehouse or not table.database:
+            return None
+        return "/".join([self.warehouse.rstrip("/"), *table.database.split("."), table.table])
+
+    @property
+    def symlink_namespace(self) -> str:
+        """Namespace of its tables' symlinks: the warehouse, else the catalog's name."""
+        return table_symlink_namespace(self.warehouse, None, self.name)
 
 
 @dataclass(frozen=True, slots=True)
 class Catalog:
     """Where the session catalog keeps tables (`spark.sql.warehouse.dir`, Hive metastore),
-    and the session's Iceberg catalogs."""
+    the session's Iceberg catalogs and the names of its other V2 catalogs."""
 
     warehouse: str | None = None
     metastore_uris: str | None = None
     iceberg: tuple[IcebergCatalog, ...] = ()
     kafka_bootstrap: str | None = None  # servers of Kafka reads (their plans never show them)
+    others: tuple[str, ...] = ()  # other `spark.sql.catalog.<name>`: tables not located
 
     def iceberg_catalog(self, table: TableIdent, fmt: str | None) -> IcebergCatalog | None:
         """The Iceberg catalog of a table: the one it names, else the only one configured
@@ -248,13 +262,24 @@ class Catalog:
             return self.iceberg[0]
         return None
 
+    def iceberg_places(self, table: TableIdent) -> tuple[tuple[DatasetName, str], ...]:
+        """Where each Iceberg catalog would keep a table the plan names without its catalog
+        while several are configured: (location, symlink namespace) per catalog; none when
+        one of them keeps its tables where the log cannot tell (Hive, REST, Glue)."""
+        if table.catalog is not None or len(self.iceberg) < 2:
+            return ()
+        places = [(c.location(table), c.symlink_namespace) for c in self.iceberg]
+        if any(location is None for location, _ in places):
+            return ()
+        return tuple((from_location(location), link) for location, link in places if location)
+
     def table_location(self, table: TableIdent, fmt: str | None = None) -> DatasetName:
         """A table known only by name: its default location, or the table name itself."""
         iceberg = self.iceberg_catalog(table, fmt)
         if iceberg is not None:
-            if iceberg.warehouse and table.database:
-                parts = [iceberg.warehouse.rstrip("/"), *table.database.split("."), table.table]
-                return from_location("/".join(parts))
+            location = iceberg.location(table)
+            if location is not None:
+                return from_location(location)
             return DatasetName(iceberg.name, table.qualified)
         if fmt == "iceberg":  # several Iceberg catalogs and a name without one
             return DatasetName(UNKNOWN_NAMESPACE, table.qualified)
@@ -270,7 +295,7 @@ class Catalog:
         Iceberg table's is its catalog's warehouse, else the catalog's name."""
         iceberg = self.iceberg_catalog(table, fmt)
         if iceberg is not None:
-            return table_symlink_namespace(iceberg.warehouse, None, iceberg.name)
+            return iceberg.symlink_namespace
         if fmt == "iceberg":  # which of several Iceberg catalogs holds it, the log never says
             return UNKNOWN_NAMESPACE
         warehouse = self.warehouse

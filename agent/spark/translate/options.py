@@ -71,11 +71,13 @@ class TranslateOptions:
 def catalog_of(props: Mapping[str, str], kafka_bootstrap: str | None = None) -> Catalog:
     """Where the session keeps tables: the warehouse, the Hive metastore, the Iceberg
     catalogs; and the Kafka servers of reads (`brokers`: their plans never show them)."""
+    iceberg = tuple(_iceberg_catalogs(props))
     return Catalog(
         props.get("spark.sql.warehouse.dir"),
         props.get("spark.hadoop.hive.metastore.uris") or props.get("hive.metastore.uris"),
-        tuple(_iceberg_catalogs(props)),
+        iceberg,
         kafka_bootstrap,
+        tuple(_other_catalogs(props, {c.name for c in iceberg})),
     )
 
 
@@ -92,6 +94,14 @@ def _iceberg_catalogs(props: Mapping[str, str]) -> list[IcebergCatalog]:
         laid_out = kind == "hadoop" or impl in _WAREHOUSE_LAYOUT
         found.append(IcebergCatalog(name, props.get(f"{key}.warehouse") if laid_out else None))
     return found
+
+
+def _other_catalogs(props: Mapping[str, str], iceberg: set[str]) -> list[str]:
+    """The session's other V2 catalogs (`spark.sql.catalog.<name>`, not the session catalog),
+    in name order: their tables are named, their locations are not in the log."""
+    prefix = "spark.sql.catalog."
+    names = (key.removeprefix(prefix) for key in sorted(props) if key.startswith(prefix))
+    return [n for n in names if n and "." not in n and n != "spark_catalog" and n not in iceberg]
 
 
 def parent_of(run: Run, app: RunRef, props: Mapping[str, str]) -> dict[str, Any] | None:

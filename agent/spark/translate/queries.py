@@ -30,8 +30,8 @@ from agent.spark.translate import runids, streaming
 from agent.spark.translate.descriptions import Tables
 from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import job_name
+from agent.spark.translate.options import catalog_of
 from agent.spark.translate.runs import Execution, Failure, Run, StreamQuery, terminal_state
-from agent.spark.translate.values import catalog_properties
 
 Event = dict[str, Any]
 Handler = Callable[[Mapping[str, Any], list[Event]], None]
@@ -54,13 +54,11 @@ class Queries:
         self.batch_runs = batch_runs  # micro-batches as child runs of their query run
         self._open: dict[str, Run] = {}
         self._ended: dict[str, None] = {}  # recent runIds that ended, oldest first
-        self._catalogs: dict[str, str] = {}  # `spark.sql.catalog.*` properties
-        self._tables = Tables(self._catalogs)
 
-    def environment(self, event: Mapping[str, Any]) -> None:
-        """Keep the catalogs' configuration from the EnvironmentUpdate's Spark properties."""
-        for key, value in catalog_properties(event.get("Spark Properties")):
-            self._catalogs.setdefault(key, value)
+    @property
+    def _tables(self) -> Tables:
+        """The catalog tables streaming names, located from the application's properties."""
+        return Tables(catalog_of(self._life.props))
 
     def __bool__(self) -> bool:
         return bool(self._open)

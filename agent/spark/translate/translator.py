@@ -232,7 +232,6 @@ class ApplicationTranslator:
             for key, value in properties(event.get(section), self._wanted_props, PROPERTY_PREFIXES):
                 self._props.setdefault(key, value)
         self._life.kafka_servers.environment(event.get("Spark Properties"))
-        self._queries.environment(event)
 
     def _on_app_start(self, event: Mapping[str, Any], out: list[Event]) -> None:
         app_id = as_str(event.get("App ID"))

@@ -77,23 +77,3 @@ def properties(
         and all(isinstance(x, str) for x in p)
         and (p[0] in keys or p[0].startswith(prefixes))
     ]
-
-
-def catalog_properties(section: object) -> Iterable[tuple[str, str]]:
-    """The `spark.sql.catalog.*` string properties of an EnvironmentUpdate section (an object
-    in 4.x, else a list of [key, value] pairs)."""
-    prefix = "spark.sql.catalog."
-    if isinstance(section, Mapping):
-        pairs: Iterable[object] = section.items()
-    elif isinstance(section, Sequence) and not isinstance(section, str):
-        pairs = section
-    else:
-        return []
-    return [
-        (p[0], p[1])
-        for p in pairs
-        if isinstance(p, Sequence)
-        and len(p) == 2
-        and all(isinstance(x, str) for x in p)
-        and p[0].startswith(prefix)
-    ]
