@@ -20,6 +20,7 @@ import zstandard
 
 from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
+from agent.spark.plan.schema import Field
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.versions import TableFormat
 from tests.olschema import validate_run_event
@@ -52,6 +53,9 @@ class RecordedVersions:
         left = self.left.get(path)
         return left.pop(0) if left else None
 
+    def schema(self, fmt: TableFormat, path: str) -> tuple[Field, ...] | None:
+        return None  # `<shape>.tables.json` has no schemas: tests/test_schemas.py reads them
+
 
 _WORK: list[Path] = []  # the module's scratch directory, set by the `work` fixture
 
@@ -77,13 +81,13 @@ def replayed(
         namespace="lake", kafka_bootstrap=kafka_bootstrap, emit_read_only_runs=emit_read_only_runs
     )
     versions = RecordedVersions(shape)
-    log = ApplicationLog(ref, options, max_line_bytes=64 << 20, table_versions=versions)
+    log = ApplicationLog(ref, options, max_line_bytes=64 << 20, table_metadata=versions)
     events: list[Event] = []
     warnings: list[str] = []
     while True:
         batch = log.read()
         events += log.feed(batch)
-        log.fill_versions()
+        log.fill_table_metadata()
         warnings += log.take_warnings()
         if log.reader.caught_up:
             break

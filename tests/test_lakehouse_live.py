@@ -4,7 +4,7 @@ the agent, and the version it reports checked against the tables' own metadata o
 One application (`tests/sparkjobs/lakehouse_live.py`, one JVM, under a minute) in the
 lakehouse environment of `scripts/pyenv.py` with the jars of `scripts/jars.py` (both cached
 under `build/`), beside a real KRaft broker (`tests/kafka.py`); its event log is read through
-`ApplicationLog` with the real `DiskTableVersions`, as the daemon's source does, and
+`ApplicationLog` with the real `DiskTableMetadata`, as the daemon's source does, and
 `spark.kafka_bootstrap` set to the broker.
 """
 
@@ -104,7 +104,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     while True:
         batch = log.read()
         events += log.feed(batch)
-        log.fill_versions()  # the real DiskTableVersions: the tables are on disk
+        log.fill_table_metadata()  # the real DiskTableMetadata: the tables are on disk
         warnings += log.take_warnings()
         if log.reader.caught_up:
             break

@@ -1,4 +1,5 @@
-"""Committed versions read from Delta and Iceberg metadata files on disk (`spark.tablemeta`).
+"""Committed versions and schemas read from Delta and Iceberg metadata files on disk
+(`spark.tablemeta`).
 
 The files are written here in the layouts Delta 4.x and Iceberg 1.x write (one JSON action
 per line in `_delta_log/<20 digits>.json`; `metadata/v<N>.metadata.json` of the hadoop
@@ -12,7 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from agent.spark.tablemeta import DiskTableVersions
+from agent.spark.plan.schema import Field
+from agent.spark.tablemeta import DiskTableMetadata
 
 
 def delta_commit(table: Path, version: int, timestamp: int) -> None:
@@ -41,7 +43,7 @@ def test_delta_version_committed_inside_the_window(tmp_path: Path) -> None:
     none when no commit does."""
     for version, stamp in enumerate((1000, 2000, 3000)):
         delta_commit(tmp_path, version, stamp)
-    versions = DiskTableVersions()
+    versions = DiskTableMetadata()
     assert versions.committed("delta", str(tmp_path), 1500, 2500) == "1"
     assert versions.committed("delta", str(tmp_path), 1000, 3000) == "2"
     assert versions.committed("delta", str(tmp_path), 3001, 4000) is None
@@ -57,7 +59,7 @@ def test_iceberg_snapshot_from_the_newest_metadata_file(tmp_path: Path) -> None:
     jdbc = tmp_path / "jdbc"
     iceberg_metadata(jdbc, "00000-6b1e-4c1a.metadata.json", [(7, 500)])
     iceberg_metadata(jdbc, "00001-9f2e-4d3b.metadata.json", [(7, 500), (8, 900), (9, 950)])
-    versions = DiskTableVersions()
+    versions = DiskTableMetadata()
     assert versions.committed("iceberg", str(hadoop), 1500, 2500) == "22"
     assert versions.committed("iceberg", str(hadoop), 900, 1100) == "11"
     assert versions.committed("iceberg", str(jdbc), 800, 1000) == "9"
@@ -73,9 +75,113 @@ def test_only_regular_files_are_read(tmp_path: Path) -> None:
     log.mkdir(parents=True)
     (log / f"{0:020d}.json").symlink_to(outside)
     os.mkfifo(log / f"{1:020d}.json")
-    versions = DiskTableVersions()
+    versions = DiskTableMetadata()
     assert versions.committed("delta", str(tmp_path / "t"), 0, 5000) is None
     broken = tmp_path / "broken" / "metadata"
     broken.mkdir(parents=True)
     (broken / "v1.metadata.json").write_text("{not json")
     assert versions.committed("iceberg", str(tmp_path / "broken"), 0, 5000) is None
+
+
+#: `metaData` of a Delta table's first commit as Delta 4.x wrote it (`CREATE TABLE sales (id
+#: BIGINT, region STRING, amount DOUBLE) USING delta`), plus nested columns.
+DELTA_SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "region", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "amount", "type": "decimal(10,2)", "nullable": True, "metadata": {}},
+        {
+            "name": "tags",
+            "type": {"type": "array", "elementType": "string", "containsNull": True},
+            "nullable": True,
+            "metadata": {},
+        },
+        {
+            "name": "attrs",
+            "type": {
+                "type": "map",
+                "keyType": "string",
+                "valueType": {
+                    "type": "struct",
+                    "fields": [{"name": "n", "type": "integer", "nullable": True, "metadata": {}}],
+                },
+                "valueContainsNull": True,
+            },
+            "nullable": True,
+            "metadata": {},
+        },
+    ],
+}
+#: The current schema of an Iceberg 1.x table (`metadata/v<N>.metadata.json` `schemas[]`).
+ICEBERG_SCHEMAS = [
+    {
+        "type": "struct",
+        "schema-id": 0,
+        "fields": [{"id": 1, "name": "id", "required": False, "type": "int"}],
+    },
+    {
+        "type": "struct",
+        "schema-id": 1,
+        "fields": [
+            {"id": 1, "name": "id", "required": False, "type": "long"},
+            {"id": 2, "name": "status", "required": False, "type": "string"},
+            {"id": 3, "name": "at", "required": False, "type": "timestamptz"},
+            {"id": 4, "name": "local", "required": False, "type": "timestamp"},
+            {
+                "id": 5,
+                "name": "items",
+                "required": False,
+                "type": {
+                    "type": "list",
+                    "element-id": 6,
+                    "element": "int",
+                    "element-required": False,
+                },
+            },
+        ],
+    },
+]
+
+
+def test_delta_schema_from_the_newest_metadata_action(tmp_path: Path) -> None:
+    """The newest commit with a `metaData` action gives the schema, in Spark's type names;
+    a later commit without one (a plain write) changes nothing."""
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    first = {"metaData": {"id": "x", "schemaString": json.dumps({"type": "struct", "fields": []})}}
+    (log / f"{0:020d}.json").write_text(json.dumps(first) + "\n")
+    altered = {"metaData": {"id": "x", "schemaString": json.dumps(DELTA_SCHEMA)}}
+    (log / f"{1:020d}.json").write_text(json.dumps({"commitInfo": {}}) + "\n" + json.dumps(altered))
+    delta_commit(tmp_path, 2, 3000)
+    assert DiskTableMetadata().schema("delta", str(tmp_path)) == (
+        Field("id", "long"),
+        Field("region", "string"),
+        Field("amount", "decimal(10,2)"),
+        Field("tags", "array", (Field("_element", "string"),)),
+        Field(
+            "attrs",
+            "map",
+            (Field("key", "string"), Field("value", "struct", (Field("n", "integer"),))),
+        ),
+    )
+    assert DiskTableMetadata().schema("delta", str(tmp_path / "missing")) is None
+
+
+def test_iceberg_current_schema_in_spark_type_names(tmp_path: Path) -> None:
+    """The schema of `current-schema-id` in the newest metadata file, typed as Spark reads
+    Iceberg's types; a metadata file that is no JSON tells nothing."""
+    metadata = tmp_path / "t" / "metadata"
+    metadata.mkdir(parents=True)
+    document = {"format-version": 2, "current-schema-id": 1, "schemas": ICEBERG_SCHEMAS}
+    (metadata / "v2.metadata.json").write_text(json.dumps(document))
+    (metadata / "v1.metadata.json").write_text("{not json")
+    assert DiskTableMetadata().schema("iceberg", str(tmp_path / "t")) == (
+        Field("id", "long"),
+        Field("status", "string"),
+        Field("at", "timestamp"),
+        Field("local", "timestamp_ntz"),
+        Field("items", "array", (Field("_element", "integer"),)),
+    )
+    (metadata / "v3.metadata.json").write_text("{not json")
+    assert DiskTableMetadata().schema("iceberg", str(tmp_path / "t")) is None

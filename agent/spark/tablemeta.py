@@ -1,11 +1,14 @@
-"""The committed version of a Delta or Iceberg table, read from the table's own metadata on
-a local file system: the `TableVersions` the daemon's source and `replay` use.
+"""The committed version and the schema of a Delta or Iceberg table, read from the table's
+own metadata on a local file system: the `TableMetadata` the daemon's source and `replay` use.
 
 * Delta: `<table>/_delta_log/<20-digit version>.json`, newest first; a commit's
-  `commitInfo.timestamp` (the driver's clock, like the event log's) places it in the run.
+  `commitInfo.timestamp` (the driver's clock, like the event log's) places it in the run;
+  the newest `metaData.schemaString` (Spark's own JSON schema) is the table's schema.
 * Iceberg: the newest `<table>/metadata/*.metadata.json` (`v<N>.metadata.json` of the hadoop
   catalog, `<N>-<uuid>.metadata.json` of the others); its `snapshots[]` carry
-  `snapshot-id` and `timestamp-ms`.
+  `snapshot-id` and `timestamp-ms`, its `schemas[]` entry of `current-schema-id` the
+  columns, with Iceberg's type names turned into Spark's as Spark reads them (`int` ->
+  `integer`, `timestamptz` -> `timestamp`, `timestamp` -> `timestamp_ntz`, `list` -> `array`).
 
 The latest commit inside the run's window is the run's. Bounded: regular files only (no
 links, devices or FIFOs), at most `_MAX_COMMITS` Delta commits looked at, each file read up
@@ -21,6 +24,7 @@ import re
 import stat
 from typing import Any, Final
 
+from agent.spark.plan.schema import Field, field_of
 from agent.spark.translate.versions import TableFormat
 
 _DELTA_COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -29,10 +33,19 @@ _MAX_COMMITS: Final = 64  # Delta commits read, newest first, before giving up
 _MAX_COMMIT_BYTES: Final = 4 * 1024 * 1024
 _MAX_METADATA_BYTES: Final = 32 * 1024 * 1024
 _MAX_ENTRIES: Final = 100_000  # directory entries listed
+_MAX_DEPTH: Final = 32  # nesting of a schema's types
+#: Iceberg's primitive type names that Spark reads as another type (the rest are alike).
+_ICEBERG_TYPES: Final = {
+    "int": "integer",
+    "timestamptz": "timestamp",
+    "timestamp": "timestamp_ntz",
+    "uuid": "string",
+    "time": "long",
+}
 
 
-class DiskTableVersions:
-    """`TableVersions` from the metadata files of tables on a local file system."""
+class DiskTableMetadata:
+    """`TableMetadata` from the metadata files of tables on a local file system."""
 
     def committed(self, fmt: TableFormat, path: str, start_ms: int, end_ms: int) -> str | None:
         try:
@@ -40,6 +53,14 @@ class DiskTableVersions:
                 return _delta(path, start_ms, end_ms)
             return _iceberg(path, start_ms, end_ms)
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            return None
+
+    def schema(self, fmt: TableFormat, path: str) -> tuple[Field, ...] | None:
+        try:
+            if fmt == "delta":
+                return _delta_schema(path)
+            return _iceberg_schema(path)
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError, KeyError, TypeError):
             return None
 
 
@@ -75,7 +96,90 @@ def _commit_time(raw: bytes) -> int | None:
     return None
 
 
-def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
+def _delta_schema(table: str) -> tuple[Field, ...] | None:
+    """The newest `metaData.schemaString` among the newest `_MAX_COMMITS` commits."""
+    log = os.path.join(table, "_delta_log")
+    versions = sorted(
+        (int(m[1]) for name in _names(log) if (m := _DELTA_COMMIT.match(name))), reverse=True
+    )
+    for version in versions[:_MAX_COMMITS]:
+        raw = _read(os.path.join(log, f"{version:020d}.json"), _MAX_COMMIT_BYTES)
+        for line in raw.splitlines() if raw is not None else ():
+            if b'"metaData"' not in line:
+                continue
+            action = json.loads(line)
+            meta = action.get("metaData") if isinstance(action, dict) else None
+            text = meta.get("schemaString") if isinstance(meta, dict) else None
+            if isinstance(text, str):
+                return _spark_struct(json.loads(text), 0)
+    return None
+
+
+def _spark_struct(struct: Any, depth: int) -> tuple[Field, ...]:
+    """Spark's JSON schema (`{"type": "struct", "fields": [...]}`) as schema fields."""
+    return tuple(_spark_field(f["name"], f["type"], depth) for f in struct["fields"])
+
+
+def _spark_field(name: str, kind: Any, depth: int) -> Field:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+    if not isinstance(name, str):
+        raise TypeError(f"field name {name!r} is not a string")
+    if isinstance(kind, str):
+        return field_of(name, kind)
+    form = kind["type"]
+    if form == "struct":
+        return Field(name, "struct", _spark_struct(kind, depth + 1))
+    if form == "array":
+        return Field(name, "array", (_spark_field("_element", kind["elementType"], depth + 1),))
+    if form == "map":
+        key = _spark_field("key", kind["keyType"], depth + 1)
+        return Field(name, "map", (key, _spark_field("value", kind["valueType"], depth + 1)))
+    if form == "udt" and "sqlType" in kind:
+        return _spark_field(name, kind["sqlType"], depth + 1)
+    raise ValueError(f"unknown type {form!r}")
+
+
+def _iceberg_schema(table: str) -> tuple[Field, ...] | None:
+    """The current schema of the newest metadata file."""
+    document = _iceberg_document(table)
+    if not isinstance(document, dict):
+        return None
+    current = document.get("current-schema-id")
+    schemas = document.get("schemas")
+    for schema in schemas if isinstance(schemas, list) else []:
+        if isinstance(schema, dict) and schema.get("schema-id") == current:
+            return _iceberg_struct(schema, 0)
+    legacy = document.get("schema")  # format version 1 without `schemas`
+    return _iceberg_struct(legacy, 0) if isinstance(legacy, dict) else None
+
+
+def _iceberg_struct(struct: Any, depth: int) -> tuple[Field, ...]:
+    return tuple(_iceberg_field(f["name"], f["type"], depth) for f in struct["fields"])
+
+
+def _iceberg_field(name: str, kind: Any, depth: int) -> Field:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+    if not isinstance(name, str):
+        raise TypeError(f"field name {name!r} is not a string")
+    if isinstance(kind, str):
+        if kind.startswith("fixed["):
+            return Field(name, "binary")
+        return field_of(name, _ICEBERG_TYPES.get(kind, kind))
+    form = kind["type"]
+    if form == "struct":
+        return Field(name, "struct", _iceberg_struct(kind, depth + 1))
+    if form == "list":
+        return Field(name, "array", (_iceberg_field("_element", kind["element"], depth + 1),))
+    if form == "map":
+        key = _iceberg_field("key", kind["key"], depth + 1)
+        return Field(name, "map", (key, _iceberg_field("value", kind["value"], depth + 1)))
+    raise ValueError(f"unknown type {form!r}")
+
+
+def _iceberg_document(table: str) -> Any:
+    """The newest metadata file's JSON, None when there is none or it is compressed."""
     metadata = os.path.join(table, "metadata")
     found = [(int(m[1]), name) for name in _names(metadata) if (m := _ICEBERG_METADATA.match(name))]
     if not found:
@@ -84,7 +188,11 @@ def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
     if newest.endswith(".gz"):
         return None  # compressed metadata: not read here
     raw = _read(os.path.join(metadata, newest), _MAX_METADATA_BYTES)
-    document: Any = json.loads(raw) if raw is not None else None
+    return json.loads(raw) if raw is not None else None
+
+
+def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
+    document = _iceberg_document(table)
     snapshots = document.get("snapshots") if isinstance(document, dict) else None
     best: tuple[int, int] | None = None
     for snapshot in snapshots if isinstance(snapshots, list) else []:

@@ -60,7 +60,7 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
         name = DatasetName(UNKNOWN_NAMESPACE, label or "unknown")
     facets: dict[str, Any] = {}
     if ref.fields:
-        facets["schema"] = facet("schema", fields=[_schema_field(f) for f in ref.fields])
+        facets["schema"] = facet("schema", fields=[schema_field(f) for f in ref.fields])
     if name.namespace != UNKNOWN_NAMESPACE:
         source = facet("dataSource", name=name.namespace)
         uri = datasource_uri(name.namespace)
@@ -98,7 +98,7 @@ class RunDatasets:
     outputs: dict[DatasetName, Dataset] = field(default_factory=dict)
     tables: dict[DatasetName, TableIdent] = field(default_factory=dict)  # output -> table
     stats: dict[tuple[str, DatasetName], dict[str, int]] = field(default_factory=dict)
-    tables_of: dict[DatasetName, str] = field(default_factory=dict)  # output -> delta, iceberg
+    tables_of: dict[DatasetName, str] = field(default_factory=dict)  # dataset -> delta, iceberg
 
     @property
     def first_output_suffix(self) -> str | None:
@@ -158,12 +158,12 @@ def collect(
             continue
         name, dataset = describe(ref, catalog)
         _merge(run.inputs if ref.role == "input" else run.outputs, name, dataset)
+        fmt = ref.format
+        if fmt is None and ref.table is not None and catalog.iceberg_catalog(ref.table, None):
+            fmt = "iceberg"  # a V2 command on a table of an Iceberg catalog
+        if fmt in _TABLE_FORMATS:
+            run.tables_of.setdefault(name, fmt)
         if ref.role == "output":
-            fmt = ref.format
-            if fmt is None and ref.table is not None and catalog.iceberg_catalog(ref.table, None):
-                fmt = "iceberg"  # a V2 command on a table of an Iceberg catalog
-            if fmt in _TABLE_FORMATS:
-                run.tables_of.setdefault(name, fmt)
             if ref.table is not None:
                 run.tables.setdefault(name, ref.table)
             if ref.columns is not None:
@@ -191,7 +191,7 @@ def collect(
             lineages.setdefault(target, ref)
         facets = run.outputs[target].setdefault("facets", {})
         if ref.fields and "schema" not in facets:
-            facets["schema"] = facet("schema", fields=[_schema_field(f) for f in ref.fields])
+            facets["schema"] = facet("schema", fields=[schema_field(f) for f in ref.fields])
         if ref.format in _TABLE_FORMATS:
             run.tables_of.setdefault(target, ref.format)
     fed = [name for name in dict.fromkeys(fed) if name not in lineages]
@@ -199,9 +199,7 @@ def collect(
         lineages[fed[0]] = feeding[-1]
         facets = run.outputs[fed[0]].setdefault("facets", {})
         if "schema" not in facets and feeding[-1].fields:
-            facets["schema"] = facet(
-                "schema", fields=[_schema_field(f) for f in feeding[-1].fields]
-            )
+            facets["schema"] = facet("schema", fields=[schema_field(f) for f in feeding[-1].fields])
     for table, version in (snapshots or {}).items():  # the one version a Delta input was read at
         read = run.inputs.get(from_location(table))
         if read is not None and "version" not in read.get("facets", {}):
@@ -256,10 +254,10 @@ def _merge(target: dict[DatasetName, Dataset], name: DatasetName, dataset: Datas
             facets.setdefault(key, facet)
 
 
-def _schema_field(f: Field) -> dict[str, Any]:
+def schema_field(f: Field) -> dict[str, Any]:
     out: dict[str, Any] = {"name": f.name}
     if f.type is not None:
         out["type"] = f.type
     if f.fields:
-        out["fields"] = [_schema_field(child) for child in f.fields]
+        out["fields"] = [schema_field(child) for child in f.fields]
     return out

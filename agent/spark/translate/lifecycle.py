@@ -27,7 +27,8 @@ from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
 from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
 from agent.spark.translate.runs import Failure, Run, RunSummary, summary
-from agent.spark.translate.versions import TableFormat, VersionRequest
+from agent.spark.translate.schemas import KnownSchemas
+from agent.spark.translate.versions import SchemaRequest, TableFormat, TableRequest, VersionRequest
 
 Event = dict[str, Any]
 
@@ -49,7 +50,8 @@ class Lifecycle:
         # (app id, attempt, name) and user of the application, for its details facet
         self.identity: tuple[tuple[str, str | None, str], str | None] | None = None
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
-        self.versions: list[VersionRequest] = []  # the caller drains and fills these
+        self.tables: list[TableRequest] = []  # the caller drains and fills these
+        self.schemas = KnownSchemas()  # what the application showed of its datasets' schemas
 
     @property
     def app_ids(self) -> tuple[str, str | None] | None:
@@ -103,16 +105,9 @@ class Lifecycle:
 
     def event(self, event_type: str, run: Run, time_ms: int, failure: Failure | None) -> Event:
         datasets = self.datasets(run)
+        self.schemas.complete(datasets)
         run.inputs, run.outputs = tuple(datasets.inputs), tuple(datasets.outputs)
-        if event_type == "COMPLETE":  # what a table committed: see `versions`
-            for name, fmt in datasets.tables_of.items():
-                if name.namespace == "file" and name in datasets.outputs and fmt in _FORMATS:
-                    dataset = datasets.outputs[name]
-                    request = VersionRequest(
-                        dataset, _FORMATS[fmt], name.name, run.start_ms, time_ms
-                    )
-                    self.versions.append(request)
-        return run_event(
+        event = run_event(
             event_type,
             run,
             time_ms,
@@ -124,6 +119,28 @@ class Lifecycle:
             run_facets=self._run_facets(run),
             job_facets=self._job_facets(run),
         )
+        self._table_requests(event, event_type, run, time_ms, datasets)
+        return event
+
+    def _table_requests(
+        self, event: Event, event_type: str, run: Run, time_ms: int, datasets: RunDatasets
+    ) -> None:
+        """What the metadata of the event's Delta and Iceberg tables on a local file system
+        may add: the version a COMPLETE write committed, the tables' schemas."""
+        for name, fmt in datasets.tables_of.items():
+            if name.namespace != "file" or fmt not in _FORMATS:
+                continue
+            for whole, role in ((True, datasets.inputs), (False, datasets.outputs)):
+                dataset = role.get(name)
+                if dataset is not None and "schema" in dataset.get("facets", {}):
+                    request = SchemaRequest(event, dataset, _FORMATS[fmt], name.name, whole)
+                    self.tables.append(request)
+            if event_type == "COMPLETE" and name in datasets.outputs:  # see `versions`
+                self.tables.append(
+                    VersionRequest(
+                        datasets.outputs[name], _FORMATS[fmt], name.name, run.start_ms, time_ms
+                    )
+                )
 
     def _run_facets(self, run: Run) -> dict[str, Any]:
         """The application run's details and allow-listed properties."""

@@ -1,0 +1,173 @@
+"""Schema facets: whole input schemas and types the plan leaves out, completed from what the
+application showed before (`translate.schemas`), from the tables' own metadata
+(`translate.versions`, `spark.tablemeta`) and from `from_avro`'s schema, replayed from the
+checked-in real logs (tests/data/eventlogs/lakehouse, tests/golden)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from agent.spark.application import ApplicationLog
+from agent.spark.eventlog.layout import scan
+from agent.spark.plan.schema import Field
+from agent.spark.tablemeta import DiskTableMetadata
+from agent.spark.translate.datasets import RunDatasets
+from agent.spark.translate.naming import DatasetName
+from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.schemas import KnownSchemas
+from agent.spark.translate.versions import TableFormat
+from tests.olschema import validate_run_event
+from tests.test_translate import translate
+
+LAKEHOUSE = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse"
+Event = dict[str, Any]
+#: The current schema of `lake.db.orders` as Iceberg 1.12 wrote it in the job that wrote
+#: `iceberg_hadoop.jsonl.zst` (`CREATE TABLE ... (id BIGINT, status STRING, amount DOUBLE)`).
+ORDERS_SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [
+        {"id": 1, "name": "id", "required": False, "type": "long"},
+        {"id": 2, "name": "status", "required": False, "type": "string"},
+        {"id": 3, "name": "amount", "required": False, "type": "double"},
+    ],
+}
+
+
+class Relocated:
+    """The real `DiskTableMetadata`, reading tables the log names under `/data/lakehouse`
+    from a scratch directory (the logs' paths were rewritten; the tables are not checked in,
+    so the test writes their metadata files as Iceberg does)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.disk = DiskTableMetadata()
+
+    def committed(self, fmt: TableFormat, path: str, start_ms: int, end_ms: int) -> str | None:
+        return None
+
+    def schema(self, fmt: TableFormat, path: str) -> tuple[Field, ...] | None:
+        return self.disk.schema(fmt, str(self.root / path.removeprefix("/data/lakehouse/")))
+
+
+def replay(shape: str, work: Path, tables: Relocated | None = None) -> list[Event]:
+    """Every event of a checked-in lakehouse log, through `ApplicationLog` as `replay` does."""
+    directory = work / "logs"
+    directory.mkdir()
+    raw = (LAKEHOUSE / f"{shape}.jsonl.zst").read_bytes()
+    text = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+    (directory / "local-1700000000000").write_bytes(text)
+    (ref,) = scan(directory)
+    options = TranslateOptions(namespace="lake")
+    log = ApplicationLog(
+        ref, options, max_line_bytes=64 << 20, table_metadata=tables or Relocated(work / "none")
+    )
+    events: list[Event] = []
+    while True:
+        events += log.feed(log.read())
+        log.fill_table_metadata()
+        if log.reader.caught_up:
+            break
+    log.close()
+    for event in events:
+        validate_run_event(event)
+    return events
+
+
+def schemas(events: list[Event], job: str, side: str) -> dict[str, list[tuple[str, str | None]]]:
+    """Dataset name -> its (field, type) pairs in the job's COMPLETE event."""
+    (done,) = [e for e in events if e["eventType"] == "COMPLETE" and e["job"]["name"] == job]
+    return {
+        d["name"]: [(f["name"], f.get("type")) for f in d["facets"]["schema"]["fields"]]
+        for d in done[side]
+        if "schema" in d.get("facets", {})
+    }
+
+
+def test_hive_scan_typed_from_the_table_the_application_wrote() -> None:
+    """A Hive scan prints `s#10` untyped; the CTAS that created the table typed it string,
+    so the scan and the parquet copy written from it say string."""
+    _, events = translate("hive_jdbc")
+    for event in events:
+        validate_run_event(event)
+    job = "golden_hive_jdbc.execute_insert_into_hadoop_fs_relation_command.data_events_pq"
+    (table,) = schemas(events, job, "inputs").values()
+    (copy,) = schemas(events, job, "outputs").values()
+    assert table == copy == [("id", "long"), ("s", "string")]
+
+
+def test_from_avro_columns_typed_from_its_schema(tmp_path: Path) -> None:
+    """`from_avro(value, <schema>)` then `o.amount`: typed from the Avro schema it prints."""
+    events = replay("kafka_batch", tmp_path)
+    job = (
+        "lakehouse_kafka_batch.execute_insert_into_hadoop_fs_relation_command.data_orders_from_avro"
+    )
+    assert schemas(events, job, "outputs") == {
+        "/data/lakehouse/data/orders_from_avro": [("id", "long"), ("amount", "double")]
+    }
+
+
+def test_iceberg_columns_typed_from_the_table_metadata(tmp_path: Path) -> None:
+    """Iceberg plans print `status`, `amount` untyped and scans pruned: the table's current
+    schema on disk gives inputs every column, typed, outputs their types, and a parquet copy
+    of the table its columns' types through their lineage."""
+    metadata = tmp_path / "tables" / "iceberg_hadoop" / "db" / "orders" / "metadata"
+    metadata.mkdir(parents=True)
+    document = {"format-version": 2, "current-schema-id": 0, "schemas": [ORDERS_SCHEMA]}
+    (metadata / "v1.metadata.json").write_text(json.dumps(document))
+    events = replay("iceberg_hadoop", tmp_path, Relocated(tmp_path / "tables"))
+    table = "/data/lakehouse/iceberg_hadoop/db/orders"
+    typed = [("id", "long"), ("status", "string"), ("amount", "double")]
+    prefix = "lakehouse_iceberg_hadoop."
+    assert schemas(events, prefix + "append_data.db_orders", "outputs") == {table: typed}
+    assert schemas(events, prefix + "update_table.db_orders", "inputs") == {table: typed}
+    # the scan read only status: the input is still the whole table
+    overwrite = prefix + "overwrite_by_expression.db_order_totals"
+    assert schemas(events, overwrite, "inputs") == {table: typed}
+    copy = prefix + "execute_insert_into_hadoop_fs_relation_command.data_orders_pq"
+    assert schemas(events, copy, "outputs") == {"/data/lakehouse/data/orders_pq": typed}
+
+
+def test_without_table_metadata_the_columns_stay_untyped(tmp_path: Path) -> None:
+    """No metadata on disk: the Iceberg columns the log never types stay without a type."""
+    events = replay("iceberg_hadoop", tmp_path)
+    job = "lakehouse_iceberg_hadoop.append_data.db_orders"
+    assert schemas(events, job, "outputs") == {
+        "/data/lakehouse/iceberg_hadoop/db/orders": [
+            ("id", "long"),
+            ("status", None),
+            ("amount", None),
+        ]
+    }
+
+
+def test_known_schemas_are_bounded() -> None:
+    """The least recently seen dataset is forgotten past the bound; a scan of it then lists
+    only what it reads."""
+
+    def run(name: str, fields: list[dict[str, str]], role: str) -> RunDatasets:
+        datasets = RunDatasets()
+        side = datasets.inputs if role == "input" else datasets.outputs
+        side[DatasetName("file", name)] = {
+            "namespace": "file",
+            "name": name,
+            "facets": {"schema": {"fields": fields}},
+        }
+        return datasets
+
+    known = KnownSchemas(limit=2)
+    whole = [{"name": "a", "type": "long"}, {"name": "b", "type": "string"}]
+    for name in ("/t1", "/t2", "/t3"):
+        known.complete(run(name, whole, "output"))
+    assert len(known) == 2
+    forgotten, kept = run("/t1", [{"name": "a"}], "input"), run("/t3", [{"name": "a"}], "input")
+    known.complete(forgotten)
+    known.complete(kept)
+    assert forgotten.inputs[DatasetName("file", "/t1")]["facets"]["schema"]["fields"] == [
+        {"name": "a"}
+    ]
+    assert kept.inputs[DatasetName("file", "/t3")]["facets"]["schema"]["fields"] == whole
