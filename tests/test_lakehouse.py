@@ -22,7 +22,7 @@ from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
 from agent.spark.plan.schema import Field
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.versions import TableFormat
+from agent.spark.translate.versions import SchemaSource, TableFormat
 from tests.olschema import validate_run_event
 
 LOGS = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse"
@@ -53,7 +53,7 @@ class RecordedVersions:
         left = self.left.get(path)
         return left.pop(0) if left else None
 
-    def schema(self, fmt: TableFormat, path: str) -> tuple[Field, ...] | None:
+    def schema(self, fmt: SchemaSource, path: str) -> tuple[Field, ...] | None:
         return None  # `<shape>.tables.json` has no schemas: tests/test_schemas.py reads them
 
 

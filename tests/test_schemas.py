@@ -19,11 +19,13 @@ from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.schemas import KnownSchemas
-from agent.spark.translate.versions import TableFormat
+from agent.spark.translate.versions import SchemaSource, TableFormat
 from tests.olschema import validate_run_event
 from tests.test_translate import translate
 
 LAKEHOUSE = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse"
+#: Logs of the side-by-side harness's jobs, and a parquet file one of them read (NOTES.md).
+PEER = LAKEHOUSE.parent / "peer"
 Event = dict[str, Any]
 #: The current schema of `lake.db.orders` as Iceberg 1.12 wrote it in the job that wrote
 #: `iceberg_hadoop.jsonl.zst` (`CREATE TABLE ... (id BIGINT, status STRING, amount DOUBLE)`).
@@ -39,26 +41,28 @@ ORDERS_SCHEMA = {
 
 
 class Relocated:
-    """The real `DiskTableMetadata`, reading tables the log names under `/data/lakehouse`
-    from a scratch directory (the logs' paths were rewritten; the tables are not checked in,
-    so the test writes their metadata files as Iceberg does)."""
+    """The real `DiskTableMetadata`, reading the datasets a log names under `prefix` from
+    `root` (the logs' paths were rewritten to placeholders)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, prefix: str = "/data/lakehouse/") -> None:
         self.root = root
+        self.prefix = prefix
         self.disk = DiskTableMetadata()
 
     def committed(self, fmt: TableFormat, path: str, start_ms: int, end_ms: int) -> str | None:
         return None
 
-    def schema(self, fmt: TableFormat, path: str) -> tuple[Field, ...] | None:
-        return self.disk.schema(fmt, str(self.root / path.removeprefix("/data/lakehouse/")))
+    def schema(self, fmt: SchemaSource, path: str) -> tuple[Field, ...] | None:
+        return self.disk.schema(fmt, str(self.root / path.removeprefix(self.prefix)))
 
 
-def replay(shape: str, work: Path, tables: Relocated | None = None) -> list[Event]:
-    """Every event of a checked-in lakehouse log, through `ApplicationLog` as `replay` does."""
+def replay(
+    shape: str, work: Path, tables: Relocated | None = None, logs: Path = LAKEHOUSE
+) -> list[Event]:
+    """Every event of a checked-in log, through `ApplicationLog` as `replay` does."""
     directory = work / "logs"
-    directory.mkdir()
-    raw = (LAKEHOUSE / f"{shape}.jsonl.zst").read_bytes()
+    directory.mkdir(parents=True)
+    raw = (logs / f"{shape}.jsonl.zst").read_bytes()
     text = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
     (directory / "local-1700000000000").write_bytes(text)
     (ref,) = scan(directory)
@@ -109,6 +113,26 @@ def test_from_avro_columns_typed_from_its_schema(tmp_path: Path) -> None:
     assert schemas(events, job, "outputs") == {
         "/data/lakehouse/data/orders_from_avro": [("id", "long"), ("amount", "double")]
     }
+
+
+def test_parquet_input_lists_the_columns_spark_wrote_in_its_footer(tmp_path: Path) -> None:
+    """The scan reads four of the six columns of `people` (its ReadSchema); the schema Spark
+    wrote into the parquet footer gives the input all six, typed; without the file on disk
+    the input lists the four."""
+    job = "peer_projection.execute_insert_into_hadoop_fs_relation_command.projection_projection"
+    people = "/data/peer/data/inputs/people"
+    read = [("id", "long"), ("name", "string"), ("age", "integer"), ("city", "string")]
+    whole = [*read, ("salary", "double"), ("tags", "array")]
+    events = replay("projection", tmp_path / "a", Relocated(PEER, "/data/peer/"), PEER)
+    assert schemas(events, job, "inputs") == {people: whole}
+    (done,) = [e for e in events if e["eventType"] == "COMPLETE" and e["job"]["name"] == job]
+    assert done["inputs"][0]["facets"]["schema"]["fields"][-1] == {
+        "name": "tags",
+        "type": "array",
+        "fields": [{"name": "_element", "type": "string"}],
+    }
+    events = replay("projection", tmp_path / "b", None, PEER)
+    assert schemas(events, job, "inputs") == {people: read}
 
 
 def test_iceberg_columns_typed_from_the_table_metadata(tmp_path: Path) -> None:

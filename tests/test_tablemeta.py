@@ -185,3 +185,40 @@ def test_iceberg_current_schema_in_spark_type_names(tmp_path: Path) -> None:
     )
     (metadata / "v3.metadata.json").write_text("{not json")
     assert DiskTableMetadata().schema("iceberg", str(tmp_path / "t")) is None
+
+
+PEOPLE = Path(__file__).resolve().parent / "data" / "eventlogs" / "peer" / "data" / "inputs"
+PEOPLE_FILE = next((PEOPLE / "people").glob("*.parquet"))
+
+
+def test_parquet_schema_from_the_footer_spark_wrote() -> None:
+    """A parquet dataset written by PySpark: the schema in its footer, read through the
+    directory (its first data file) or the file itself."""
+    expected = (
+        Field("id", "long"),
+        Field("name", "string"),
+        Field("age", "integer"),
+        Field("city", "string"),
+        Field("salary", "double"),
+        Field("tags", "array", (Field("_element", "string"),)),
+    )
+    tables = DiskTableMetadata()
+    assert tables.schema("parquet", str(PEOPLE / "people")) == expected
+    assert tables.schema("parquet", str(PEOPLE_FILE)) == expected
+
+
+def test_unreadable_parquet_tells_nothing(tmp_path: Path) -> None:
+    """A cut footer, a file that is no parquet, a FIFO, a directory of partitions only or
+    a missing path give no schema and raise nothing."""
+    data = PEOPLE_FILE.read_bytes()
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "part-0.parquet").write_bytes(data[:40] + data[-8:])
+    other = tmp_path / "other.parquet"
+    other.write_bytes(b"not parquet at all")
+    os.mkfifo(tmp_path / "fifo.parquet")
+    (tmp_path / "partitioned" / "k=1").mkdir(parents=True)
+    (tmp_path / "partitioned" / "k=1" / "part-0.parquet").write_bytes(data)
+    tables = DiskTableMetadata()
+    for path in ("cut", "other.parquet", "fifo.parquet", "partitioned", "missing"):
+        assert tables.schema("parquet", str(tmp_path / path)) is None, path

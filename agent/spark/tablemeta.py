@@ -9,6 +9,7 @@ own metadata on a local file system: the `TableMetadata` the daemon's source and
   `snapshot-id` and `timestamp-ms`, its `schemas[]` entry of `current-schema-id` the
   columns, with Iceberg's type names turned into Spark's as Spark reads them (`int` ->
   `integer`, `timestamptz` -> `timestamp`, `timestamp` -> `timestamp_ntz`, `list` -> `array`).
+* parquet datasets (not tables, but their files' own metadata): `parquetmeta`.
 
 The latest commit inside the run's window is the run's. Bounded: regular files only (no
 links, devices or FIFOs), at most `_MAX_COMMITS` Delta commits looked at, each file read up
@@ -24,8 +25,9 @@ import re
 import stat
 from typing import Any, Final
 
-from agent.spark.plan.schema import Field, field_of
-from agent.spark.translate.versions import TableFormat
+from agent.spark.parquetmeta import parquet_schema
+from agent.spark.plan.schema import Field, field_of, spark_struct
+from agent.spark.translate.versions import SchemaSource, TableFormat
 
 _DELTA_COMMIT = re.compile(r"^(\d{20})\.json$")
 _ICEBERG_METADATA = re.compile(r"^v?(\d+)(?:-[0-9a-fA-F-]+)?(?:\.gz)?\.metadata\.json$")
@@ -55,10 +57,12 @@ class DiskTableMetadata:
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             return None
 
-    def schema(self, fmt: TableFormat, path: str) -> tuple[Field, ...] | None:
+    def schema(self, fmt: SchemaSource, path: str) -> tuple[Field, ...] | None:
         try:
             if fmt == "delta":
                 return _delta_schema(path)
+            if fmt == "parquet":
+                return parquet_schema(path)
             return _iceberg_schema(path)
         except (OSError, ValueError, UnicodeDecodeError, RecursionError, KeyError, TypeError):
             return None
@@ -111,33 +115,8 @@ def _delta_schema(table: str) -> tuple[Field, ...] | None:
             meta = action.get("metaData") if isinstance(action, dict) else None
             text = meta.get("schemaString") if isinstance(meta, dict) else None
             if isinstance(text, str):
-                return _spark_struct(json.loads(text), 0)
+                return spark_struct(text)
     return None
-
-
-def _spark_struct(struct: Any, depth: int) -> tuple[Field, ...]:
-    """Spark's JSON schema (`{"type": "struct", "fields": [...]}`) as schema fields."""
-    return tuple(_spark_field(f["name"], f["type"], depth) for f in struct["fields"])
-
-
-def _spark_field(name: str, kind: Any, depth: int) -> Field:
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
-    if not isinstance(name, str):
-        raise TypeError(f"field name {name!r} is not a string")
-    if isinstance(kind, str):
-        return field_of(name, kind)
-    form = kind["type"]
-    if form == "struct":
-        return Field(name, "struct", _spark_struct(kind, depth + 1))
-    if form == "array":
-        return Field(name, "array", (_spark_field("_element", kind["elementType"], depth + 1),))
-    if form == "map":
-        key = _spark_field("key", kind["keyType"], depth + 1)
-        return Field(name, "map", (key, _spark_field("value", kind["valueType"], depth + 1)))
-    if form == "udt" and "sqlType" in kind:
-        return _spark_field(name, kind["sqlType"], depth + 1)
-    raise ValueError(f"unknown type {form!r}")
 
 
 def _iceberg_schema(table: str) -> tuple[Field, ...] | None:

@@ -23,7 +23,7 @@ _AVRO_LOGICAL: Final = {
     "date": "date", "timestamp-millis": "timestamp", "timestamp-micros": "timestamp",
     "local-timestamp-millis": "timestamp_ntz", "local-timestamp-micros": "timestamp_ntz",
 }  # fmt: skip
-_MAX_AVRO_DEPTH: Final = 32
+_MAX_DEPTH: Final = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,40 @@ def field_of(name: str, type_text: str) -> Field:
     return Field(name, TYPE_NAMES.get(lower, lower))
 
 
+def spark_struct(schema_text: str) -> tuple[Field, ...]:
+    """Spark's JSON schema (`StructType.json`: `{"type": "struct", "fields": [...]}`), as
+    Delta keeps it in `metaData.schemaString` and Spark in parquet footers."""
+    try:
+        document = json.loads(schema_text)
+        return tuple(_json_field(f["name"], f["type"], 0) for f in document["fields"])
+    except (json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
+        raise ValueError(f"unreadable Spark schema: {exc!r}") from exc
+
+
+def _json_field(name: str, kind: Any, depth: int) -> Field:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+    if not isinstance(name, str):
+        raise TypeError(f"field name {name!r} is not a string")
+    if isinstance(kind, str):
+        return field_of(name, kind)
+    form = kind["type"]
+    if form == "struct":
+        return Field(
+            name,
+            "struct",
+            tuple(_json_field(f["name"], f["type"], depth + 1) for f in kind["fields"]),
+        )
+    if form == "array":
+        return Field(name, "array", (_json_field("_element", kind["elementType"], depth + 1),))
+    if form == "map":
+        key = _json_field("key", kind["keyType"], depth + 1)
+        return Field(name, "map", (key, _json_field("value", kind["valueType"], depth + 1)))
+    if form == "udt" and "sqlType" in kind:
+        return _json_field(name, kind["sqlType"], depth + 1)
+    raise ValueError(f"unknown type {form!r} of field {name!r}")
+
+
 def avro_field(name: str, schema_text: str) -> Field:
     """The field `name` of the type an Avro schema (JSON, as `from_avro` prints it) reads as
     in Spark (spark-avro's mapping: a record is a struct, a union with null its other type)."""
@@ -77,8 +111,8 @@ def avro_field(name: str, schema_text: str) -> Field:
 
 
 def _avro(name: str, kind: Any, depth: int) -> Field:
-    if depth > _MAX_AVRO_DEPTH:
-        raise ValueError(f"Avro schema nested deeper than {_MAX_AVRO_DEPTH} levels")
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
     if isinstance(kind, list):  # a union: spark-avro reads [null, t] as t
         others = [k for k in kind if k != "null"]
         if len(others) != 1:

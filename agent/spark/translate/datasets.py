@@ -99,6 +99,7 @@ class RunDatasets:
     tables: dict[DatasetName, TableIdent] = field(default_factory=dict)  # output -> table
     stats: dict[tuple[str, DatasetName], dict[str, int]] = field(default_factory=dict)
     tables_of: dict[DatasetName, str] = field(default_factory=dict)  # dataset -> delta, iceberg
+    files_of: dict[DatasetName, str] = field(default_factory=dict)  # input -> parquet, csv, ...
 
     @property
     def first_output_suffix(self) -> str | None:
@@ -163,6 +164,8 @@ def collect(
             fmt = "iceberg"  # a V2 command on a table of an Iceberg catalog
         if fmt in _TABLE_FORMATS:
             run.tables_of.setdefault(name, fmt)
+        elif fmt is not None and ref.role == "input":
+            run.files_of.setdefault(name, fmt)
         if ref.role == "output":
             if ref.table is not None:
                 run.tables.setdefault(name, ref.table)

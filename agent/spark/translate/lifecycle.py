@@ -141,6 +141,12 @@ class Lifecycle:
                         datasets.outputs[name], _FORMATS[fmt], name.name, run.start_ms, time_ms
                     )
                 )
+        for name, fmt in datasets.files_of.items():  # a scan lists only the columns it reads
+            dataset = datasets.inputs.get(name)
+            if dataset is None or name.namespace != "file" or fmt != "parquet":
+                continue
+            if "schema" in dataset.get("facets", {}):
+                self.tables.append(SchemaRequest(event, dataset, "parquet", name.name, True))
 
     def _run_facets(self, run: Run) -> dict[str, Any]:
         """The application run's details and allow-listed properties."""

@@ -5,7 +5,8 @@ The event log never says which version a write committed (Delta's `_delta_log/<v
 Iceberg's `metadata/*.metadata.json` do), and plans print many of a table's columns without
 a type and its scans pruned to the columns read. The translator stays pure: it only notes a
 `VersionRequest` for each Delta or Iceberg output of a COMPLETE event on a local file
-system, and a `SchemaRequest` for each Delta or Iceberg dataset on one with a schema facet.
+system, and a `SchemaRequest` for each Delta or Iceberg dataset on one with a schema facet
+and each parquet input there (Spark writes the schema into parquet footers).
 The caller fills them (`fill`) through a `TableMetadata`, off the event loop, before the
 events are claimed and signed: a version that cannot be told leaves the dataset without the
 facet; a schema that cannot be told leaves the facet as the plan gave it. An input's schema
@@ -25,6 +26,8 @@ from agent.spark.translate.datasets import schema_field
 from agent.spark.translate.schemas import type_through_lineage
 
 TableFormat = Literal["delta", "iceberg"]
+#: What a schema is read from: a table's metadata, or the footer of a dataset's parquet files.
+SchemaSource = Literal["delta", "iceberg", "parquet"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +47,8 @@ class SchemaRequest:
 
     event: dict[str, Any]  # the RunEvent the dataset is in
     dataset: dict[str, Any]  # the dataset, filled in place
-    format: TableFormat
-    path: str  # the table's directory on a local file system
+    format: SchemaSource
+    path: str  # the table's directory (the parquet file or directory) on a local file system
     whole: bool  # an input: the facet becomes the table's whole schema
 
 
@@ -60,9 +63,10 @@ class TableMetadata(Protocol):
         not tell."""
         ...
 
-    def schema(self, fmt: TableFormat, path: str) -> Sequence[Field] | None:
-        """The table's current columns, typed with Spark's type names (`long`, `string`,
-        `decimal(10,2)`), or None when its metadata does not tell."""
+    def schema(self, fmt: SchemaSource, path: str) -> Sequence[Field] | None:
+        """The table's current columns (a parquet dataset's: those Spark wrote into its
+        footer), typed with Spark's type names (`long`, `string`, `decimal(10,2)`), or None
+        when its metadata does not tell."""
         ...
 
 
