@@ -18,7 +18,7 @@ from agent.spark.tablemeta import DiskTableMetadata
 from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.schemas import KnownSchemas
+from agent.spark.translate.schemas import MAX_FIELDS, KnownSchemas
 from agent.spark.translate.versions import SchemaSource, TableFormat
 from tests.olschema import validate_run_event
 from tests.test_translate import translate
@@ -195,3 +195,26 @@ def test_known_schemas_are_bounded() -> None:
         {"name": "a"}
     ]
     assert kept.inputs[DatasetName("file", "/t3")]["facets"]["schema"]["fields"] == whole
+
+
+def test_a_schema_wider_than_the_bound_is_not_remembered() -> None:
+    """A dataset of more than MAX_FIELDS columns is not remembered: its later scan lists
+    only what it reads."""
+    wide = [{"name": f"c{i}", "type": "long"} for i in range(MAX_FIELDS + 1)]
+    known = KnownSchemas()
+    written, read = RunDatasets(), RunDatasets()
+    key = DatasetName("file", "/wide")
+    written.outputs[key] = {
+        "namespace": "file",
+        "name": "/wide",
+        "facets": {"schema": {"fields": wide}},
+    }
+    read.inputs[key] = {
+        "namespace": "file",
+        "name": "/wide",
+        "facets": {"schema": {"fields": [{"name": "c1"}]}},
+    }
+    known.complete(written)
+    assert len(known) == 0
+    known.complete(read)
+    assert read.inputs[key]["facets"]["schema"]["fields"] == [{"name": "c1"}]

@@ -10,7 +10,8 @@ unchanged from an input column (a DIRECT IDENTITY column lineage from one input 
 that field's type (`type_through_lineage`). A write that creates or overwrites its dataset
 (lifecycle CREATE / OVERWRITE) replaces what was known of it; other writes and scans add to
 it. A dataset is known by its name and by its catalog tables (`symlinks`). Bounded: the
-`MAX_DATASETS` most recently seen names and tables are remembered.
+`MAX_DATASETS` most recently seen names and tables are remembered, each with at most
+`MAX_FIELDS` top-level fields.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from agent.spark.translate.naming import UNKNOWN_NAMESPACE, DatasetName
 
 #: Datasets whose schema an application's translator remembers (least recently seen go first).
 MAX_DATASETS: Final = 1024
+#: Top-level fields of a schema worth remembering; a wider one is not remembered at all.
+MAX_FIELDS: Final = 4096
 _REPLACING: Final = frozenset({"CREATE", "OVERWRITE"})
 
 Field = dict[str, Any]  # a schema facet's field: name, type (if known), fields (if nested)
@@ -62,7 +65,8 @@ class KnownSchemas:
         learnt = _copy(fields) if replace or known is None else _union(known, fields)
         for key in _keys(name, dataset):
             self._known.pop(key, None)
-            self._known[key] = learnt
+            if len(learnt) <= MAX_FIELDS:
+                self._known[key] = learnt
         while len(self._known) > self._limit:
             self._known.popitem(last=False)
 
