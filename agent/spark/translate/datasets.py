@@ -60,7 +60,7 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
         name = DatasetName(UNKNOWN_NAMESPACE, label or "unknown")
     facets: dict[str, Any] = {}
     if ref.fields:
-        facets["schema"] = facet("schema", fields=[schema_field(f) for f in ref.fields])
+        facets["schema"] = facet("schema", fields=[_schema_field(f) for f in ref.fields])
     if name.namespace != UNKNOWN_NAMESPACE:
         source = facet("dataSource", name=name.namespace)
         uri = datasource_uri(name.namespace)
@@ -194,7 +194,7 @@ def collect(
             lineages.setdefault(target, ref)
         facets = run.outputs[target].setdefault("facets", {})
         if ref.fields and "schema" not in facets:
-            facets["schema"] = facet("schema", fields=[schema_field(f) for f in ref.fields])
+            facets["schema"] = facet("schema", fields=[_schema_field(f) for f in ref.fields])
         if ref.format in _TABLE_FORMATS:
             run.tables_of.setdefault(target, ref.format)
     fed = [name for name in dict.fromkeys(fed) if name not in lineages]
@@ -202,7 +202,9 @@ def collect(
         lineages[fed[0]] = feeding[-1]
         facets = run.outputs[fed[0]].setdefault("facets", {})
         if "schema" not in facets and feeding[-1].fields:
-            facets["schema"] = facet("schema", fields=[schema_field(f) for f in feeding[-1].fields])
+            facets["schema"] = facet(
+                "schema", fields=[_schema_field(f) for f in feeding[-1].fields]
+            )
     for table, version in (snapshots or {}).items():  # the one version a Delta input was read at
         read = run.inputs.get(from_location(table))
         if read is not None and "version" not in read.get("facets", {}):
@@ -257,10 +259,15 @@ def _merge(target: dict[DatasetName, Dataset], name: DatasetName, dataset: Datas
             facets.setdefault(key, facet)
 
 
-def schema_field(f: Field) -> dict[str, Any]:
+def schema_fields(fields: Iterable[Field]) -> list[dict[str, Any]]:
+    """Fields as the `schema` facet lists them."""
+    return [_schema_field(f) for f in fields]
+
+
+def _schema_field(f: Field) -> dict[str, Any]:
     out: dict[str, Any] = {"name": f.name}
     if f.type is not None:
         out["type"] = f.type
     if f.fields:
-        out["fields"] = [schema_field(child) for child in f.fields]
+        out["fields"] = [_schema_field(child) for child in f.fields]
     return out

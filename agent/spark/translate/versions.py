@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 
 from agent.facets import facet
 from agent.spark.plan.schema import Field
-from agent.spark.translate.datasets import schema_field
+from agent.spark.translate.datasets import schema_fields
 from agent.spark.translate.schemas import type_through_lineage
 
 TableFormat = Literal["delta", "iceberg"]
@@ -97,7 +97,7 @@ def _complete(request: SchemaRequest, columns: Sequence[Field]) -> bool:
     fields = schema.get("fields") if isinstance(schema, dict) else None
     if not isinstance(fields, list):
         return False
-    by_name = {column.name: schema_field(column) for column in columns}
+    by_name = {column["name"]: column for column in schema_fields(columns)}
     if request.whole:
         before = list(fields)
         fields[:] = list(by_name.values())
