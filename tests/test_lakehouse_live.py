@@ -159,6 +159,26 @@ def test_events_are_valid_and_every_statement_completes(live: Live) -> None:
     assert not [n for n in names if "_delta_log" in n or "/metadata/" in n]
 
 
+def test_table_schemas_are_typed_from_their_metadata(live: Live) -> None:
+    """Every column of a Delta or Iceberg table on disk, read or written, has a type: the
+    plan leaves many out, the table's own metadata (read by the real DiskTableMetadata)
+    states them all."""
+    untyped = set()
+    tables = 0
+    for event in live.events:
+        for dataset in (*event["inputs"], *event["outputs"]):
+            path = Path(dataset["name"])
+            if dataset["namespace"] != "file" or not (
+                (path / "_delta_log").is_dir() or (path / "metadata").is_dir()
+            ):
+                continue
+            tables += 1
+            fields = dataset.get("facets", {}).get("schema", {}).get("fields", [])
+            untyped |= {(dataset["name"], f["name"]) for f in fields if "type" not in f}
+    assert tables > 0
+    assert not untyped
+
+
 def test_delta_path_versions_match_the_transaction_log(live: Live) -> None:
     """create / append / MERGE / UPDATE / DELETE: each run's version is the commit the
     table's `_delta_log` holds for that operation, each rewrite reads the one before; the

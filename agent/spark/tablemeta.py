@@ -3,7 +3,8 @@ own metadata on a local file system: the `TableMetadata` the daemon's source and
 
 * Delta: `<table>/_delta_log/<20-digit version>.json`, newest first; a commit's
   `commitInfo.timestamp` (the driver's clock, like the event log's) places it in the run;
-  the newest `metaData.schemaString` (Spark's own JSON schema) is the table's schema.
+  the newest `metaData.schemaString` (Spark's own JSON schema) among those commits is the
+  table's schema (none when only a checkpoint holds it).
 * Iceberg: the newest `<table>/metadata/*.metadata.json` (`v<N>.metadata.json` of the hadoop
   catalog, `<N>-<uuid>.metadata.json` of the others); its `snapshots[]` carry
   `snapshot-id` and `timestamp-ms`, its `schemas[]` entry of `current-schema-id` the
