@@ -53,7 +53,7 @@ class RecordedVersions:
         left = self.left.get(path)
         return left.pop(0) if left else None
 
-    def schema(self, fmt: SchemaSource, path: str) -> tuple[Field, ...] | None:
+    def schema(self, fmt: SchemaSource, path: str, version: str | None) -> tuple[Field, ...] | None:
         return None  # `<shape>.tables.json` has no schemas: tests/test_schemas.py reads them
 
 

@@ -52,8 +52,8 @@ class Relocated:
     def committed(self, fmt: TableFormat, path: str, start_ms: int, end_ms: int) -> str | None:
         return None
 
-    def schema(self, fmt: SchemaSource, path: str) -> tuple[Field, ...] | None:
-        return self.disk.schema(fmt, str(self.root / path.removeprefix(self.prefix)))
+    def schema(self, fmt: SchemaSource, path: str, version: str | None) -> tuple[Field, ...] | None:
+        return self.disk.schema(fmt, str(self.root / path.removeprefix(self.prefix)), version)
 
 
 def replay(

@@ -145,8 +145,9 @@ ICEBERG_SCHEMAS = [
 
 
 def test_delta_schema_from_the_newest_metadata_action(tmp_path: Path) -> None:
-    """The newest commit with a `metaData` action gives the schema, in Spark's type names;
-    a later commit without one (a plain write) changes nothing."""
+    """The newest commit with a `metaData` action gives the schema, in Spark's type names
+    (a read of an earlier version: the newest up to it); a later commit without one (a plain
+    write) changes nothing."""
     log = tmp_path / "_delta_log"
     log.mkdir()
     first = {"metaData": {"id": "x", "schemaString": json.dumps({"type": "struct", "fields": []})}}
@@ -154,7 +155,7 @@ def test_delta_schema_from_the_newest_metadata_action(tmp_path: Path) -> None:
     altered = {"metaData": {"id": "x", "schemaString": json.dumps(DELTA_SCHEMA)}}
     (log / f"{1:020d}.json").write_text(json.dumps({"commitInfo": {}}) + "\n" + json.dumps(altered))
     delta_commit(tmp_path, 2, 3000)
-    assert DiskTableMetadata().schema("delta", str(tmp_path)) == (
+    assert DiskTableMetadata().schema("delta", str(tmp_path), None) == (
         Field("id", "long"),
         Field("region", "string"),
         Field("amount", "decimal(10,2)"),
@@ -165,26 +166,36 @@ def test_delta_schema_from_the_newest_metadata_action(tmp_path: Path) -> None:
             (Field("key", "string"), Field("value", "struct", (Field("n", "integer"),))),
         ),
     )
-    assert DiskTableMetadata().schema("delta", str(tmp_path / "missing")) is None
+    assert DiskTableMetadata().schema("delta", str(tmp_path / "missing"), None) is None
+    # a read of version 0 (time travel) gets the schema of then
+    assert DiskTableMetadata().schema("delta", str(tmp_path), "0") == ()
 
 
 def test_iceberg_current_schema_in_spark_type_names(tmp_path: Path) -> None:
     """The schema of `current-schema-id` in the newest metadata file, typed as Spark reads
-    Iceberg's types; a metadata file that is no JSON tells nothing."""
+    Iceberg's types (a snapshot read by time travel: that snapshot's schema); a metadata
+    file that is no JSON tells nothing."""
     metadata = tmp_path / "t" / "metadata"
     metadata.mkdir(parents=True)
     document = {"format-version": 2, "current-schema-id": 1, "schemas": ICEBERG_SCHEMAS}
     (metadata / "v2.metadata.json").write_text(json.dumps(document))
     (metadata / "v1.metadata.json").write_text("{not json")
-    assert DiskTableMetadata().schema("iceberg", str(tmp_path / "t")) == (
+    assert DiskTableMetadata().schema("iceberg", str(tmp_path / "t"), None) == (
         Field("id", "long"),
         Field("status", "string"),
         Field("at", "timestamp"),
         Field("local", "timestamp_ntz"),
         Field("items", "array", (Field("_element", "integer"),)),
     )
-    (metadata / "v3.metadata.json").write_text("{not json")
-    assert DiskTableMetadata().schema("iceberg", str(tmp_path / "t")) is None
+    document["snapshots"] = [{"snapshot-id": 7, "schema-id": 0}, {"snapshot-id": 8, "schema-id": 1}]
+    (metadata / "v3.metadata.json").write_text(json.dumps(document))
+    tables = DiskTableMetadata()
+    assert tables.schema("iceberg", str(tmp_path / "t"), "7") == (Field("id", "integer"),)
+    assert tables.schema("iceberg", str(tmp_path / "t"), "8") == tables.schema(
+        "iceberg", str(tmp_path / "t"), None
+    )
+    (metadata / "v4.metadata.json").write_text("{not json")
+    assert DiskTableMetadata().schema("iceberg", str(tmp_path / "t"), None) is None
 
 
 PEOPLE = Path(__file__).resolve().parent / "data" / "eventlogs" / "peer" / "data" / "inputs"
@@ -203,8 +214,8 @@ def test_parquet_schema_from_the_footer_spark_wrote() -> None:
         Field("tags", "array", (Field("_element", "string"),)),
     )
     tables = DiskTableMetadata()
-    assert tables.schema("parquet", str(PEOPLE / "people")) == expected
-    assert tables.schema("parquet", str(PEOPLE_FILE)) == expected
+    assert tables.schema("parquet", str(PEOPLE / "people"), None) == expected
+    assert tables.schema("parquet", str(PEOPLE_FILE), None) == expected
 
 
 def test_unreadable_parquet_tells_nothing(tmp_path: Path) -> None:
@@ -221,4 +232,4 @@ def test_unreadable_parquet_tells_nothing(tmp_path: Path) -> None:
     (tmp_path / "partitioned" / "k=1" / "part-0.parquet").write_bytes(data)
     tables = DiskTableMetadata()
     for path in ("cut", "other.parquet", "fifo.parquet", "partitioned", "missing"):
-        assert tables.schema("parquet", str(tmp_path / path)) is None, path
+        assert tables.schema("parquet", str(tmp_path / path), None) is None, path

@@ -58,13 +58,14 @@ class DiskTableMetadata:
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             return None
 
-    def schema(self, fmt: SchemaSource, path: str) -> tuple[Field, ...] | None:
+    def schema(self, fmt: SchemaSource, path: str, version: str | None) -> tuple[Field, ...] | None:
+        at = int(version) if version is not None and version.lstrip("-").isdigit() else None
         try:
             if fmt == "delta":
-                return _delta_schema(path)
+                return _delta_schema(path, at)
             if fmt == "parquet":
                 return parquet_schema(path)
-            return _iceberg_schema(path)
+            return _iceberg_schema(path, at)
         except (OSError, ValueError, UnicodeDecodeError, RecursionError, KeyError, TypeError):
             return None
 
@@ -101,12 +102,15 @@ def _commit_time(raw: bytes) -> int | None:
     return None
 
 
-def _delta_schema(table: str) -> tuple[Field, ...] | None:
-    """The newest `metaData.schemaString` among the newest `_MAX_COMMITS` commits."""
+def _delta_schema(table: str, at: int | None) -> tuple[Field, ...] | None:
+    """The newest `metaData.schemaString` among the newest `_MAX_COMMITS` commits (up to
+    version `at`, when given)."""
     log = os.path.join(table, "_delta_log")
     versions = sorted(
         (int(m[1]) for name in _names(log) if (m := _DELTA_COMMIT.match(name))), reverse=True
     )
+    if at is not None:
+        versions = [version for version in versions if version <= at]
     for version in versions[:_MAX_COMMITS]:
         raw = _read(os.path.join(log, f"{version:020d}.json"), _MAX_COMMIT_BYTES)
         for line in raw.splitlines() if raw is not None else ():
@@ -120,12 +124,17 @@ def _delta_schema(table: str) -> tuple[Field, ...] | None:
     return None
 
 
-def _iceberg_schema(table: str) -> tuple[Field, ...] | None:
-    """The current schema of the newest metadata file."""
+def _iceberg_schema(table: str, snapshot_id: int | None) -> tuple[Field, ...] | None:
+    """The schema of snapshot `snapshot_id` (when given and listed), else the current one,
+    from the newest metadata file."""
     document = _iceberg_document(table)
     if not isinstance(document, dict):
         return None
     current = document.get("current-schema-id")
+    snapshots = document.get("snapshots") if snapshot_id is not None else None
+    for snapshot in snapshots if isinstance(snapshots, list) else []:
+        if isinstance(snapshot, dict) and snapshot.get("snapshot-id") == snapshot_id:
+            current = snapshot.get("schema-id", current)
     schemas = document.get("schemas")
     for schema in schemas if isinstance(schemas, list) else []:
         if isinstance(schema, dict) and schema.get("schema-id") == current:

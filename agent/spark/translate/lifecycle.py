@@ -133,7 +133,10 @@ class Lifecycle:
             for whole, role in ((True, datasets.inputs), (False, datasets.outputs)):
                 dataset = role.get(name)
                 if dataset is not None and "schema" in dataset.get("facets", {}):
-                    request = SchemaRequest(event, dataset, _FORMATS[fmt], name.name, whole)
+                    read = dataset["facets"].get("version", {}) if whole else {}
+                    request = SchemaRequest(
+                        event, dataset, _FORMATS[fmt], name.name, whole, read.get("datasetVersion")
+                    )
                     self.tables.append(request)
             if event_type == "COMPLETE" and name in datasets.outputs:  # see `versions`
                 self.tables.append(

@@ -50,6 +50,7 @@ class SchemaRequest:
     format: SchemaSource
     path: str  # the table's directory (the parquet file or directory) on a local file system
     whole: bool  # an input: the facet becomes the table's whole schema
+    version: str | None = None  # the version an input read (time travel), if the event says
 
 
 class TableMetadata(Protocol):
@@ -63,10 +64,11 @@ class TableMetadata(Protocol):
         not tell."""
         ...
 
-    def schema(self, fmt: SchemaSource, path: str) -> Sequence[Field] | None:
-        """The table's current columns (a parquet dataset's: those Spark wrote into its
-        footer), typed with Spark's type names (`long`, `string`, `decimal(10,2)`), or None
-        when its metadata does not tell."""
+    def schema(self, fmt: SchemaSource, path: str, version: str | None) -> Sequence[Field] | None:
+        """The table's columns at `version` (Delta version, Iceberg snapshot id), else its
+        current ones (a parquet dataset's: those Spark wrote into its footer), typed with
+        Spark's type names (`long`, `string`, `decimal(10,2)`), or None when its metadata
+        does not tell."""
         ...
 
 
@@ -84,7 +86,7 @@ def fill(requests: Iterable[TableRequest], tables: TableMetadata) -> None:
                 facets = request.dataset.setdefault("facets", {})
                 facets["version"] = facet("version", datasetVersion=found)
             continue
-        columns = tables.schema(request.format, request.path)
+        columns = tables.schema(request.format, request.path, request.version)
         if columns and _complete(request, columns):
             typed[id(request.event)] = request.event
     for event in typed.values():
