@@ -22,8 +22,9 @@ from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
 from agent.spark.eventlog.records import RecordBatch
 from agent.spark.plan.read import read_plan, returned_rows
+from agent.spark.plan.schema import Field
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.versions import TableFormat
+from agent.spark.translate.versions import SchemaSource, TableFormat
 from tests.olschema import validate_run_event
 
 LOGS = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse"
@@ -60,6 +61,9 @@ class RecordedVersions:
     def exists(self, fmt: TableFormat, path: str) -> bool:
         return path in self.left
 
+    def schema(self, fmt: SchemaSource, path: str, version: str | None) -> tuple[Field, ...] | None:
+        return None  # `<shape>.tables.json` has no schemas: tests/test_schemas.py reads them
+
 
 _WORK: list[Path] = []  # the module's scratch directory, set by the `work` fixture
 
@@ -85,13 +89,13 @@ def replayed(
         namespace="lake", kafka_bootstrap=kafka_bootstrap, emit_read_only_runs=emit_read_only_runs
     )
     versions = RecordedVersions(shape)
-    log = ApplicationLog(ref, options, max_line_bytes=64 << 20, table_versions=versions)
+    log = ApplicationLog(ref, options, max_line_bytes=64 << 20, table_metadata=versions)
     events: list[Event] = []
     warnings: list[str] = []
     while True:
         batch = log.read()
         events += log.feed(batch)
-        log.fill_versions()
+        log.fill_table_metadata()
         warnings += log.take_warnings()
         if log.reader.caught_up:
             break
@@ -399,14 +403,14 @@ def replay_with(
     target.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
     (ref,) = scan(directory)
     log = ApplicationLog(
-        ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20, table_versions=versions
+        ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20, table_metadata=versions
     )
     events: list[Event] = []
     while not log.reader.caught_up:
         batch = log.read()
         for records in [[r] for r in batch.records] if apart else [batch.records]:
             events += log.feed(RecordBatch(lines=len(records), records=records))
-            log.fill_versions()
+            log.fill_table_metadata()
     log.close()
     for event in events:
         validate_run_event(event)

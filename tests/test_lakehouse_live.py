@@ -4,7 +4,7 @@ the agent, and the version it reports checked against the tables' own metadata o
 One application (`tests/sparkjobs/lakehouse_live.py`, one JVM, under a minute) in the
 lakehouse environment of `scripts/pyenv.py` with the jars of `scripts/jars.py` (both cached
 under `build/`), beside a real KRaft broker (`tests/kafka.py`); its event log is read through
-`ApplicationLog` with the real `DiskTableVersions`, as the daemon's source does, and
+`ApplicationLog` with the real `DiskTableMetadata`, as the daemon's source does, and
 `spark.kafka_bootstrap` set to the broker.
 """
 
@@ -104,7 +104,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     while True:
         batch = log.read()
         events += log.feed(batch)
-        log.fill_versions()  # the real DiskTableVersions: the tables are on disk
+        log.fill_table_metadata()  # the real DiskTableMetadata: the tables are on disk
         warnings += log.take_warnings()
         if log.reader.caught_up:
             break
@@ -157,6 +157,26 @@ def test_events_are_valid_and_every_statement_completes(live: Live) -> None:
     assert not [w for w in live.warnings if "unrecognized" in w], live.warnings
     names = [d["name"] for e in live.events for d in (*e["inputs"], *e["outputs"])]
     assert not [n for n in names if "_delta_log" in n or "/metadata/" in n]
+
+
+def test_table_schemas_are_typed_from_their_metadata(live: Live) -> None:
+    """Every column of a Delta or Iceberg table on disk, read or written, has a type: the
+    plan leaves many out, the table's own metadata (read by the real DiskTableMetadata)
+    states them all."""
+    untyped = set()
+    tables = 0
+    for event in live.events:
+        for dataset in (*event["inputs"], *event["outputs"]):
+            path = Path(dataset["name"])
+            if dataset["namespace"] != "file" or not (
+                (path / "_delta_log").is_dir() or (path / "metadata").is_dir()
+            ):
+                continue
+            tables += 1
+            fields = dataset.get("facets", {}).get("schema", {}).get("fields", [])
+            untyped |= {(dataset["name"], f["name"]) for f in fields if "type" not in f}
+    assert tables > 0
+    assert not untyped
 
 
 def test_delta_path_versions_match_the_transaction_log(live: Live) -> None:

@@ -126,9 +126,11 @@ def test_success_log() -> None:
     start, done = by_name(events, agg, "START"), by_name(events, agg, "COMPLETE")
     assert datasets(done, "inputs") == [("file", "/data/spark-exp/data/success_parquet")]
     assert datasets(done, "outputs") == [("file", "/data/spark-exp/data/success_agg_json")]
+    # the scan reads id and k; the dataset also has s, which the first run wrote
     assert done["inputs"][0]["facets"]["schema"]["fields"] == [
         {"name": "id", "type": "long"},
         {"name": "k", "type": "long"},
+        {"name": "s", "type": "string"},
     ]
     assert done["outputs"][0]["facets"]["schema"]["fields"] == [
         {"name": "k", "type": "long"},

@@ -2,9 +2,10 @@
 share, so that both make the same events of the same log.
 
 `ApplicationLog.read` does the I/O (call it from a worker thread), `feed` the translation
-(pure; call it where the translator's other users are), `fill_versions` the look-ups of the
-versions Delta and Iceberg writes committed and of the catalog holding an Iceberg CREATE
-target (I/O again: a worker thread, before the events go on). Both parts are the ones the source
+(pure; call it where the translator's other users are), `fill_table_metadata` the look-ups
+in Delta and Iceberg tables' metadata of the versions writes committed, of the catalog
+holding an Iceberg CREATE target and of the tables' schemas (I/O again: a worker thread,
+before the events go on). Both parts are the ones the source
 and `replay` configure from `spark:` through `translate_options`.
 """
 
@@ -18,12 +19,12 @@ from agent.config import SparkConfig
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.reader import LogReader
 from agent.spark.eventlog.records import RecordBatch, read_records
-from agent.spark.tablemeta import DiskTableVersions
+from agent.spark.tablemeta import DiskTableMetadata
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
 from agent.spark.translate.verdict import Verdict
-from agent.spark.translate.versions import Seen, TableVersions, fill
+from agent.spark.translate.versions import Seen, TableMetadata, fill
 
 Event = dict[str, Any]
 #: (reason, requested by) of a `job stop` recorded for an application id, or None.
@@ -73,10 +74,10 @@ class ApplicationLog:
         max_line_bytes: int,
         stop_lookup: StopLookup | None = None,
         verdict_lookup: VerdictLookup | None = None,
-        table_versions: TableVersions | None = None,
+        table_metadata: TableMetadata | None = None,
     ) -> None:
         self.ref = ref
-        self.table_versions = table_versions or DiskTableVersions()
+        self.table_metadata = table_metadata or DiskTableMetadata()
         self.tables_seen: Seen = {}  # where the application's unnamed Iceberg tables were
         self.reader = LogReader(ref, max_line_bytes=max_line_bytes)
         self.translator = ApplicationTranslator(options)
@@ -118,16 +119,16 @@ class ApplicationLog:
         return events
 
     @property
-    def versions_wanted(self) -> bool:
-        """Whether events from `feed` wait for `fill_versions`."""
-        return bool(self.translator.versions)
+    def table_metadata_wanted(self) -> bool:
+        """Whether events from `feed` wait for `fill_table_metadata`."""
+        return bool(self.translator.tables)
 
-    def fill_versions(self) -> None:
-        """Add the committed table versions, and the places of Iceberg CREATE targets, to the
-        events `feed` returned (blocking I/O)."""
-        requests = list(self.translator.versions)
-        self.translator.versions.clear()
-        fill(requests, self.table_versions, self.tables_seen)
+    def fill_table_metadata(self) -> None:
+        """Add the committed table versions, the places of Iceberg CREATE targets and the
+        tables' schemas to the events `feed` returned (blocking I/O)."""
+        requests = list(self.translator.tables)
+        self.translator.tables.clear()
+        fill(requests, self.table_metadata, self.tables_seen)
 
     def take_warnings(self) -> list[str]:
         """What the translator did not understand since the last call."""

@@ -248,8 +248,8 @@ class SparkSource:
                 app.last_growth = time.monotonic()
             self.problems.report(app, batch)
             events = app.log.feed(batch) + verdicts.overdue(app, self.spark.exec_verdict_wait)
-            if app.log.versions_wanted:  # table metadata on disk: off the event loop
-                await asyncio.to_thread(app.log.fill_versions)
+            if app.log.table_metadata_wanted:  # table metadata on disk: off the event loop
+                await asyncio.to_thread(app.log.fill_table_metadata)
             self.problems.report_malformed(app, app.log.take_malformed())
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)

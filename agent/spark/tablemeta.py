@@ -1,12 +1,17 @@
-"""The committed version of a Delta or Iceberg table, and whether a directory holds such a
-table, read from the table's own metadata on a local file system: the `TableVersions` the
-daemon's source and `replay` use.
+"""The committed version and the schema of a Delta or Iceberg table, and whether a directory
+holds such a table, read from the table's own metadata on a local file system: the
+`TableMetadata` the daemon's source and `replay` use.
 
 * Delta: `<table>/_delta_log/<20-digit version>.json`, newest first; a commit's
-  `commitInfo.timestamp` (the driver's clock, like the event log's) places it in the run.
+  `commitInfo.timestamp` (the driver's clock, like the event log's) places it in the run;
+  the newest `metaData.schemaString` (Spark's own JSON schema) among those commits is the
+  table's schema (none when only a checkpoint holds it).
 * Iceberg: the newest `<table>/metadata/*.metadata.json` (`v<N>.metadata.json` of the hadoop
   catalog, `<N>-<uuid>.metadata.json` of the others); its `snapshots[]` carry
-  `snapshot-id` and `timestamp-ms`.
+  `snapshot-id` and `timestamp-ms`, its `schemas[]` entry of `current-schema-id` the
+  columns, with Iceberg's type names turned into Spark's as Spark reads them (`int` ->
+  `integer`, `timestamptz` -> `timestamp`, `timestamp` -> `timestamp_ntz`, `list` -> `array`).
+* parquet datasets (not tables, but their files' own metadata): `parquetmeta`.
 
 The latest commit inside the run's window is the run's. Bounded: regular files only (no
 links, devices or FIFOs), at most `_MAX_COMMITS` Delta commits looked at, each file read up
@@ -22,7 +27,9 @@ import re
 import stat
 from typing import Any, Final
 
-from agent.spark.translate.versions import TableFormat
+from agent.spark.parquetmeta import parquet_schema
+from agent.spark.plan.schema import Field, field_of, spark_struct
+from agent.spark.translate.versions import SchemaSource, TableFormat
 
 _DELTA_COMMIT = re.compile(r"^(\d{20})\.json$")
 _ICEBERG_METADATA = re.compile(r"^v?(\d+)(?:-[0-9a-fA-F-]+)?(?:\.gz)?\.metadata\.json$")
@@ -30,10 +37,19 @@ _MAX_COMMITS: Final = 64  # Delta commits read, newest first, before giving up
 _MAX_COMMIT_BYTES: Final = 4 * 1024 * 1024
 _MAX_METADATA_BYTES: Final = 32 * 1024 * 1024
 _MAX_ENTRIES: Final = 100_000  # directory entries listed
+_MAX_DEPTH: Final = 32  # nesting of a schema's types
+#: Iceberg's primitive type names that Spark reads as another type (the rest are alike).
+_ICEBERG_TYPES: Final = {
+    "int": "integer",
+    "timestamptz": "timestamp",
+    "timestamp": "timestamp_ntz",
+    "uuid": "string",
+    "time": "long",
+}
 
 
-class DiskTableVersions:
-    """`TableVersions` from the metadata files of tables on a local file system."""
+class DiskTableMetadata:
+    """`TableMetadata` from the metadata files of tables on a local file system."""
 
     def committed(self, fmt: TableFormat, path: str, start_ms: int, end_ms: int) -> str | None:
         try:
@@ -52,6 +68,17 @@ class DiskTableVersions:
             return any(_ICEBERG_METADATA.match(n) for n in _names(os.path.join(path, "metadata")))
         except (OSError, ValueError):
             return False
+
+    def schema(self, fmt: SchemaSource, path: str, version: str | None) -> tuple[Field, ...] | None:
+        at = int(version) if version is not None and version.lstrip("-").isdigit() else None
+        try:
+            if fmt == "delta":
+                return _delta_schema(path, at)
+            if fmt == "parquet":
+                return parquet_schema(path)
+            return _iceberg_schema(path, at)
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError, KeyError, TypeError):
+            return None
 
 
 def _delta(table: str, start_ms: int, end_ms: int) -> str | None:
@@ -86,7 +113,73 @@ def _commit_time(raw: bytes) -> int | None:
     return None
 
 
-def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
+def _delta_schema(table: str, at: int | None) -> tuple[Field, ...] | None:
+    """The newest `metaData.schemaString` among the newest `_MAX_COMMITS` commits (up to
+    version `at`, when given)."""
+    log = os.path.join(table, "_delta_log")
+    versions = sorted(
+        (int(m[1]) for name in _names(log) if (m := _DELTA_COMMIT.match(name))), reverse=True
+    )
+    if at is not None:
+        versions = [version for version in versions if version <= at]
+    for version in versions[:_MAX_COMMITS]:
+        raw = _read(os.path.join(log, f"{version:020d}.json"), _MAX_COMMIT_BYTES)
+        for line in raw.splitlines() if raw is not None else ():
+            if b'"metaData"' not in line:
+                continue
+            action = json.loads(line)
+            meta = action.get("metaData") if isinstance(action, dict) else None
+            text = meta.get("schemaString") if isinstance(meta, dict) else None
+            if isinstance(text, str):
+                return spark_struct(text)
+    return None
+
+
+def _iceberg_schema(table: str, snapshot_id: int | None) -> tuple[Field, ...] | None:
+    """The schema of snapshot `snapshot_id` (when given and listed), else the current one,
+    from the newest metadata file."""
+    document = _iceberg_document(table)
+    if not isinstance(document, dict):
+        return None
+    current = document.get("current-schema-id")
+    snapshots = document.get("snapshots") if snapshot_id is not None else None
+    for snapshot in snapshots if isinstance(snapshots, list) else []:
+        if isinstance(snapshot, dict) and snapshot.get("snapshot-id") == snapshot_id:
+            current = snapshot.get("schema-id", current)
+    schemas = document.get("schemas")
+    for schema in schemas if isinstance(schemas, list) else []:
+        if isinstance(schema, dict) and schema.get("schema-id") == current:
+            return _iceberg_struct(schema, 0)
+    legacy = document.get("schema")  # format version 1 without `schemas`
+    return _iceberg_struct(legacy, 0) if isinstance(legacy, dict) else None
+
+
+def _iceberg_struct(struct: Any, depth: int) -> tuple[Field, ...]:
+    return tuple(_iceberg_field(f["name"], f["type"], depth) for f in struct["fields"])
+
+
+def _iceberg_field(name: str, kind: Any, depth: int) -> Field:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+    if not isinstance(name, str):
+        raise TypeError(f"field name {name!r} is not a string")
+    if isinstance(kind, str):
+        if kind.startswith("fixed["):
+            return Field(name, "binary")
+        return field_of(name, _ICEBERG_TYPES.get(kind, kind))
+    form = kind["type"]
+    if form == "struct":
+        return Field(name, "struct", _iceberg_struct(kind, depth + 1))
+    if form == "list":
+        return Field(name, "array", (_iceberg_field("_element", kind["element"], depth + 1),))
+    if form == "map":
+        key = _iceberg_field("key", kind["key"], depth + 1)
+        return Field(name, "map", (key, _iceberg_field("value", kind["value"], depth + 1)))
+    raise ValueError(f"unknown type {form!r}")
+
+
+def _iceberg_document(table: str) -> Any:
+    """The newest metadata file's JSON, None when there is none or it is compressed."""
     metadata = os.path.join(table, "metadata")
     found = [(int(m[1]), name) for name in _names(metadata) if (m := _ICEBERG_METADATA.match(name))]
     if not found:
@@ -95,7 +188,11 @@ def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
     if newest.endswith(".gz"):
         return None  # compressed metadata: not read here
     raw = _read(os.path.join(metadata, newest), _MAX_METADATA_BYTES)
-    document: Any = json.loads(raw) if raw is not None else None
+    return json.loads(raw) if raw is not None else None
+
+
+def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
+    document = _iceberg_document(table)
     snapshots = document.get("snapshots") if isinstance(document, dict) else None
     best: tuple[int, int] | None = None
     for snapshot in snapshots if isinstance(snapshots, list) else []:

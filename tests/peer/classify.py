@@ -611,9 +611,12 @@ CLASSES: tuple[Class, ...] = (
         "listener_right",
         "Delta catalog writes, Iceberg scans and writes, `from_avro`: the plan prints these "
         "attributes without a type (`amount#12`; only `L` marks a long), so the agent "
-        "leaves `type` out where the listener, asking the JVM, says double / string. Some "
-        "input schemas are also pruned (pruned_input_schema) and Iceberg copy-on-write "
-        "scans add `_file`, `_pos` in the listener: metadata columns no table has.",
+        "left `type` out where the listener, asking the JVM, says double / string. Fixed: "
+        "the agent types them from the table's own metadata on disk (Delta "
+        "`metaData.schemaString`, the current Iceberg schema), from what the application "
+        "showed of the table before, through column lineage for columns copied unchanged, "
+        "and from the Avro schema `from_avro` prints. Would come back for a table that is not "
+        "on a local file system and whose columns the application never typed.",
         "Type columns from where the log states them: the `StructType(...)` Delta prints in "
         "MERGE arguments, casts and literals, the parquet `ReadSchema` of a Delta or Iceberg "
         "file scan, the `from_avro` schema string; and remember per application the types "
@@ -633,17 +636,34 @@ CLASSES: tuple[Class, ...] = (
         "child plan, or the nested AppendDataExecV1's), typed as untyped_lake_columns says.",
     ),
     Class(
+        "iceberg_metadata_columns",
+        ("schema_fields",),
+        lambda d, _: (
+            d.role == "inputs"
+            and _fields_subset(d)
+            and {n for n, _ in _types(d.listener)} <= ICEBERG_METADATA
+        ),
+        "agent_right",
+        "Iceberg copy-on-write MERGE / UPDATE / DELETE read the metadata columns `_file` and "
+        "`_pos` to rewrite data files; the listener lists them in the table's schema, the "
+        "agent lists the table's own columns only: no table has these columns.",
+    ),
+    Class(
         "pruned_input_schema",
         ("schema_fields",),
         lambda d, _: d.role == "inputs" and _fields_subset(d),
         "listener_right",
         "The agent's input schema lists only the columns the scan read (Spark's pruned "
         "`ReadSchema` in the plan); the listener lists the dataset's whole schema, which is "
-        "what the schema facet describes.",
-        "For file scans, read the full schema from the source (parquet/ORC footer, CSV header "
-        "with the inferred types in the plan's `Relation [...]`), or for catalog tables from "
-        "the table's schema in the plan; when only the pruned schema is known, mark it (a "
-        "`lineageAgent_` facet) instead of presenting it as the dataset's schema.",
+        "what the schema facet describes. Fixed for parquet datasets (the schema Spark wrote "
+        "into their footers), Delta and Iceberg tables (their metadata on disk) and datasets "
+        "the application wrote or scanned whole before. Left: CSV and JSON files on disk "
+        "that the application did not write, whose unread columns neither the event log nor "
+        "the files state with their types (a CSV header names them, but their types are "
+        "what Spark inferred or was told at read time; JSON files hold no schema), and "
+        "datasets not on a local file system.",
+        "Read the CSV header for the unread columns' names (given without a type); for the "
+        "rest, a `lineageAgent_` facet could mark an input schema as the columns read.",
     ),
     Class(
         "hive_scan_untyped",
@@ -651,10 +671,12 @@ CLASSES: tuple[Class, ...] = (
         lambda d, _: d.shape == "hive" and all(t == "" for _, t in d.agent),
         "listener_right",
         "A Hive table scan prints its attributes without types (`HiveTableRelation [..., "
-        "Data Cols: [id#9L, s#10]]`: only `L` marks a long), so the agent leaves `type` out "
+        "Data Cols: [id#9L, s#10]]`: only `L` marks a long), so the agent left `type` out "
         "for the string column `s` of the scanned table and of the parquet copy made from "
-        "it; the listener, which asks the catalog, says `string`. Written Hive columns are "
-        "typed from the query (a bare literal `x AS s#8` is a string).",
+        "it; the listener, which asks the catalog, says `string`. Fixed: the agent remembers "
+        "per application the schema of each dataset once seen typed (the CTAS typed `s` "
+        "string) and types later scans from it, and the copy through its column lineage. "
+        "Would come back for a Hive table the application never wrote.",
         "Remember per application the schema of the tables its executions wrote (the CTAS "
         "typed `s` string) and type later scans of the same table from it: no event of the "
         "log carries a Hive table's column types otherwise.",

@@ -8,11 +8,22 @@ reader here uses: commas outside brackets, backticks and double quotes.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 #: catalogString spellings that differ from Spark's `DataType.typeName` (what OpenLineage uses).
 TYPE_NAMES: Final = {"bigint": "long", "int": "integer", "smallint": "short", "tinyint": "byte"}
+#: Avro's primitive types as spark-avro reads them.
+_AVRO: Final = {
+    "int": "integer", "long": "long", "float": "float", "double": "double", "string": "string",
+    "boolean": "boolean", "bytes": "binary", "fixed": "binary", "enum": "string",
+}  # fmt: skip
+_AVRO_LOGICAL: Final = {
+    "date": "date", "timestamp-millis": "timestamp", "timestamp-micros": "timestamp",
+    "local-timestamp-millis": "timestamp_ntz", "local-timestamp-micros": "timestamp_ntz",
+}  # fmt: skip
+_MAX_DEPTH: Final = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +65,91 @@ def field_of(name: str, type_text: str) -> Field:
     if not type_text or "<" in type_text or ">" in type_text or len(split_top(type_text)) > 1:
         raise ValueError(f"unreadable type {type_text[:80]!r} of field {name!r}")
     return Field(name, TYPE_NAMES.get(lower, lower))
+
+
+def spark_struct(schema_text: str) -> tuple[Field, ...]:
+    """Spark's JSON schema (`StructType.json`: `{"type": "struct", "fields": [...]}`), as
+    Delta keeps it in `metaData.schemaString` and Spark in parquet footers."""
+    try:
+        document = json.loads(schema_text)
+        return tuple(_json_field(f["name"], f["type"], 0) for f in document["fields"])
+    except (json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
+        raise ValueError(f"unreadable Spark schema: {exc!r}") from exc
+
+
+def _json_field(name: str, kind: Any, depth: int) -> Field:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+    if not isinstance(name, str):
+        raise TypeError(f"field name {name!r} is not a string")
+    if isinstance(kind, str):
+        return field_of(name, kind)
+    form = kind["type"]
+    if form == "struct":
+        return Field(
+            name,
+            "struct",
+            tuple(_json_field(f["name"], f["type"], depth + 1) for f in kind["fields"]),
+        )
+    if form == "array":
+        return Field(name, "array", (_json_field("_element", kind["elementType"], depth + 1),))
+    if form == "map":
+        key = _json_field("key", kind["keyType"], depth + 1)
+        return Field(name, "map", (key, _json_field("value", kind["valueType"], depth + 1)))
+    if form == "udt" and "sqlType" in kind:
+        return _json_field(name, kind["sqlType"], depth + 1)
+    raise ValueError(f"unknown type {form!r} of field {name!r}")
+
+
+def avro_field(name: str, schema_text: str) -> Field:
+    """The field `name` of the type an Avro schema (JSON, as `from_avro` prints it) reads as
+    in Spark (spark-avro's mapping: a record is a struct, a union with null its other type)."""
+    try:
+        return _avro(name, json.loads(schema_text), 0)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"unreadable Avro schema of field {name!r}: {exc}") from exc
+
+
+def _avro(name: str, kind: Any, depth: int) -> Field:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+    if isinstance(kind, list):  # a union: spark-avro reads [null, t] as t
+        others = [k for k in kind if k != "null"]
+        if len(others) != 1:
+            raise ValueError(f"Avro union {kind!r} of field {name!r} is not one type or null")
+        return _avro(name, others[0], depth + 1)
+    if isinstance(kind, str):
+        kind = {"type": kind}
+    if not isinstance(kind, dict):
+        raise ValueError(f"unreadable Avro type {kind!r} of field {name!r}")
+    form, logical = kind.get("type"), kind.get("logicalType")
+    if isinstance(form, dict | list):
+        return _avro(name, form, depth + 1)
+    if logical == "decimal" and isinstance(kind.get("precision"), int):
+        return Field(name, f"decimal({kind['precision']},{kind.get('scale', 0)})")
+    if isinstance(logical, str) and logical in _AVRO_LOGICAL:
+        return Field(name, _AVRO_LOGICAL[logical])
+    if form == "record":
+        children = kind.get("fields")
+        if not isinstance(children, list):
+            raise ValueError(f"Avro record {name!r} without fields")
+        return Field(
+            name,
+            "struct",
+            tuple(
+                _avro(str(f.get("name")), f.get("type"), depth + 1)
+                for f in children
+                if isinstance(f, dict)
+            ),
+        )
+    if form == "array":
+        return Field(name, "array", (_avro("_element", kind.get("items"), depth + 1),))
+    if form == "map":
+        value = _avro("value", kind.get("values"), depth + 1)
+        return Field(name, "map", (Field("key", "string"), value))
+    if isinstance(form, str) and form in _AVRO:
+        return Field(name, _AVRO[form])
+    raise ValueError(f"unknown Avro type {form!r} of field {name!r}")
 
 
 def _split_field(item: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from typing import Final
 
 from agent.spark.plan.columns import PlanGraph
 from agent.spark.plan.expressions import IDENTITY, attribute_id
-from agent.spark.plan.schema import Field, field_of, split_top
+from agent.spark.plan.schema import Field, avro_field, field_of, split_top
 
 _STRING: Final = frozenset(
     {
@@ -97,6 +97,8 @@ _FILTER = re.compile(r" FILTER \(WHERE .*\)$", re.DOTALL)
 #: an attribute has `#`, a call or operator brackets.
 _STRING_LITERAL = re.compile(r"(?!INTERVAL )[A-Za-z_][^#()\[\]{}]*")
 _NOT_STRINGS: Final = frozenset({"null", "NaN", "Infinity"})
+#: `o#12.amount`: a field of a struct-typed value
+_FIELD_ACCESS = re.compile(r"^(?P<value>.*[#)\]`\w])\.(?P<field>[A-Za-z_]\w*)$", re.DOTALL)
 _SUBQUERY = re.compile(r"^(?:ReusedSubquery )?Subquery (?P<value>\S+#\d+L?), \[id=#\d+\]$")
 
 
@@ -143,6 +145,11 @@ class TypeOracle:
         alone = attribute_id(subquery["value"] if subquery else text)
         if alone is not None:
             return self.of(alone)
+        access = _FIELD_ACCESS.match(text)
+        if access is not None and "#" in access["value"]:
+            found = self._field_of(access["value"], access["field"])
+            if found is not None:
+                return found
         if text.startswith("(") and text.endswith(")") and _closes_at_end(text):
             return self._binary(text[1:-1])
         if text.startswith("CASE WHEN ") and text.endswith(" END"):
@@ -188,8 +195,23 @@ class TypeOracle:
             return Field(
                 "", "struct", tuple(_named(self.expression(v), n.strip()) for n, v in pairs)
             )
+        if name == "from_avro" and len(args) >= 2:  # the Avro schema the value is read with
+            try:
+                return avro_field("", args[1].strip())
+            except ValueError:
+                return None
         if name == "if" and len(args) == 3:
             return self._first_known(args[1:])
+        return None
+
+    def _field_of(self, value: str, name: str) -> Field | None:
+        """The type of a field of a struct-typed value (`o#12.amount`)."""
+        struct = self.expression(value)
+        if struct is None or struct.type != "struct":
+            return None
+        for child in struct.fields:
+            if child.name == name:
+                return Field("", child.type, child.fields)
         return None
 
     def _generated(self, generator: str, position: int) -> Field | None:

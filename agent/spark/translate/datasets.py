@@ -103,7 +103,8 @@ class RunDatasets:
     outputs: dict[DatasetName, Dataset] = field(default_factory=dict)
     tables: dict[DatasetName, TableIdent] = field(default_factory=dict)  # output -> table
     stats: dict[tuple[str, DatasetName], dict[str, int]] = field(default_factory=dict)
-    tables_of: dict[DatasetName, str] = field(default_factory=dict)  # output -> delta, iceberg
+    tables_of: dict[DatasetName, str] = field(default_factory=dict)  # dataset -> delta, iceberg
+    files_of: dict[DatasetName, str] = field(default_factory=dict)  # input -> parquet, csv, ...
 
     @property
     def first_output_suffix(self) -> str | None:
@@ -166,12 +167,14 @@ def collect(
             continue
         name, dataset = describe(ref, catalog)
         _merge(run.inputs if ref.role == "input" else run.outputs, name, dataset)
+        fmt = ref.format
+        if fmt is None and ref.table is not None and catalog.iceberg_catalog(ref.table, None):
+            fmt = "iceberg"  # a V2 command on a table of an Iceberg catalog
+        if fmt in _TABLE_FORMATS:
+            run.tables_of.setdefault(name, fmt)
+        elif fmt is not None and ref.role == "input":
+            run.files_of.setdefault(name, fmt)
         if ref.role == "output":
-            fmt = ref.format
-            if fmt is None and ref.table is not None and catalog.iceberg_catalog(ref.table, None):
-                fmt = "iceberg"  # a V2 command on a table of an Iceberg catalog
-            if fmt in _TABLE_FORMATS:
-                run.tables_of.setdefault(name, fmt)
             if ref.table is not None:
                 run.tables.setdefault(name, ref.table)
             if ref.columns is not None:
@@ -288,6 +291,11 @@ def _merge(target: dict[DatasetName, Dataset], name: DatasetName, dataset: Datas
         facets = existing.setdefault("facets", {})
         for key, facet in dataset.get("facets", {}).items():
             facets.setdefault(key, facet)
+
+
+def schema_fields(fields: Iterable[Field]) -> list[dict[str, Any]]:
+    """Fields as the `schema` facet lists them."""
+    return [_schema_field(f) for f in fields]
 
 
 def _schema_field(f: Field) -> dict[str, Any]:

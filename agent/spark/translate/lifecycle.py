@@ -29,7 +29,14 @@ from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
 from agent.spark.translate.naming import UNKNOWN_NAMESPACE, Catalog
 from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
 from agent.spark.translate.runs import Failure, Run, RunSummary, summary
-from agent.spark.translate.versions import PlaceRequest, TableFormat, VersionRequest
+from agent.spark.translate.schemas import KnownSchemas
+from agent.spark.translate.versions import (
+    PlaceRequest,
+    SchemaRequest,
+    TableFormat,
+    TableRequest,
+    VersionRequest,
+)
 
 Event = dict[str, Any]
 
@@ -52,7 +59,8 @@ class Lifecycle:
         self.identity: tuple[tuple[str, str | None, str], str | None] | None = None
         self.done: collections.deque[RunSummary] = collections.deque(maxlen=_FINISHED_KEPT)
         # what the table metadata on disk tells: the caller drains and fills these
-        self.versions: list[VersionRequest | PlaceRequest] = []
+        self.tables: list[TableRequest] = []
+        self.schemas = KnownSchemas()  # what the application showed of its datasets' schemas
         self.kafka_servers = KafkaServers(options.kafka_bootstrap)  # of reads, learned in order
 
     @property
@@ -109,28 +117,9 @@ class Lifecycle:
     def event(self, event_type: str, run: Run, time_ms: int, failure: Failure | None) -> Event:
         catalog = self._catalog(run)
         datasets = run_datasets(run, catalog, self.options.column_lineage_max_fields)
+        self.schemas.complete(datasets)
         run.inputs, run.outputs = tuple(datasets.inputs), tuple(datasets.outputs)
-        window = (run.start_ms, time_ms) if event_type == "COMPLETE" else None
-        for name, table in datasets.tables.items():  # an Iceberg CREATE / CTAS: which catalog
-            places = catalog.iceberg_places(table)
-            output = datasets.outputs.get(name)
-            if (
-                output is not None
-                and name.namespace == UNKNOWN_NAMESPACE
-                and datasets.tables_of.get(name) == "iceberg"
-                and places
-                and all(place.namespace == "file" for place, _ in places)  # on this disk
-            ):
-                self.versions.append(PlaceRequest(output, "iceberg", places, window))
-        if event_type == "COMPLETE":  # what a table committed: see `versions`
-            for name, fmt in datasets.tables_of.items():
-                if name.namespace == "file" and name in datasets.outputs and fmt in _FORMATS:
-                    dataset = datasets.outputs[name]
-                    request = VersionRequest(
-                        dataset, _FORMATS[fmt], name.name, run.start_ms, time_ms
-                    )
-                    self.versions.append(request)
-        return run_event(
+        event = run_event(
             event_type,
             run,
             time_ms,
@@ -142,6 +131,56 @@ class Lifecycle:
             run_facets=self._run_facets(run),
             job_facets=self._job_facets(run),
         )
+        self._table_requests(event, event_type, run, time_ms, datasets, catalog)
+        return event
+
+    def _table_requests(
+        self,
+        event: Event,
+        event_type: str,
+        run: Run,
+        time_ms: int,
+        datasets: RunDatasets,
+        catalog: Catalog,
+    ) -> None:
+        """What the metadata of the event's Delta and Iceberg tables on a local file system
+        may add: which catalog holds an unplaced Iceberg output, the version a COMPLETE
+        write committed, the tables' schemas."""
+        window = (run.start_ms, time_ms) if event_type == "COMPLETE" else None
+        for name, table in datasets.tables.items():  # an Iceberg CREATE / CTAS: which catalog
+            places = catalog.iceberg_places(table)
+            output = datasets.outputs.get(name)
+            if (
+                output is not None
+                and name.namespace == UNKNOWN_NAMESPACE
+                and datasets.tables_of.get(name) == "iceberg"
+                and places
+                and all(place.namespace == "file" for place, _ in places)  # on this disk
+            ):
+                self.tables.append(PlaceRequest(output, "iceberg", places, window))
+        for name, fmt in datasets.tables_of.items():
+            if name.namespace != "file" or fmt not in _FORMATS:
+                continue
+            for whole, role in ((True, datasets.inputs), (False, datasets.outputs)):
+                dataset = role.get(name)
+                if dataset is not None and "schema" in dataset.get("facets", {}):
+                    read = dataset["facets"].get("version", {}) if whole else {}
+                    request = SchemaRequest(
+                        event, dataset, _FORMATS[fmt], name.name, whole, read.get("datasetVersion")
+                    )
+                    self.tables.append(request)
+            if event_type == "COMPLETE" and name in datasets.outputs:  # see `versions`
+                self.tables.append(
+                    VersionRequest(
+                        datasets.outputs[name], _FORMATS[fmt], name.name, run.start_ms, time_ms
+                    )
+                )
+        for name, fmt in datasets.files_of.items():  # a scan lists only the columns it reads
+            dataset = datasets.inputs.get(name)
+            if dataset is None or name.namespace != "file" or fmt != "parquet":
+                continue
+            if "schema" in dataset.get("facets", {}):
+                self.tables.append(SchemaRequest(event, dataset, "parquet", name.name, True))
 
     def _run_facets(self, run: Run) -> dict[str, Any]:
         """The application run's details and allow-listed properties."""

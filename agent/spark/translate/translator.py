@@ -25,7 +25,8 @@ Runs (job namespace from the options):
 * each start of a Structured Streaming query: jobType STREAMING_QUERY (`queries`); its
   micro-batch executions are runs only with `streaming_batch_runs`.
 
-Events, RUNNING, `job stop`: `lifecycle`; table versions: `versions`; end states and
+Events, RUNNING, `job stop`: `lifecycle`; schemas completed from what the application showed:
+`schemas`; what tables' metadata adds (versions, schemas): `versions`; end states and
 counters: `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
@@ -88,7 +89,7 @@ class ApplicationTranslator:
         self._wanted_props = PROPERTIES | DETAIL_PROPERTIES | set(options.properties_facet)
         self._names = JobNames()
         self._life = Lifecycle(options, self._props)
-        self.versions = self._life.versions  # committed table versions to look up
+        self.tables = self._life.tables  # table versions and schemas to look up
         self._finished = False
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
         self._jobs = Jobs()

@@ -1,32 +1,43 @@
-"""What only a table's own metadata on disk tells, asked behind the `TableVersions` seam
-after translation: the version a statement committed to a Delta or Iceberg table, and which
-Iceberg catalog holds a table that a CREATE or CTAS names without its catalog.
+"""What only a table's own metadata on disk tells, asked behind the `TableMetadata` seam
+after translation: the version a statement committed to a Delta or Iceberg table, which
+Iceberg catalog holds a table that a CREATE or CTAS names without its catalog, and the
+table's schema.
 
 The event log never says which version a write committed (Delta's `_delta_log/<v>.json`,
 Iceberg's `metadata/*.metadata.json` do). Nor does it say the catalog of a CREATE / CTAS
 target (`SparkCatalog@hash, db.orders`): with several Iceberg catalogs configured the dataset
 is `unknown:db.orders`, and the table is the one of them whose `<warehouse>/<ns>/<table>`
-holds Iceberg metadata. The translator stays pure: on a COMPLETE event it only notes a
-`VersionRequest` for each Delta or Iceberg output on a local file system, and on any event a
-`PlaceRequest` for each such unplaced Iceberg output whose catalogs all lay their tables out
-on a local file system. The caller fills them (`fill`) through a `TableVersions`, off the
-event loop, before the events are claimed and signed; a version that cannot be told leaves
-the dataset without the facet, a place that cannot be told leaves it `unknown`. A table is
-placed where it is now, else where the application's earlier events found it (`Seen`): a
-DROP's COMPLETE, read after the table is gone, is named as its START and earlier statements
-were.
+holds Iceberg metadata. And plans print many of a table's columns without a type and its
+scans pruned to the columns read. The translator stays pure: on a COMPLETE event it only
+notes a `VersionRequest` for each Delta or Iceberg output on a local file system, on any
+event a `PlaceRequest` for each such unplaced Iceberg output whose catalogs all lay their
+tables out on a local file system, and a `SchemaRequest` for each Delta or Iceberg dataset
+there with a schema facet and each parquet input there (Spark writes the schema into
+parquet footers). The caller fills them (`fill`) through a `TableMetadata`, off the event
+loop, before the events are claimed and signed; a version that cannot be told leaves the
+dataset without the facet, a place that cannot be told leaves it `unknown`, a schema that
+cannot be told leaves the facet as the plan gave it. A table is placed where it is now, else
+where the application's earlier events found it (`Seen`): a DROP's COMPLETE, read after the
+table is gone, is named as its START and earlier statements were. An input's schema becomes
+the table's (every column); an output's untyped fields take their column's type; written
+columns copied from a column so typed take its type too (`type_through_lineage`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from agent.facets import facet
+from agent.spark.plan.schema import Field
+from agent.spark.translate.datasets import schema_fields
 from agent.spark.translate.naming import DatasetName, datasource_uri
+from agent.spark.translate.schemas import type_through_lineage
 
 TableFormat = Literal["delta", "iceberg"]
+#: What a schema is read from: a table's metadata, or the footer of a dataset's parquet files.
+SchemaSource = Literal["delta", "iceberg", "parquet"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,19 +62,38 @@ class PlaceRequest:
     window: tuple[int, int] | None  # a COMPLETE event's run start and end: ask its version
 
 
-class TableVersions(Protocol):
-    """Reads tables' metadata: the version a write committed, whether a table is there."""
+@dataclass(frozen=True, slots=True)
+class SchemaRequest:
+    """A dataset of an event whose schema facet the table's metadata may complete."""
+
+    event: dict[str, Any]  # the RunEvent the dataset is in
+    dataset: dict[str, Any]  # the dataset, filled in place
+    format: SchemaSource
+    path: str  # the table's directory (the parquet file or directory) on a local file system
+    whole: bool  # an input: the facet becomes the table's whole schema
+    version: str | None = None  # the version an input read (time travel), if the event says
+
+
+class TableMetadata(Protocol):
+    """Reads tables' metadata: the version a write committed, whether a table is there, its
+    schema. Each blocks on the file system (call them from a worker thread), is bounded and
+    never raises."""
 
     def committed(self, fmt: TableFormat, path: str, start_ms: int, end_ms: int) -> str | None:
         """The latest version (Delta version, Iceberg snapshot id) the table at `path`
         committed between `start_ms` and `end_ms` inclusive, or None when its metadata does
-        not tell. Blocks on the file system (call it from a worker thread); bounded; never
-        raises."""
+        not tell."""
+        ...
+
+    def schema(self, fmt: SchemaSource, path: str, version: str | None) -> Sequence[Field] | None:
+        """The table's columns at `version` (Delta version, Iceberg snapshot id), else its
+        current ones (a parquet dataset's: those Spark wrote into its footer), typed with
+        Spark's type names (`long`, `string`, `decimal(10,2)`), or None when its metadata
+        does not tell."""
         ...
 
     def exists(self, fmt: TableFormat, path: str) -> bool:
-        """Whether the directory `path` holds a table of that format (its metadata). Blocks
-        on the file system; bounded; never raises."""
+        """Whether the directory `path` holds a table of that format (its metadata)."""
         ...
 
 
@@ -74,32 +104,46 @@ Seen = dict[tuple[TableFormat, tuple[tuple[DatasetName, str], ...]], tuple[Datas
 _SEEN_KEPT: Final = 4096  # tables remembered per application
 
 
-def fill(
-    requests: Iterable[VersionRequest | PlaceRequest],
-    versions: TableVersions,
-    seen: Seen | None = None,
-) -> None:
+TableRequest = VersionRequest | PlaceRequest | SchemaRequest
+
+
+def fill(requests: Iterable[TableRequest], tables: TableMetadata, seen: Seen | None = None) -> None:
     """Rename each placed dataset to the one location that holds its table (else where it
-    was last seen, in `seen`), then add the `version` facet to each requested dataset whose
-    version `versions` tells."""
+    was last seen, in `seen`), add the `version` facet to each requested dataset whose
+    version `tables` tells, and complete the schema facets whose table's schema it tells."""
     seen = {} if seen is None else seen
+    typed: dict[int, dict[str, Any]] = {}  # events whose schemas changed
     for request in requests:
-        wanted = _place(request, versions, seen) if isinstance(request, PlaceRequest) else request
+        if isinstance(request, SchemaRequest):
+            columns = tables.schema(request.format, request.path, request.version)
+            if columns and _complete(request.dataset, columns, whole=request.whole):
+                typed[id(request.event)] = request.event
+            continue
+        wanted: VersionRequest | None = request if isinstance(request, VersionRequest) else None
+        if isinstance(request, PlaceRequest):
+            wanted = _place(request, tables, seen)
+            placed = request.dataset
+            if placed["namespace"] == "file":  # now named: typed from its table like any other
+                columns = tables.schema(request.format, placed["name"], None)
+                if columns:
+                    _complete(placed, columns, whole=False)
         if wanted is None:
             continue
-        found = versions.committed(wanted.format, wanted.path, wanted.start_ms, wanted.end_ms)
+        found = tables.committed(wanted.format, wanted.path, wanted.start_ms, wanted.end_ms)
         if found is not None:
             facets = wanted.dataset.setdefault("facets", {})
             facets["version"] = facet("version", datasetVersion=found)
+    for event in typed.values():
+        type_through_lineage(event.get("inputs", ()), event.get("outputs", ()))
 
 
-def _place(request: PlaceRequest, versions: TableVersions, seen: Seen) -> VersionRequest | None:
+def _place(request: PlaceRequest, tables: TableMetadata, seen: Seen) -> VersionRequest | None:
     """Name the dataset by the only place that holds its table, else by the one it was last
     seen in when none holds it now (several: it stays `unknown`); its version request when
     the event is a COMPLETE."""
     key = (request.format, request.places)
     held = [
-        (name, link) for name, link in request.places if versions.exists(request.format, name.name)
+        (name, link) for name, link in request.places if tables.exists(request.format, name.name)
     ]
     if len(held) == 1 and (key in seen or len(seen) < _SEEN_KEPT):
         seen[key] = held[0]
@@ -119,3 +163,24 @@ def _place(request: PlaceRequest, versions: TableVersions, seen: Seen) -> Versio
     if request.window is None:
         return None
     return VersionRequest(dataset, request.format, name.name, *request.window)
+
+
+def _complete(dataset: dict[str, Any], columns: Sequence[Field], *, whole: bool) -> bool:
+    """Complete one dataset's schema facet from its table's columns (an input's: all of
+    them); whether it changed."""
+    schema = dataset.get("facets", {}).get("schema")
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if not isinstance(fields, list):
+        return False
+    by_name = {column["name"]: column for column in schema_fields(columns)}
+    if whole:
+        before = list(fields)
+        fields[:] = list(by_name.values())
+        return fields != before
+    changed = False
+    for i, found in enumerate(fields):
+        column = by_name.get(str(found.get("name"))) if isinstance(found, dict) else None
+        if column is not None and "type" not in found:
+            fields[i] = {**column, "name": found["name"]}
+            changed = True
+    return changed
