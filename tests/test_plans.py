@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark.plan import rdds, schema
+from agent.spark.plan import rdds, scans, schema
 from agent.spark.plan import read as plans
 from agent.spark.plan import text as plantext
 from agent.spark.plan.columns import PlanGraph
@@ -546,7 +546,7 @@ def test_scans_only_in_the_description_are_named_from_it() -> None:
             "ReadSchema": "struct<name:string,age:int>",
         },
     )
-    first, second = plans.scan_datasets(node, {})
+    first, second = scans.scan_datasets(node, {})
     assert first == DatasetRef(
         "input",
         "Scan parquet spark_catalog.default.people",
@@ -556,7 +556,7 @@ def test_scans_only_in_the_description_are_named_from_it() -> None:
         fields=(Field("name", "string"), Field("age", "integer")),
     )
     assert second.location == "file:/wh/people/p=2"
-    assert plans.scan_datasets(PlanNode(3, "Project", {}), {}) == []
+    assert scans.scan_datasets(PlanNode(3, "Project", {}), {}) == []
 
 
 def test_v2_jdbc_writes_are_named_by_table() -> None:

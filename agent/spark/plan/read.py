@@ -7,67 +7,48 @@ arguments of commands whose tree node prints none (CTAS). The result names each 
 what Spark printed (a path, a catalog table, a JDBC url); naming it the OpenLineage way is
 the translator's job. Written datasets carry their column lineage (`lineage`).
 
-Understood: file scans (parquet, orc, csv, json, text, avro, any `FileFormat`) with their
-read schema, Hive table scans, JDBC relations, and the write commands `writes` reads. Scans
-and writes of any other kind become datasets with `unknown_reason` set; plain operators and
-DDL commands contribute nothing.
+Understood: the scans `scans` reads (files of any `FileFormat` with their read schema, Hive
+tables, JDBC relations, Kafka topics, Iceberg tables) and the write commands `writes` reads.
+Scans and writes of any other kind become datasets with `unknown_reason` set; plain operators
+and DDL commands contribute nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from agent.spark.plan import lineage
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
-from agent.spark.plan.kafka import kafka_scan
 from agent.spark.plan.lakehouse import (
     ROW_LEVEL_WRITES,
     delta_save_query,
-    iceberg_scan,
     row_level_statement,
 )
-from agent.spark.plan.schema import Field, field_of, parse_struct, split_top
-from agent.spark.plan.tables import TableIdent, normalize, parse_table_ident
+from agent.spark.plan.scans import (
+    DELTA_LOG,
+    delta_index,
+    location_paths,
+    node_scans,
+    scan_datasets,
+    text_of,
+)
+from agent.spark.plan.schema import Field, field_of, parse_struct
+from agent.spark.plan.tables import normalize
 from agent.spark.plan.text import (
     Block,
-    PlanNode,
     block_list,
     parse_attribute,
     parse_description,
 )
-from agent.spark.plan.writes import format_name, metrics_of, typed, write_datasets
+from agent.spark.plan.writes import write_datasets
 
 #: Operators that only wrap the node that names an execution.
 _WRAPPERS: Final = ("AdaptiveSparkPlan", "ResultQueryStage", "WholeStageCodegen", "InputAdapter")
-#: Scan-like leaves that read no external dataset.
-_NOT_DATASETS: Final = (
-    "Scan ExistingRDD",
-    "Scan OneRowRelation",
-    "Scan ExternalRDD",
-    "Scan RDD",
-    "Scan In-memory table",
-    "LocalTableScan",
-    "Range",
-    "InMemoryTableScan",
-)
-_INPUT_METRICS: Final = {
-    "number of output rows": "rows",
-    "size of files read": "bytes",
-    "number of files read": "files",
-}
 _MAX_NODES: Final = 100_000
-_DELTA_LOG: Final = "_delta_log"
 _DELTA_STATE = re.compile(r"^Scan ExistingRDD Delta Table State .*? - (?P<table>.+)/_delta_log$")
-_METADATA_COLUMNS: Final = frozenset({"_file", "_pos", "_spec_id", "_partition", "_deleted"})
-_LOCATION = re.compile(r"^\w+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$", re.DOTALL)
-#: the description prints `InMemoryFileIndex [p1, p2]`, without the count
-_LOCATION_DESCRIBED = re.compile(r"^\w+ \[(?P<paths>.*)\]$", re.DOTALL)
-_LOCATION_TEXT = re.compile(r"Location: (\w+\(\d+ paths?\)\[[^\]]*\])")
-_READ_SCHEMA_TEXT = re.compile(r"ReadSchema: (struct<.*>)")
 _MICRO_BATCH_SCAN_TABLE = re.compile(r"^\w*Scan\(table=([^,()\s]+)", re.MULTILINE)
 _STRUCT_FIELD = re.compile(r"StructField\(([^,()]+),(\w+)Type(\(\d+,\d+\))?,(?:true|false)\)")
 _ROW_TYPES: Final = {
@@ -76,11 +57,6 @@ _ROW_TYPES: Final = {
     "Timestamp": "timestamp", "TimestampNTZ": "timestamp_ntz", "Binary": "binary",
     "Decimal": "decimal",
 }  # fmt: skip
-#: The scan of a V2 JDBC catalog's table (`derby.APP.T`): `Scan JDBCRelation(...)` names only
-#: the table, this one its catalog too (Spark 4).
-_V2_JDBC_SCAN: Final = re.compile(
-    r"Scan JDBC v1 Relation from v2 scan (?P<catalog>`(?:[^`]|``)+`|[^.\s`]+)\.(?P<table>\S+)$"
-)
 
 
 def read_plan(plan_info: object, description: object) -> PlanSummary:
@@ -110,10 +86,10 @@ def _delta_logs(node: Mapping[str, Any], name: str) -> list[str]:
     if state is not None:
         return [state["table"]]
     raw_meta = node.get("metadata")
-    location = _text(raw_meta.get("Location")) if isinstance(raw_meta, Mapping) else None
-    if _delta_index(location) != _DELTA_LOG:
+    location = text_of(raw_meta.get("Location")) if isinstance(raw_meta, Mapping) else None
+    if delta_index(location) != DELTA_LOG:
         return []
-    located = _location_paths(location)
+    located = location_paths(location)
     paths = located[1] if isinstance(located, tuple) else []
     return [p.split("/_delta_log", 1)[0] for p in paths if "/_delta_log" in p]
 
@@ -181,165 +157,7 @@ def _node_datasets(
     written = write_datasets(node, stripped, described, types, notes)
     if written is not None:
         return written
-    if stripped.startswith(("Scan ", "BatchScan", "FileScan", "HiveTableScan")):
-        if stripped.startswith(_NOT_DATASETS):
-            return []
-        raw_meta = node.get("metadata")
-        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-        simple = node.get("simpleString")
-        simple = simple if isinstance(simple, str) else ""
-        raw_format = _text(meta.get("Format"))
-        hive_attrs = map(parse_attribute, block_list(described, stripped, "Output"))
-        location = _text(meta.get("Location")) or _search(_LOCATION_TEXT, simple)
-        return _scan(
-            stripped,
-            _location_paths(location),
-            _text(meta.get("ReadSchema")) or _search(_READ_SCHEMA_TEXT, simple),
-            _delta_index(location) or raw_format,
-            tuple(typed(a.name, a, types) for a in hive_attrs if a is not None),
-            metrics_of(node, _INPUT_METRICS),
-            notes,
-            simple,
-        )
-    return []
-
-
-def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef]:
-    """The datasets a scan operator of the plan description reads (no metrics: those are
-    in `sparkPlanInfo`). Column lineage names its inputs with these."""
-    name = node.name.strip()
-    if not name.startswith(("Scan ", "BatchScan", "FileScan", "HiveTableScan")):
-        return []
-    location = node.details.get("Location", "").strip()
-    match = _LOCATION_DESCRIBED.match(location)
-    paths = None
-    if match is not None:
-        items = [p.strip() for p in split_top(match["paths"]) if p.strip()]
-        paths = (len(items), [p for p in items if not p.endswith("...")])
-    attrs = [a for a in map(parse_attribute, node.detail_list("Output") or []) if a]
-    fields = tuple(typed(a.name, a, types) for a in attrs)
-    schema = node.details.get("ReadSchema", "").strip() or None
-    return _scan(name, paths, schema, _delta_index(location), fields, {}, [], node.details.get(""))
-
-
-def _delta_index(location: str | None) -> str | None:
-    """`delta` for a scan of a Delta table's files (`PreparedDeltaFileIndex`,
-    `TahoeBatchFileIndex`, ...), `_delta_log` for one of its transaction log."""
-    if not location:
-        return None
-    index = location.split("(", 1)[0].split(" ", 1)[0]
-    if index == "DeltaLogFileIndex":
-        return _DELTA_LOG
-    if index.startswith(("PreparedDelta", "Tahoe")):
-        return "delta"
-    return None
-
-
-def _location_paths(location: str | None) -> tuple[int, list[str]] | str | None:
-    """`InMemoryFileIndex(2 paths)[a, b]` -> (2, [a, b]); the text itself if unreadable."""
-    if not location:
-        return None
-    match = _LOCATION.match(location)
-    if match is None:
-        return location
-    return int(match["count"]), [p.strip() for p in split_top(match["paths"]) if p.strip()]
-
-
-def _scan(
-    name: str,
-    located: tuple[int, list[str]] | str | None,
-    read_schema: str | None,
-    raw_format: str | None,
-    output_fields: tuple[Field, ...],
-    metrics: dict[str, int],
-    notes: list[str],
-    simple: str | None = "",
-) -> list[DatasetRef]:
-    """A scan's datasets: one per path it lists, else its table, else its JDBC table, its
-    Kafka topics or its Iceberg table. A Delta transaction-log read (the format reading its
-    own metadata) is no dataset."""
-    if raw_format == _DELTA_LOG:
-        return []
-    raw_format = raw_format or (name.split()[1] if len(name.split()) > 1 else "")
-    fmt = format_name(raw_format) or raw_format.lower() or None
-    fields: tuple[Field, ...] = ()
-    if read_schema:
-        try:
-            fields = parse_struct(read_schema)
-        except ValueError as exc:
-            notes.append(f"unreadable ReadSchema of {name!r}: {exc}")
-    else:  # Hive scans print no read schema: the output attributes carry what is known
-        fields = output_fields
-    table = _scan_table(name)
-    if isinstance(located, str):
-        notes.append(f"unreadable Location of {name!r}: {located[:200]!r}")
-    elif located is not None:
-        declared, paths = located
-        if declared > len(paths):
-            notes.append(f"{name!r} reads {declared} paths but the plan lists {len(paths)}")
-        paths = [p for p in paths if "/_delta_log/" not in p and not p.endswith("/_delta_log")]
-        if len(paths) > 1:
-            metrics = {}  # the node's totals cannot be split between its paths
-        return [
-            DatasetRef(
-                "input", name, location=p, table=table, format=fmt, fields=fields, metrics=metrics
-            )
-            for p in paths
-        ]
-    if table is not None and name.startswith("Scan hive "):
-        return [
-            DatasetRef("input", name, table=table, format="hive", fields=fields, metrics=metrics)
-        ]
-    jdbc = re.match(r"Scan JDBCRelation\((?P<table>.*)\) \[numPartitions=\d+\]$", name)
-    if jdbc is not None:
-        notes.append(f"JDBC table {jdbc['table']} is read, but its url is not in the event log")
-        return [
-            DatasetRef(
-                "input",
-                name,
-                jdbc=("", jdbc["table"]),
-                format="jdbc",
-                fields=fields,
-                unknown_reason="JDBC url not in the event log",
-            )
-        ]
-    v2 = _V2_JDBC_SCAN.match(name)
-    if v2 is not None:  # a V2 JDBC catalog's table: the catalog is named, its url is not
-        catalog = v2["catalog"].strip("`")
-        notes.append(f"JDBC table {v2['table']} is read, but its url is not in the event log")
-        return [
-            DatasetRef(
-                "input",
-                name,
-                jdbc=("", v2["table"]),
-                jdbc_catalog=catalog,
-                format="jdbc",
-                fields=fields,
-                unknown_reason=f"JDBC url of catalog {catalog!r} not in the event log",
-            )
-        ]
-    lakehouse = kafka_scan(name) or iceberg_scan(name, simple or "", _visible(fields))
-    if lakehouse is not None:  # a Kafka relation's columns are the fixed ones it reads
-        return [
-            dataclasses.replace(ref, metrics=metrics, fields=fields if ref.kafka else ref.fields)
-            for ref in lakehouse
-        ]
-    notes.append(f"unrecognized plan node {name!r}")
-    return [DatasetRef("input", name, fields=fields, unknown_reason=f"scan node {name!r}")]
-
-
-def _visible(fields: tuple[Field, ...]) -> tuple[Field, ...]:
-    """A table's columns without the metadata columns a row-level command reads
-    (Iceberg's `_file`, `_pos`, `_spec_id`, `_partition`)."""
-    return tuple(f for f in fields if f.name not in _METADATA_COLUMNS)
-
-
-def _scan_table(name: str) -> TableIdent | None:
-    """`Scan parquet spark_catalog.default.people` -> the table; None for path scans."""
-    parts = name.split(maxsplit=2)
-    if len(parts) == 3 and parts[0] == "Scan":
-        return parse_table_ident(parts[2])
-    return None
+    return node_scans(node, stripped, described, types, notes)
 
 
 def _attribute_types(described: Sequence[Block]) -> dict[int, Field]:
@@ -384,15 +202,6 @@ def _row_types(block: Block) -> dict[int, Field]:
         if name == attr.name and type_name in _ROW_TYPES:
             types[attr.expr_id] = Field(name, _ROW_TYPES[type_name] + scale)
     return types
-
-
-def _text(value: object) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
-
-def _search(pattern: re.Pattern[str], text: str) -> str | None:
-    match = pattern.search(text)
-    return match[1] if match else None
 
 
 def command_name(command: str | None) -> str | None:
