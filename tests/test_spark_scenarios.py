@@ -303,8 +303,9 @@ def test_catalog_tables_ctas_insert_and_save_as_table(scenarios: Scenarios) -> N
 
 def test_jdbc_write_with_url_shown_and_read(scenarios: Scenarios) -> None:
     """With redaction of password keys only, a JDBC write names `postgres://host:port` and
-    `database.schema.table`; a JDBC read (Spark logs only `JDBCRelation(table)`) is a
-    schema-valid dataset in namespace `unknown`, with its read schema and a warning."""
+    `database.schema.table`; the read of the same table after it (Spark logs only
+    `JDBCRelation(table)`) takes the url the write showed, with its read schema and no
+    warning."""
     app_id, events = app_events(scenarios, "jdbc")
     assert scenarios.postgres["orders_rows"] == 20  # the write really reached PostgreSQL
     assert outline(events, "scenario_jdbc") == [
@@ -322,15 +323,11 @@ def test_jdbc_write_with_url_shown_and_read(scenarios: Scenarios) -> None:
     assert (source["name"], source["uri"]) == (namespace, namespace)
     assert "password" not in str(write) and "spark-secret-pw" not in str(write)
     read = terminal(events, f"{INSERT}.data_jdbc_out")
-    assert datasets(read, "inputs") == [("unknown", "public.orders")]
+    assert datasets(read, "inputs") == [(namespace, "lineage.public.orders")]
     assert fields(read["inputs"][0]) == [("order_id", "long"), ("amount", "long")]
     assert datasets(read, "outputs") == [file(scenarios, "jdbc_out")]
-    [warning] = warnings(scenarios, app_id)
-    assert re.fullmatch(
-        r"JDBC table public\.orders is read, but its url is not in the event log "
-        r"in execution \d+",
-        warning,
-    ), warning
+    assert "spark-secret-pw" not in str(read)
+    assert warnings(scenarios, app_id) == []
 
 
 def test_jdbc_write_with_url_redacted(scenarios: Scenarios) -> None:
