@@ -157,7 +157,8 @@ class Lifecycle:
                 and places
                 and all(place.namespace == "file" for place, _ in places)  # on this disk
             ):
-                self.tables.append(PlaceRequest(output, "iceberg", places, window))
+                terminal = event_type in ("COMPLETE", "FAIL", "ABORT")
+                self.tables.append(PlaceRequest(output, "iceberg", places, window, event, terminal))
         for name, fmt in datasets.tables_of.items():
             if name.namespace != "file" or fmt not in _FORMATS:
                 continue

@@ -32,7 +32,7 @@ from typing import Any, Final, Literal, Protocol
 from agent.facets import facet
 from agent.spark.plan.schema import Field
 from agent.spark.translate.datasets import schema_fields
-from agent.spark.translate.naming import DatasetName, datasource_uri
+from agent.spark.translate.naming import UNKNOWN_NAMESPACE, DatasetName, datasource_uri
 from agent.spark.translate.schemas import type_through_lineage
 
 TableFormat = Literal["delta", "iceberg"]
@@ -60,6 +60,12 @@ class PlaceRequest:
     format: TableFormat
     places: tuple[tuple[DatasetName, str], ...]  # (location, symlink namespace) per catalog
     window: tuple[int, int] | None  # a COMPLETE event's run start and end: ask its version
+    # The event the dataset is in, and whether it ends the run: a START or RUNNING event
+    # whose table no catalog holds yet (Spark writes a CREATE's metadata at its commit, after
+    # the daemon read the start) leaves the output out rather than naming it `unknown`; the
+    # run's terminal event names it where the table then is.
+    event: dict[str, Any] | None = None
+    terminal: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +129,9 @@ def fill(requests: Iterable[TableRequest], tables: TableMetadata, seen: Seen | N
         if isinstance(request, PlaceRequest):
             wanted = _place(request, tables, seen)
             placed = request.dataset
+            if placed["namespace"] == UNKNOWN_NAMESPACE and not request.terminal:
+                _leave_out(request)
+                continue
             if placed["namespace"] == "file":  # now named: typed from its table like any other
                 columns = tables.schema(request.format, placed["name"], None)
                 if columns:
@@ -135,6 +144,15 @@ def fill(requests: Iterable[TableRequest], tables: TableMetadata, seen: Seen | N
             facets["version"] = facet("version", datasetVersion=found)
     for event in typed.values():
         type_through_lineage(event.get("inputs", ()), event.get("outputs", ()))
+
+
+def _leave_out(request: PlaceRequest) -> None:
+    """Take an output whose place is not known yet out of its (not terminal) event."""
+    if request.event is None:
+        return
+    outputs = request.event.get("outputs")
+    if isinstance(outputs, list):
+        request.event["outputs"] = [d for d in outputs if d is not request.dataset]
 
 
 def _place(request: PlaceRequest, tables: TableMetadata, seen: Seen) -> VersionRequest | None:
