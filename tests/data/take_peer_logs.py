@@ -23,8 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PEER = ROOT / "build" / "peer"
 TARGET = ROOT / "tests" / "data" / "eventlogs" / "peer"
 PLACEHOLDER = "/data/peer/"
-#: where the harness ran: the checkout that holds `build/peer/work/spark`
-_WORK = re.compile(r'"(/[^"]*?)/build/peer/work/spark/')
+#: the harness's Spark directory, relative to the checkout it ran in
+_RUN = "/".join(("build", "peer", "work", "spark"))
+#: where the harness ran: the checkout that holds `_RUN`
+_WORK = re.compile(r'"(/[^"]*?)/' + re.escape(_RUN) + "/")
 _EMPTIED = ("System Properties", "Hadoop Properties", "Metrics Properties", "Classpath Entries")
 
 
@@ -40,7 +42,7 @@ def take(shape: str) -> Path:
         raw_lines += [line for line in raw.decode().splitlines() if line.strip()]
     found = next(m for line in raw_lines if (m := _WORK.search(line)))
     checkout = found[1]  # names the machine's directories
-    work = f"{checkout}/build/peer/work/spark/"
+    work = f"{checkout}/{_RUN}/"
     machine = checkout.rsplit("/", 1)[0] + "/"
     lines = [_clean(json.loads(line.replace(work, PLACEHOLDER)), machine) for line in raw_lines]
     text = "".join(lines)
