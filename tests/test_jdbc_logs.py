@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark.application import ApplicationLog
-from agent.spark.eventlog.layout import scan
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
+from tests.applog import read_through, staged, unpacked
 from tests.olschema import validate_run_event
 
 LOGS = Path(__file__).resolve().parent / "data" / "eventlogs" / "jdbc"
@@ -39,22 +38,8 @@ def spark_events(shape: str) -> list[Event]:
 @functools.cache
 def replayed(shape: str, work: Path) -> tuple[list[Event], list[str]]:
     """The RunEvents and warnings of one checked-in log, replayed through `ApplicationLog`."""
-    directory = work / shape
-    directory.mkdir()
-    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
-    target = directory / "local-1700000000000"  # a name Spark could give a log
-    target.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
-    (ref,) = scan(directory)
-    log = ApplicationLog(ref, TranslateOptions(namespace="jdbc"), max_line_bytes=64 << 20)
-    events: list[Event] = []
-    warnings: list[str] = []
-    while True:
-        events += log.feed(log.read())
-        warnings += log.take_warnings()
-        if log.reader.caught_up:
-            break
-    log.close()
-    return events, warnings
+    ref = staged(work / shape, unpacked(LOGS / f"{shape}.jsonl.zst"))
+    return read_through(ref, TranslateOptions(namespace="jdbc"))
 
 
 @pytest.fixture(scope="module")

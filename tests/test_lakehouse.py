@@ -18,13 +18,11 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark.application import ApplicationLog
-from agent.spark.eventlog.layout import scan
-from agent.spark.eventlog.records import RecordBatch
 from agent.spark.plan.read import read_plan, returned_rows
 from agent.spark.plan.schema import Field
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.versions import SchemaSource, TableFormat
+from tests.applog import read_through, staged, unpacked
 from tests.olschema import validate_run_event
 
 LOGS = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse"
@@ -80,26 +78,12 @@ def replayed(
 ) -> tuple[list[Event], list[str], RecordedVersions]:
     """The events and warnings of one checked-in log, replayed through `ApplicationLog`."""
     directory = _WORK[-1] / f"{shape}-{kafka_bootstrap or 'default'}-{emit_read_only_runs}"
-    directory.mkdir()
-    target = directory / "local-1700000000000"  # a name Spark could give a log
-    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
-    target.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
-    (ref,) = scan(directory)
+    ref = staged(directory, unpacked(LOGS / f"{shape}.jsonl.zst"))
     options = TranslateOptions(
         namespace="lake", kafka_bootstrap=kafka_bootstrap, emit_read_only_runs=emit_read_only_runs
     )
     versions = RecordedVersions(shape)
-    log = ApplicationLog(ref, options, max_line_bytes=64 << 20, table_metadata=versions)
-    events: list[Event] = []
-    warnings: list[str] = []
-    while True:
-        batch = log.read()
-        events += log.feed(batch)
-        log.fill_table_metadata()
-        warnings += log.take_warnings()
-        if log.reader.caught_up:
-            break
-    log.close()
+    events, warnings = read_through(ref, options, table_metadata=versions)
     return events, warnings, versions
 
 
@@ -396,22 +380,9 @@ def replay_with(
 ) -> list[Event]:
     """The events of a checked-in log replayed with `versions` as the tables on disk; with
     `apart`, the tables are looked at after each record, not after each read."""
-    directory = _WORK[-1] / name
-    directory.mkdir()
-    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
-    target = directory / "local-1700000000000"
-    target.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
-    (ref,) = scan(directory)
-    log = ApplicationLog(
-        ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20, table_metadata=versions
-    )
-    events: list[Event] = []
-    while not log.reader.caught_up:
-        batch = log.read()
-        for records in [[r] for r in batch.records] if apart else [batch.records]:
-            events += log.feed(RecordBatch(lines=len(records), records=records))
-            log.fill_table_metadata()
-    log.close()
+    ref = staged(_WORK[-1] / name, unpacked(LOGS / f"{shape}.jsonl.zst"))
+    options = TranslateOptions(namespace="lake")
+    events, _ = read_through(ref, options, table_metadata=versions, apart=apart)
     for event in events:
         validate_run_event(event)
     return events
@@ -598,27 +569,15 @@ def replayed_without(
     their lines left out), with Spark `properties` added to its environment, through
     `ApplicationLog`."""
     directory = _WORK[-1] / f"{shape}-without-{len(list(_WORK[-1].iterdir()))}"
-    directory.mkdir()
-    raw = (LOGS / f"{shape}.jsonl.zst").read_bytes()
-    lines = zstandard.ZstdDecompressor().decompressobj().decompress(raw).splitlines()
+    lines = unpacked(LOGS / f"{shape}.jsonl.zst").splitlines()
     kept = [line for line in lines if json.loads(line).get("executionId") not in executions]
     for at, line in enumerate(kept):
         event = json.loads(line)
         if properties and event["Event"] == "SparkListenerEnvironmentUpdate":
             event["Spark Properties"].update(properties)
             kept[at] = json.dumps(event).encode()
-    (directory / "local-1700000000000").write_bytes(b"\n".join(kept) + b"\n")
-    (ref,) = scan(directory)
-    log = ApplicationLog(ref, TranslateOptions(namespace="lake"), max_line_bytes=64 << 20)
-    events: list[Event] = []
-    warnings: list[str] = []
-    while True:
-        events += log.feed(log.read())
-        warnings += log.take_warnings()
-        if log.reader.caught_up:
-            break
-    log.close()
-    return events, warnings
+    ref = staged(directory, b"\n".join(kept) + b"\n")
+    return read_through(ref, TranslateOptions(namespace="lake"))
 
 
 def test_versions_are_asked_within_each_run() -> None:

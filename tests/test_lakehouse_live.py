@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from agent.spark.application import ApplicationLog
 from agent.spark.eventlog.layout import scan
 from agent.spark.translate.options import TranslateOptions
+from tests.applog import read_through
 from tests.kafka import running_kafka
 from tests.olschema import validate_run_event
 from tests.spark_logs import spark_env
@@ -98,17 +98,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         raise RuntimeError(f"lakehouse_live.py exited {done.returncode}:\n{tail}")
     (ref,) = scan(root / "events")
     options = TranslateOptions(namespace="live", kafka_bootstrap=bootstrap)
-    log = ApplicationLog(ref, options, max_line_bytes=64 << 20)
-    events: list[Event] = []
-    warnings: list[str] = []
-    while True:
-        batch = log.read()
-        events += log.feed(batch)
-        log.fill_table_metadata()  # the real DiskTableMetadata: the tables are on disk
-        warnings += log.take_warnings()
-        if log.reader.caught_up:
-            break
-    log.close()
+    # the real DiskTableMetadata: the tables are on disk
+    events, warnings = read_through(ref, options)
     yield Live(root, bootstrap, events, warnings)
 
 

@@ -9,10 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import zstandard
-
-from agent.spark.application import ApplicationLog
-from agent.spark.eventlog.layout import scan
 from agent.spark.plan.schema import Field
 from agent.spark.tablemeta import DiskTableMetadata
 from agent.spark.translate.datasets import RunDatasets
@@ -20,6 +16,7 @@ from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.schemas import MAX_FIELDS, KnownSchemas
 from agent.spark.translate.versions import SchemaSource, TableFormat
+from tests.applog import read_through, staged, unpacked
 from tests.olschema import validate_run_event
 from tests.test_translate import translate
 
@@ -63,23 +60,9 @@ def replay(
     shape: str, work: Path, tables: Relocated | None = None, logs: Path = LAKEHOUSE
 ) -> list[Event]:
     """Every event of a checked-in log, through `ApplicationLog` as `replay` does."""
-    directory = work / "logs"
-    directory.mkdir(parents=True)
-    raw = (logs / f"{shape}.jsonl.zst").read_bytes()
-    text = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
-    (directory / "local-1700000000000").write_bytes(text)
-    (ref,) = scan(directory)
-    options = TranslateOptions(namespace="lake")
-    log = ApplicationLog(
-        ref, options, max_line_bytes=64 << 20, table_metadata=tables or Relocated(work / "none")
-    )
-    events: list[Event] = []
-    while True:
-        events += log.feed(log.read())
-        log.fill_table_metadata()
-        if log.reader.caught_up:
-            break
-    log.close()
+    ref = staged(work / "logs", unpacked(logs / f"{shape}.jsonl.zst"))
+    tables = tables or Relocated(work / "none")
+    events, _ = read_through(ref, TranslateOptions(namespace="lake"), table_metadata=tables)
     for event in events:
         validate_run_event(event)
     return events
