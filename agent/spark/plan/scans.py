@@ -43,6 +43,7 @@ _LOCATION_TEXT = re.compile(r"Location: (\w+\(\d+ paths?\)\[[^\]]*\])")
 _READ_SCHEMA_TEXT = re.compile(r"ReadSchema: (struct<.*>)")
 #: The scan of a V2 JDBC catalog's table (`derby.APP.T`): `Scan JDBCRelation(...)` names only
 #: the table, this one its catalog too (Spark 4).
+_JDBC_SCAN: Final = re.compile(r"Scan JDBCRelation\((?P<table>.*)\) \[numPartitions=\d+\]$")
 _V2_JDBC_SCAN: Final = re.compile(
     r"Scan JDBC v1 Relation from v2 scan (?P<catalog>`(?:[^`]|``)+`|[^.\s`]+)\.(?P<table>\S+)$"
 )
@@ -164,32 +165,21 @@ def _scan(
         return [
             DatasetRef("input", name, table=table, format="hive", fields=fields, metrics=metrics)
         ]
-    jdbc = re.match(r"Scan JDBCRelation\((?P<table>.*)\) \[numPartitions=\d+\]$", name)
-    if jdbc is not None:
+    jdbc = _JDBC_SCAN.match(name) or _V2_JDBC_SCAN.match(name)
+    if jdbc is not None:  # a V2 JDBC catalog's table names its catalog; neither its url
+        catalog = (jdbc.groupdict().get("catalog") or "").strip("`") or None
         notes.append(f"JDBC table {jdbc['table']} is read, but its url is not in the event log")
         return [
             DatasetRef(
                 "input",
                 name,
                 jdbc=("", jdbc["table"]),
-                format="jdbc",
-                fields=fields,
-                unknown_reason="JDBC url not in the event log",
-            )
-        ]
-    v2 = _V2_JDBC_SCAN.match(name)
-    if v2 is not None:  # a V2 JDBC catalog's table: the catalog is named, its url is not
-        catalog = v2["catalog"].strip("`")
-        notes.append(f"JDBC table {v2['table']} is read, but its url is not in the event log")
-        return [
-            DatasetRef(
-                "input",
-                name,
-                jdbc=("", v2["table"]),
                 jdbc_catalog=catalog,
                 format="jdbc",
                 fields=fields,
-                unknown_reason=f"JDBC url of catalog {catalog!r} not in the event log",
+                unknown_reason="JDBC url not in the event log"
+                if catalog is None
+                else f"JDBC url of catalog {catalog!r} not in the event log",
             )
         ]
     lakehouse = kafka_scan(name) or iceberg_scan(name, simple or "", _visible(fields))
