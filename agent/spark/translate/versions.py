@@ -119,9 +119,15 @@ def fill(requests: Iterable[TableRequest], tables: TableMetadata, seen: Seen | N
     version `tables` tells, and complete the schema facets whose table's schema it tells."""
     seen = {} if seen is None else seen
     typed: dict[int, dict[str, Any]] = {}  # events whose schemas changed
+    # One read of the log can hold many events naming the same tables (a catch-up): each
+    # table's schema is read once per call; all of them see the disk as it is now anyway.
+    schemas: dict[tuple[SchemaSource, str, str | None], Sequence[Field] | None] = {}
     for request in requests:
         if isinstance(request, SchemaRequest):
-            columns = tables.schema(request.format, request.path, request.version)
+            key = (request.format, request.path, request.version)
+            if key not in schemas:
+                schemas[key] = tables.schema(*key)
+            columns = schemas[key]
             if columns and _complete(request.dataset, columns, whole=request.whole):
                 typed[id(request.event)] = request.event
             continue
