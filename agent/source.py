@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from agent.health import HealthTracker
-from agent.metrics import Metrics
-from agent.state import StateDB
+from agent.state.db import StateDB
+from agent.telemetry.health import HealthTracker
+from agent.telemetry.metrics import Metrics
 
 #: Called once per RunEvent: (Spark application id, event dict). Never blocks, never raises.
 Sink = Callable[[str, Mapping[str, Any]], None]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent.envelope import Envelope
+from agent.delivery.envelope import Envelope
 from agent.errors import DropReason
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER
 from agent.source import Sink
@@ -137,7 +137,7 @@ class RecordingTransport:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the real daemon with a MemorySource (used by process-level tests and the demo)."""
-    from agent.cli import run_daemon
+    from agent.commands.cli import run_daemon
 
     parser = argparse.ArgumentParser(prog="python -m agent.testing")
     parser.add_argument("--config", required=True)

@@ -33,10 +33,10 @@ import structlog
 import yaml
 from prometheus_client import CollectorRegistry
 
-from agent.config import SparkConfig
-from agent.metrics import Metrics
+from agent.config.model import SparkConfig
 from agent.spark.source import SparkSource
-from agent.state import StateDB
+from agent.state.db import StateDB
+from agent.telemetry.metrics import Metrics
 from tests.agentproc import AgentProcess, keygen, stop_process
 from tests.pg import JDBC_JAR, postgres_skip_reason, start_postgres
 from tests.spark_logs import JOBS, spark_env

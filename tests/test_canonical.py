@@ -16,8 +16,8 @@ import rfc8785
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent import canonical as canonical_module
-from agent.canonical import canonicalize
+from agent.delivery import canonical as canonical_module
+from agent.delivery.canonical import canonicalize
 from agent.errors import CanonicalizationError
 from tests.olschema import example_run_event
 

@@ -17,7 +17,7 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.canonical import canonicalize
+from agent.delivery.canonical import canonicalize
 from agent.spark.plan import read as plans
 from agent.spark.plan.columns import ColumnLineage, InputField, OutputColumn, PlanGraph
 from agent.spark.plan.datasets import DatasetRef, PlanSummary, WrittenLineage

@@ -15,7 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config import (
+from agent.config.loader import load_config, parse_config, redacted
+from agent.config.model import (
     DEFAULT_PROPERTIES_FACET,
     AgentConfig,
     FileConfig,
@@ -23,7 +24,6 @@ from agent.config import (
     HttpConfig,
     LineageConfig,
 )
-from agent.configfile import load_config, parse_config, redacted
 from agent.errors import ConfigError
 from agent.spark.application import translate_options
 

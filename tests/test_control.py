@@ -233,6 +233,7 @@ def test_peer_outside_group_is_refused(tmp_path: Path) -> None:
 
 def test_cli_and_socket_agree_on_the_grace_bounds() -> None:
     """`job stop --grace` and the control socket accept the same default and maximum."""
-    from agent import cli, control
+    from agent.commands import cli
+    from agent.service.control import server as control
 
     assert (cli.STOP_GRACE, cli.MAX_STOP_GRACE) == (control.STOP_GRACE, control.MAX_STOP_GRACE)

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.execwrap import command_env
+from agent.commands.exec_wrap import command_env
 
 EXEC = (sys.executable, "-m", "agent", "exec", "--socket", "/nonexistent/control.sock")
 EXEC_NO_RETRY = (*EXEC, "--retry-for", "0", "--")

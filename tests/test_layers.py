@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +53,8 @@ def cycles(imports: grimp.ImportGraph) -> list[list[str]]:
 
 
 def test_contracts_are_kept() -> None:
-    """import-linter's contracts in pyproject.toml (the Spark side's one-way stages) hold."""
+    """import-linter's contracts in pyproject.toml (the daemon side's layers, the Spark side's
+    one-way stages) hold."""
     result = subprocess.run(
         [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
         capture_output=True,
@@ -83,4 +85,21 @@ def test_cycle_finder_finds_a_cycle() -> None:
 
 def test_only_cli_imports_the_daemon() -> None:
     """The daemon is built by the command line alone; nothing else reaches into it."""
-    assert graph().find_modules_that_directly_import("agent.daemon") == {"agent.cli"}
+    importers = graph().find_modules_that_directly_import("agent.service.daemon")
+    assert importers == {"agent.commands.cli"}
+
+
+def test_the_top_of_the_package_stays_small() -> None:
+    """At most eight modules sit directly under `agent/`; everything else is in a folder."""
+    modules = sorted(path.name for path in (ROOT / "agent").glob("*.py"))
+    assert len(modules) <= 8, modules
+
+
+def test_every_folder_says_its_role() -> None:
+    """Each package of `agent` opens with a docstring that says what it holds."""
+    silent = [
+        str(init.relative_to(ROOT))
+        for init in sorted((ROOT / "agent").rglob("__init__.py"))
+        if ast.get_docstring(ast.parse(init.read_text())) is None
+    ]
+    assert silent == []

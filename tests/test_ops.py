@@ -21,8 +21,8 @@ import pytest
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from agent.config import LineageConfig
-from agent.configfile import parse_config
+from agent.config.loader import parse_config
+from agent.config.model import LineageConfig
 from tests.agentproc import keygen, run_agent, write_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry
 
-from agent.health import HealthTracker
-from agent.metrics import Metrics
-from agent.pipeline import Delivery, Pipeline
-from agent.queue import BoundedQueue
+from agent.delivery.pipeline import Delivery, Pipeline
+from agent.delivery.queue import BoundedQueue
+from agent.telemetry.health import HealthTracker
+from agent.telemetry.metrics import Metrics
 from agent.testing import RecordingTransport, sample_run_events
 
 

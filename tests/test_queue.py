@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.envelope import Envelope
-from agent.queue import BoundedQueue
+from agent.delivery.envelope import Envelope
+from agent.delivery.queue import BoundedQueue
 
 
 def env(run: str, n: int) -> Envelope:

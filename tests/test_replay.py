@@ -19,14 +19,14 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from prometheus_client import CollectorRegistry
 
-from agent.config import SparkConfig
+from agent.commands.replay import replay
+from agent.commands.replay_report import AppResult
+from agent.config.model import SparkConfig
 from agent.errors import ReplayError
-from agent.metrics import Metrics
-from agent.replay import replay
-from agent.replay_report import AppResult
 from agent.spark.application import LOG_ENDED
 from agent.spark.source import SparkSource
-from agent.state import StateDB
+from agent.state.db import StateDB
+from agent.telemetry.metrics import Metrics
 from tests.agentproc import keygen
 from tests.collector import Collector
 from tests.independent import public_key, verify

@@ -21,9 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jsonschema import Draft202012Validator
 from nacl.signing import SigningKey, VerifyKey
 
-from agent.errors import KeyFileError, SignatureError
-from agent.facets import FACET_URLS, PRODUCER
-from agent.signing import (
+from agent.delivery.signing import (
     Signer,
     generate_key_file,
     key_id,
@@ -31,7 +29,9 @@ from agent.signing import (
     load_verify_key,
     public_key_text,
 )
-from agent.verify import Problem, Verified, verify_event, verify_file, verify_files
+from agent.delivery.verify import Problem, Verified, verify_event, verify_file, verify_files
+from agent.errors import KeyFileError, SignatureError
+from agent.facets import FACET_URLS, PRODUCER
 from tests.olschema import (
     AGENT_SCHEMAS,
     SchemaViolation,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.envelope import Envelope
+from agent.delivery.envelope import Envelope
 from agent.errors import StateError
-from agent.state import LogPosition, StateDB
+from agent.state.db import LogPosition, StateDB
 from agent.testing import sample_run_events
 
 

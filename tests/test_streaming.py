@@ -16,8 +16,8 @@ import orjson
 import pytest
 from jsonschema.exceptions import ValidationError
 
-from agent.config import SparkConfig
-from agent.configfile import parse_config
+from agent.config.loader import parse_config
+from agent.config.model import SparkConfig
 from agent.errors import ConfigError
 from agent.facets import FACET_URLS
 from agent.spark.application import translate_options

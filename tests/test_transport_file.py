@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import FileConfig
-from agent.envelope import Envelope
+from agent.config.model import FileConfig
+from agent.delivery.envelope import Envelope
+from agent.delivery.transports.file import FileTransport
 from agent.errors import DeliveryError, StartError
-from agent.transports.file import FileTransport
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -328,9 +328,9 @@ def test_empty_batch_writes_nothing(path: Path, make: Factory) -> None:
 # rejected write raises SIGXFSZ, which kills a process that does not ignore it.
 _SIZE_LIMIT_CHILD = """
 import json, resource, signal, sys
-from agent.config import FileConfig
+from agent.config.model import FileConfig
 from agent.errors import DeliveryError
-from agent.transports.file import FileTransport
+from agent.delivery.transports.file import FileTransport
 from tests.test_transport_file import close, envelope, send
 
 path = sys.argv[1]

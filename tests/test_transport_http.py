@@ -18,10 +18,10 @@ import pytest
 import trustme
 
 from agent import __version__
-from agent.config import HttpAuth, HttpConfig
-from agent.envelope import Envelope
+from agent.config.model import HttpAuth, HttpConfig
+from agent.delivery.envelope import Envelope
+from agent.delivery.transports.http import HttpTransport, check_endpoint
 from agent.errors import DeliveryError, StartError
-from agent.transports.http import HttpTransport, check_endpoint
 from tests.collector import Collector, closed_port, slow
 from tests.olschema import example_run_event
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import trustme
 
-from agent.config import HttpConfig
-from agent.envelope import Envelope
+from agent.config.model import HttpConfig
+from agent.delivery.envelope import Envelope
+from agent.delivery.transports.http import HttpTransport
 from agent.errors import DeliveryError
-from agent.transports.http import HttpTransport
 
 Answer = Callable[[int], bytes]  # the answer to the n-th request (0-based) on the server
 
@@ -164,7 +164,7 @@ async def test_expired_idle_connection_is_not_reused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A connection idle past the keep-alive expiry is closed and a new one opened."""
-    monkeypatch.setattr("agent.transports.http._KEEPALIVE_EXPIRY", 0.05)
+    monkeypatch.setattr("agent.delivery.transports.http._KEEPALIVE_EXPIRY", 0.05)
     server = await serve(always(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"))
     transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
     transports.append(transport)

@@ -14,10 +14,10 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.config import SparkConfig
-from agent.metrics import Metrics
+from agent.config.model import SparkConfig
 from agent.spark.source import SparkSource
-from agent.state import StateDB
+from agent.state.db import StateDB
+from agent.telemetry.metrics import Metrics
 from tests.olschema import validate_run_event
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app
 

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from agent.config import SparkConfig
+from agent.config.model import SparkConfig
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.reader import LogReader
 from agent.spark.eventlog.records import RecordBatch, read_records

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from agent.state import StateDB
+from agent.state.db import StateDB
 
 log = structlog.get_logger("agent.spark")
 

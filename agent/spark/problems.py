@@ -8,11 +8,11 @@ import time
 
 import structlog
 
-from agent.health import HealthTracker, Incident
-from agent.metrics import Metrics
 from agent.spark.eventlog.reader import Position
 from agent.spark.eventlog.records import RecordBatch
 from agent.spark.followed import Followed
+from agent.telemetry.health import HealthTracker, Incident
+from agent.telemetry.metrics import Metrics
 
 log = structlog.get_logger("agent.spark")
 

@@ -26,10 +26,8 @@ from typing import Any, Final
 
 import structlog
 
-from agent.config import AgentConfig, SparkConfig
+from agent.config.model import AgentConfig, SparkConfig
 from agent.errors import ControlError
-from agent.health import HealthTracker
-from agent.metrics import Metrics
 from agent.source import ApplicationStatus, Sink, SourceContext, StopOutcome
 from agent.spark import liveness, verdicts
 from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
@@ -39,7 +37,9 @@ from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.followed import Followed
 from agent.spark.problems import LogProblems
-from agent.state import LogPosition, StateDB
+from agent.state.db import LogPosition, StateDB
+from agent.telemetry.health import HealthTracker
+from agent.telemetry.metrics import Metrics
 
 log = structlog.get_logger("agent.spark")
 

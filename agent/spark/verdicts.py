@@ -21,7 +21,7 @@ import structlog
 from agent.spark.application import VerdictLookup
 from agent.spark.followed import Followed
 from agent.spark.translate.verdict import Verdict
-from agent.state import StateDB
+from agent.state.db import StateDB
 
 log = structlog.get_logger("agent.spark")
 

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent import logs
+from agent.telemetry import logs
 from tests.bench.harness import DEFAULT_WORK, Context, Result, machine
 
 BENCHMARKS = {

@@ -1,4 +1,4 @@
-"""Canonicalization: `agent.canonical.canonicalize` against the reference `rfc8785.dumps`.
+"""Canonicalization: `agent.delivery.canonical.canonicalize` against the reference `rfc8785.dumps`.
 
 Corpora: the synthetic RunEvents of `agent.testing` (8 and 64 schema columns, about 1.4 KB
 and 3.3 KB of canonical JSON) and every event the translator makes of the real sample logs
@@ -33,7 +33,7 @@ def corpora(events: int) -> dict[str, list[dict[str, Any]]]:
     import orjson
     from nacl.signing import SigningKey
 
-    from agent.signing import Signer
+    from agent.delivery.signing import Signer
     from agent.testing import sample_run_events
     from tests.bench.corpus import translated_events
 
@@ -62,7 +62,7 @@ def seconds(function: Canonicalize, events: Sequence[Mapping[str, Any]]) -> floa
 def run(context: Context) -> Result:
     import rfc8785
 
-    from agent.canonical import canonicalize
+    from agent.delivery.canonical import canonicalize
 
     params = SMOKE if context.smoke else FULL
     result = Result("canonical", "python -m tests.bench canonical")

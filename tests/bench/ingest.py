@@ -184,10 +184,10 @@ class AgentPass:
 async def _agent_pass(events_dir: Path, state_dir: Path, limit: float) -> AgentPass:
     from prometheus_client import CollectorRegistry
 
-    from agent.config import SparkConfig
-    from agent.metrics import Metrics
+    from agent.config.model import SparkConfig
     from agent.spark.source import SparkSource
-    from agent.state import StateDB
+    from agent.state.db import StateDB
+    from agent.telemetry.metrics import Metrics
 
     metrics = Metrics(CollectorRegistry())
     config = SparkConfig(event_log_dirs=(str(events_dir),), replay_horizon=0)

@@ -97,16 +97,16 @@ async def _agent(
     from nacl.signing import SigningKey
     from prometheus_client import CollectorRegistry
 
-    from agent.config import HttpConfig, LineageConfig
-    from agent.health import HealthTracker
-    from agent.metrics import Metrics
-    from agent.pipeline import Delivery, Pipeline
-    from agent.queue import BoundedQueue
-    from agent.signing import Signer
-    from agent.state import StateDB
-    from agent.transports.base import Transport
-    from agent.transports.factory import lanes_for
-    from agent.transports.http import HttpTransport
+    from agent.config.model import HttpConfig, LineageConfig
+    from agent.delivery.pipeline import Delivery, Pipeline
+    from agent.delivery.queue import BoundedQueue
+    from agent.delivery.signing import Signer
+    from agent.delivery.transports.base import Transport
+    from agent.delivery.transports.factory import lanes_for
+    from agent.delivery.transports.http import HttpTransport
+    from agent.state.db import StateDB
+    from agent.telemetry.health import HealthTracker
+    from agent.telemetry.metrics import Metrics
 
     lineage = LineageConfig(
         transport=("http",), http=HttpConfig(endpoint=url, batch_size=batch_size)
@@ -282,11 +282,11 @@ def submit_alone(events: Sequence[Mapping[str, Any]], chunk: int = 1024) -> floa
     from nacl.signing import SigningKey
     from prometheus_client import CollectorRegistry
 
-    from agent.health import HealthTracker
-    from agent.metrics import Metrics
-    from agent.pipeline import Delivery, Pipeline
-    from agent.queue import BoundedQueue
-    from agent.signing import Signer
+    from agent.delivery.pipeline import Delivery, Pipeline
+    from agent.delivery.queue import BoundedQueue
+    from agent.delivery.signing import Signer
+    from agent.telemetry.health import HealthTracker
+    from agent.telemetry.metrics import Metrics
     from agent.testing import RecordingTransport
 
     metrics, health = Metrics(CollectorRegistry()), HealthTracker()
@@ -312,7 +312,7 @@ def submit_alone(events: Sequence[Mapping[str, Any]], chunk: int = 1024) -> floa
 
 
 def run(context: Context) -> Result:
-    from agent.canonical import canonicalize
+    from agent.delivery.canonical import canonicalize
     from agent.testing import sample_run_events
 
     params = SMOKE if context.smoke else FULL

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import sys
 
-from agent import reconfigure
-from agent.config import AgentConfig
-from agent.deliveries import Deliveries
-from agent.pipeline import Pipeline
-from agent.signing import Signer
-from agent.transports.base import Transport
+from agent.config.model import AgentConfig
+from agent.delivery.deliveries import Deliveries
+from agent.delivery.pipeline import Pipeline
+from agent.delivery.signing import Signer
+from agent.delivery.transports.base import Transport
+from agent.service import reload
 from tests.reliability import memagent
 
 TRIGGER = "fail-on-apply"
 
 
 def install() -> None:
-    """Wrap `reconfigure._commit` so that the trigger namespace raises inside it."""
-    commit = reconfigure._commit
+    """Wrap `reload._commit` so that the trigger namespace raises inside it."""
+    commit = reload._commit
 
     def failing(
         new: AgentConfig,
@@ -35,7 +35,7 @@ def install() -> None:
             raise RuntimeError("injected fault")
         commit(new, signer, transports, pipeline, deliveries)
 
-    reconfigure._commit = failing
+    reload._commit = failing
 
 
 if __name__ == "__main__":

@@ -449,10 +449,10 @@ def source_events(
     from prometheus_client import CollectorRegistry
     from structlog.testing import capture_logs
 
-    from agent.config import SparkConfig
-    from agent.metrics import Metrics
+    from agent.config.model import SparkConfig
     from agent.spark.source import SparkSource
-    from agent.state import StateDB
+    from agent.state.db import StateDB
+    from agent.telemetry.metrics import Metrics
 
     async def run(state_dir: Path) -> list[dict[str, Any]]:
         config = SparkConfig(

@@ -31,9 +31,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent.configfile import load_config, parse_config
-from agent.controlclient import request
+from agent.config.loader import load_config, parse_config
 from agent.errors import ConfigError
+from agent.service.control.client import request
 from tests.agentproc import AgentProcess, keygen, metric
 from tests.independent import verify
 from tests.olschema import validate_run_event

@@ -21,8 +21,8 @@ from typing import Annotated, Any, get_args, get_origin
 import pytest
 import yaml
 
-from agent.config import AgentConfig, Bounds, fields_of
-from agent.controlclient import request
+from agent.config.model import AgentConfig, Bounds, fields_of
+from agent.service.control.client import request
 from tests.agentproc import AgentProcess, keygen, metric
 from tests.reliability.harness import (
     PATIENCE,
@@ -548,9 +548,9 @@ NOBODY = 65534
 #: Everything `config check` imports, loaded before the check drops to the nobody user (the
 #: interpreter's own files may not be readable by that user).
 AS_NOBODY = (
-    "import os, sys; import agent.cli, agent.configfile, agent.preflight; "
+    "import os, sys; import agent.commands.cli, agent.config.loader, agent.service.preflight; "
     f"os.setgid({NOBODY}); os.setuid({NOBODY}); "
-    "sys.exit(agent.cli.main(['config', 'check', sys.argv[1]]))"
+    "sys.exit(agent.commands.cli.main(['config', 'check', sys.argv[1]]))"
 )
 
 

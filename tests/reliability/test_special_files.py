@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.controlclient import request
+from agent.service.control.client import request
 from tests.agentproc import metric
 from tests.reliability.harness import (
     PATIENCE,

@@ -1,0 +1,386 @@
+"""The `lineage-agent` command; the only place that picks exit codes.
+
+Exit codes: 0 ok, 1 a check failed (verify, replay) or the agent's source died (run: systemd
+restarts it), 2 usage, 78 (EX_CONFIG) configuration or start-up refusal, so that systemd's
+RestartPreventExitStatus=78 stops a restart loop, 130 interrupted. `exec` exits with its
+command's status (128 + N when signal N killed it), 126 / 127 when the command cannot be run
+or is not found, as a shell does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agent import __version__
+
+if TYPE_CHECKING:
+    from agent.config.model import AgentConfig
+    from agent.service.daemon import SourceFactory
+    from agent.source import Source, SourceContext
+
+EX_OK = 0
+EX_FAILED = 1
+EX_USAGE = 2
+EX_NOT_EXECUTABLE = 126  # `exec`: the command was found but cannot be run, as a shell says
+EX_NOT_FOUND = 127  # `exec`: no such command
+EX_CONFIG = 78
+EX_INTERRUPTED = 130
+DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
+#: `job stop --grace`: default and largest seconds between SIGTERM and SIGKILL; the same bounds
+#: as the control socket's (agent.service.control.server), repeated so --help needs no import.
+STOP_GRACE = 10.0
+MAX_STOP_GRACE = 3600.0
+
+
+def _err(message: str) -> None:
+    print(f"lineage-agent: {message}", file=sys.stderr)
+
+
+def default_source(config: AgentConfig, context: SourceContext) -> Source:
+    from agent.spark.source import SparkSource
+
+    return SparkSource.from_config(config, context)
+
+
+def run_daemon(config_path: str, source_factory: SourceFactory | None = None) -> int:
+    """Load the config and run the agent until SIGTERM; the exit code for the process."""
+    from agent.config.loader import load_config
+    from agent.errors import ConfigError, StartError
+    from agent.service.daemon import Daemon
+    from agent.telemetry import logs
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as error:
+        _err(str(error))
+        return EX_CONFIG
+    logs.configure(config.logging.level, config.logging.format)
+    daemon = Daemon(config, source_factory or default_source)
+    try:
+        outcome = asyncio.run(daemon.run())
+    except StartError as error:
+        import structlog
+
+        structlog.get_logger("agent.daemon").error("start_refused", error=str(error))
+        _err(str(error))
+        return EX_CONFIG
+    return EX_OK if outcome == "stopped" else EX_FAILED
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    return run_daemon(args.config)
+
+
+def _cmd_config_check(args: argparse.Namespace) -> int:
+    """The file, then every check `run` makes before it opens anything (agent.service.preflight);
+    what only the service's user or environment can tell is printed as a note after `ok`."""
+    from agent.config.loader import load_config
+    from agent.errors import ConfigError, StartError
+    from agent.service.preflight import check_startup
+
+    try:
+        checked = check_startup(load_config(args.file), service=False, root=args.root)
+    except (ConfigError, StartError) as error:
+        _err(str(error))
+        return EX_CONFIG
+    print("ok")
+    for note in checked.notes:
+        print(f"note: {note}")
+    return EX_OK
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from agent.delivery.signing import generate_key_file, key_id, public_key_text
+    from agent.errors import KeyFileError
+
+    try:
+        verify_key = generate_key_file(args.out)
+    except KeyFileError as error:
+        _err(str(error))
+        return EX_FAILED
+    print(f"wrote {args.out} (mode 0600)")
+    print(f"public key: {public_key_text(verify_key)}")
+    print(f"key id: {key_id(verify_key)}")
+    return EX_OK
+
+
+def _cmd_pubkey(args: argparse.Namespace) -> int:
+    from agent.delivery.signing import key_id, load_signing_key, public_key_text
+    from agent.errors import KeyFileError
+
+    try:
+        verify_key = load_signing_key(args.key).verify_key
+    except KeyFileError as error:
+        _err(str(error))
+        return EX_CONFIG
+    if args.id:
+        print(key_id(verify_key))
+    else:
+        # The key alone on stdout, so that `--public-key "$(lineage-agent pubkey --key K)"`
+        # works; the id goes to stderr, where a person still sees it.
+        print(public_key_text(verify_key))
+        print(f"key id: {key_id(verify_key)}", file=sys.stderr)
+    return EX_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from agent.delivery.signing import load_verify_key
+    from agent.delivery.verify import verify_files
+    from agent.errors import KeyFileError
+
+    try:
+        trusted = [load_verify_key(key) for key in args.public_key]
+    except KeyFileError as error:
+        _err(str(error))
+        return EX_USAGE
+    report = verify_files(args.files, trusted)
+    print("\n".join(report.lines()))
+    return EX_OK if report.passed else EX_FAILED
+
+
+def _socket_path(args: argparse.Namespace) -> str:
+    if args.socket:
+        return str(args.socket)
+    from agent.config.loader import load_config
+
+    return load_config(args.config).control_socket
+
+
+def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.0) -> int:
+    """Send one control request; print the answer as a table or JSON."""
+    import json
+
+    from agent.commands import views
+    from agent.errors import ConfigError, ControlError
+    from agent.service.control.client import request
+
+    try:
+        answer = request(_socket_path(args), payload, timeout)
+    except ConfigError as error:
+        _err(str(error))
+        return EX_CONFIG
+    except (ControlError, OSError) as error:
+        _err(str(error))
+        return EX_FAILED
+    if not answer.get("ok"):
+        _err(str(answer.get("error")))
+        return EX_FAILED
+    answer.pop("ok")
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    elif payload["command"] == "status":
+        print(views.status(answer))
+    elif payload["command"] == "describe":
+        print(views.describe(answer))
+    else:
+        print(
+            f"stopped {answer['app_id']} (driver pid {', '.join(map(str, answer['pids']))}, "
+            f"{answer['signal']}, {answer['seconds']}s); its runs end ABORT: {answer['reason']}"
+        )
+    return EX_OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    return _ask(args, {"command": "status"})
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    return _ask(args, {"command": "describe", "app_id": args.app_id})
+
+
+def _cmd_job_stop(args: argparse.Namespace) -> int:
+    payload = {
+        "command": "job_stop",
+        "app_id": args.app_id,
+        "reason": args.reason,
+        "grace": args.grace,
+    }
+    return _ask(args, payload, timeout=args.grace + 30)
+
+
+def _cmd_exec(args: argparse.Namespace) -> int:
+    """`exec`: the command's own status; the agent's problems are told on stderr, never
+    change the status and never keep the command from running."""
+    from agent.commands.exec_command import command_of, execute
+
+    command = command_of(args)
+    if not command:
+        _err("exec: no command given: lineage-agent exec [--config FILE] -- COMMAND...")
+        return EX_USAGE
+    try:
+        return execute(args, command, _socket_path)
+    except FileNotFoundError:
+        _err(f"exec: {command[0]}: command not found")
+        return EX_NOT_FOUND
+    except PermissionError:
+        _err(f"exec: {command[0]}: permission denied")
+        return EX_NOT_EXECUTABLE
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    """`replay`: 2 when a log or file could not be handled, 1 when a run failed or an event
+    was dropped, else 0 (see `replay --help`)."""
+    from agent.commands.replay_command import execute, render
+    from agent.errors import ConfigError, KeyFileError, ReplayError, StartError
+
+    try:
+        report = execute(args)
+    except (ConfigError, StartError) as error:
+        _err(str(error))
+        return EX_CONFIG
+    except (ReplayError, KeyFileError) as error:
+        _err(str(error))
+        return EX_USAGE
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EX_INTERRUPTED
+    if report.errors:
+        code = EX_USAGE
+    else:
+        code = EX_OK if report.passed and not report.dropped else EX_FAILED
+    print(render(report, code, as_json=args.json))
+    return code
+
+
+def seconds_argument(maximum: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds from 0 to `maximum` (`job stop --grace`,
+    `exec --retry-for`); anything else, `nan` and `inf` included, is a usage error."""
+
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0 <= value <= maximum):
+            raise argparse.ArgumentTypeError(
+                f"expected seconds from 0 to {maximum:g}, got {text!r}"
+            )
+        return value
+
+    return seconds
+
+
+def _control_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", "-c", default=DEFAULT_CONFIG, help="config file naming the control socket"
+    )
+    parser.add_argument("--socket", help="control socket path (instead of --config)")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lineage-agent",
+        description="OpenLineage lineage for Spark from outside the JVM.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the agent in the foreground (systemd runs this)")
+    run.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="YAML config file")
+    run.set_defaults(func=_cmd_run)
+
+    config = sub.add_parser("config", help="configuration commands")
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    check = config_sub.add_parser(
+        "check",
+        help="validate a config file and everything `run` checks before it starts",
+        description="Read the file and make every check `run` makes before it opens sockets "
+        "and files: the signing key, the http endpoints, bearer token and CA bundle, the "
+        "events file's directory. Prints `ok` (exit 0) or the problem (exit 78); what only "
+        "the service's user or environment can tell (a file this user may not read, a token "
+        "variable not set here) follows `ok` as `note: ...` lines.",
+    )
+    check.add_argument("file")
+    check.add_argument(
+        "--root",
+        metavar="DIR",
+        help="look for the files the config names below DIR (a tree staged for an image)",
+    )
+    check.set_defaults(func=_cmd_config_check)
+
+    keygen = sub.add_parser("keygen", help="create this node's Ed25519 signing key")
+    keygen.add_argument("--out", required=True, help="private key file to create (mode 0600)")
+    keygen.set_defaults(func=_cmd_keygen)
+
+    pubkey = sub.add_parser(
+        "pubkey",
+        help="print the public key of a private key on stdout (its key id on stderr)",
+        description="Print the base64 public key alone on stdout, ready for "
+        '`verify --public-key "$(lineage-agent pubkey --key K)"`, and the key id on stderr; '
+        "--id prints the key id alone on stdout instead.",
+    )
+    pubkey.add_argument("--key", required=True, help="the private key file")
+    pubkey.add_argument(
+        "--id", action="store_true", help="print the key id (sha256:...) instead of the key"
+    )
+    pubkey.set_defaults(func=_cmd_pubkey)
+
+    verify = sub.add_parser("verify", help="verify signed events in JSON or JSON-lines files")
+    verify.add_argument("files", nargs="+", metavar="FILE")
+    verify.add_argument(
+        "--public-key",
+        action="append",
+        required=True,
+        metavar="KEY",
+        help="trusted public key: a file or the base64 text `pubkey` prints (repeatable)",
+    )
+    verify.set_defaults(func=_cmd_verify)
+
+    status = sub.add_parser("status", help="state, queues, drops and applications of the agent")
+    _control_args(status)
+    status.set_defaults(func=_cmd_status)
+
+    describe = sub.add_parser(
+        "describe", help="one application: runs, datasets, events, deliveries, lineage errors"
+    )
+    describe.add_argument("app_id", metavar="APP_ID")
+    _control_args(describe)
+    describe.set_defaults(func=_cmd_describe)
+
+    job = sub.add_parser("job", help="act on a Spark application running on this node")
+    job_sub = job.add_subparsers(dest="job_command", required=True, metavar="ACTION")
+    stop = job_sub.add_parser(
+        "stop", help="stop the application (SIGTERM, then SIGKILL); its runs end ABORT"
+    )
+    stop.add_argument("app_id", metavar="APP_ID")
+    stop.add_argument(
+        "--reason",
+        default="stopped with lineage-agent job stop",
+        help="recorded with the stop and carried by the ABORT events",
+    )
+    stop.add_argument(
+        "--grace",
+        type=seconds_argument(MAX_STOP_GRACE),
+        default=STOP_GRACE,
+        metavar="SECONDS",
+        help=f"seconds between SIGTERM and SIGKILL, 0 to {MAX_STOP_GRACE:g} (default "
+        f"{STOP_GRACE:g})",
+    )
+    _control_args(stop)
+    stop.set_defaults(func=_cmd_job_stop)
+
+    from agent.commands.exec_command import register as register_exec
+
+    register_exec(sub, _cmd_exec, seconds_argument)
+
+    from agent.commands.replay_command import register
+
+    register(sub, _cmd_replay)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Reading the YAML config file into the dataclasses of `agent.config.model`.
+
+Errors:
+    ConfigError: the file is missing, unreadable, not a regular file (a FIFO or device is
+    never read from), over 1 MiB, not YAML, or a key is unknown, of the wrong type or out of
+    range. The message names the file, the line and the dotted key,
+    e.g. ``/etc/lineage-agent/config.yaml:7: lineage.queue_size: expected an integer >= 0,
+    got 'many'``. Config code never exits; `cli.py` maps ConfigError to exit 78.
+
+The walk is driven by the dataclasses: a field's type and its `Kind` and `Bounds` decide how
+its node is read. Rules that span several keys (http transport needs an endpoint, bearer auth
+needs https) run after the walk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import stat
+import types
+import typing
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from agent.config.kinds import KIND_READERS, bounds_text, within
+from agent.config.model import AgentConfig, Bounds, Kind, fields_of
+from agent.config.yamlnodes import (
+    BOOL,
+    FLOAT,
+    INT,
+    MERGE,
+    PLAIN_TAGS,
+    STR,
+    compose,
+    describe,
+    is_null,
+    line_of,
+    scalar,
+)
+from agent.errors import ConfigError
+from agent.fsutil import file_kind
+
+#: A config is a few KiB; anything larger is refused before it is read.
+MAX_CONFIG_BYTES: Final = 1024 * 1024
+
+
+def load_config(path: str | os.PathLike[str]) -> AgentConfig:
+    """Read and validate the YAML file at `path`; relative paths in it are taken from its folder."""
+    source = os.fspath(path)
+    data = _read_regular(source)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: cannot read: not UTF-8 text (byte {exc.start})") from None
+    return parse_config(text, source, base_dir=os.path.dirname(os.path.abspath(source)))
+
+
+def _read_regular(source: str) -> bytes:
+    """The file's bytes; a FIFO, device or file over MAX_CONFIG_BYTES is refused unread."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+        fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"{source}: cannot read: Is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                f"{source}: cannot read: not a regular file ({file_kind(info.st_mode)})"
+            )
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(_too_large(source, info.st_size))
+        chunks: list[bytes] = []
+        size = 0
+        for _ in range(MAX_CONFIG_BYTES // 65536 + 2):  # the file may grow while read
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_CONFIG_BYTES:
+                raise ConfigError(_too_large(source, size))
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _too_large(source: str, size: int) -> str:
+    limit = MAX_CONFIG_BYTES // (1024 * 1024)
+    return f"{source}: cannot read: {size} bytes, more than a config file may have ({limit} MiB)"
+
+
+def parse_config(
+    text: str, source: str, *, base_dir: str | os.PathLike[str] | None = None
+) -> AgentConfig:
+    """Validate YAML `text`; errors name `source`. Relative paths resolve against `base_dir`
+    (default: the folder of `source`, taken from the working directory if `source` is relative).
+    """
+    root = compose(text, source)
+    if root is None or is_null(root):
+        raise ConfigError(f"{source}: empty configuration; expected a 'lineage' section")
+    reader = _Reader(source, os.path.abspath(base_dir or os.path.dirname(os.path.abspath(source))))
+    if not isinstance(root, MappingNode):
+        raise reader.error(root, "", f"expected a mapping of sections, got {describe(root)}")
+    config: AgentConfig = reader.value(root, AgentConfig, "")
+    if "lineage" not in reader.lines:
+        raise reader.error(root, "lineage", "required section is missing")
+    _check_rules(config, reader)
+    return dataclasses.replace(config, source=source)
+
+
+def redacted(config: AgentConfig) -> dict[str, Any]:
+    """The config as a JSON-able dict for logs and status: tuples become lists, and URLs lose
+    their user info and query values (a collector URL could carry a key there)."""
+    return _plain_section(config)
+
+
+# --- cross-key rules -------------------------------------------------------------------------
+
+
+def _check_rules(config: AgentConfig, reader: _Reader) -> None:
+    lineage = config.lineage
+    if "http" in lineage.transport and lineage.http is None:
+        raise reader.error_at(
+            reader.lines.get("lineage.transport", 1),
+            "lineage.http.endpoint",
+            "required because lineage.transport includes 'http'",
+        )
+    http = lineage.http
+    if http is not None and http.auth is not None:
+        for key in ("endpoint", "batch_endpoint"):
+            url = getattr(http, key)
+            if url is not None and urlsplit(url).scheme != "https":
+                raise reader.error_at(
+                    reader.lines[f"lineage.http.{key}"],
+                    f"lineage.http.{key}",
+                    "bearer auth needs an https:// endpoint; refusing to send a token over http",
+                )
+
+
+# --- the walk --------------------------------------------------------------------------------
+
+
+def _unknown_key(name: str, known: list[str]) -> str:
+    match = difflib.get_close_matches(name, known, n=1)
+    if match:
+        return f"unknown key (did you mean {match[0]!r}?)"
+    return f"unknown key (expected one of {', '.join(map(repr, known))})"
+
+
+class _Reader:
+    """Walks composed YAML nodes into the dataclasses, remembering the line of every key."""
+
+    def __init__(self, source: str, base_dir: str) -> None:
+        self.source = source
+        self.base_dir = base_dir
+        self.lines: dict[str, int] = {}  # dotted key -> line of the key
+
+    def error_at(self, line: int, path: str, what: str) -> ConfigError:
+        key = f" {path}:" if path else ""
+        return ConfigError(f"{self.source}:{line}:{key} {what}")
+
+    def error(self, node: Node, path: str, what: str) -> ConfigError:
+        return self.error_at(line_of(node), path, what)
+
+    def value(self, node: Node, hint: Any, path: str) -> Any:
+        if node.tag not in PLAIN_TAGS:
+            raise self.error(node, path, f"unsupported YAML tag {node.tag!r}")
+        origin = get_origin(hint)
+        if origin is Annotated:
+            base, *extras = get_args(hint)
+            bounds = next((e for e in extras if isinstance(e, Bounds)), None)
+            kind = next((e for e in extras if isinstance(e, Kind)), None)
+            if kind is not None:
+                return KIND_READERS[kind](self, node, path, bounds)
+            if bounds is None:
+                raise TypeError(f"{path}: a number field needs Bounds (both ends)")
+            return self.number(node, base, path, bounds)
+        if origin in (typing.Union, types.UnionType):
+            (arm,) = (a for a in get_args(hint) if a is not type(None))
+            return None if is_null(node) else self.value(node, arm, path)
+        if origin is Literal:
+            return self.choice(node, get_args(hint), path)
+        if origin is tuple:
+            return self.items(node, get_args(hint)[0], path)
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            return self.section(node, hint, path, line_of(node))
+        if hint is bool:
+            value = scalar(node, (BOOL,))
+            if value is None:
+                raise self.error(node, path, f"expected true or false, got {describe(node)}")
+            return value
+        if hint is str:
+            return self.string(node, path)
+        raise TypeError(f"{path}: the loader cannot read fields of type {hint!r}")
+
+    def section(self, node: Node, cls: type, path: str, line: int) -> Any:
+        if not isinstance(node, MappingNode) and not is_null(node):
+            raise self.error(node, path, f"expected a mapping, got {describe(node)}")
+        pairs = node.value if isinstance(node, MappingNode) else []  # empty section: defaults
+        hints = fields_of(cls)
+        first: dict[str, int] = {}
+        values: dict[str, Any] = {}
+        for key_node, value_node in pairs:
+            if not isinstance(key_node, ScalarNode):
+                raise self.error(key_node, path, f"expected a key name, got {describe(key_node)}")
+            name = str(key_node.value)
+            key_path = f"{path}.{name}" if path else name
+            if key_node.tag == MERGE:
+                raise self.error(key_node, path or "<<", "YAML merge keys (<<) are not supported")
+            if name in first:
+                raise self.error(
+                    key_node, key_path, f"duplicate key {name!r} (first at line {first[name]})"
+                )
+            first[name] = line_of(key_node)
+            if name not in hints:
+                raise self.error(key_node, key_path, _unknown_key(name, list(hints)))
+            self.lines[key_path] = line_of(key_node)
+            values[name] = self.value(value_node, hints[name], key_path)
+        for f in dataclasses.fields(cls):
+            missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if missing and f.name not in values:
+                where = f"{path}.{f.name}" if path else f.name
+                raise self.error_at(self.lines.get(path, line), where, "required key is missing")
+        return cls(**values)
+
+    def items(self, node: Node, item_hint: Any, path: str) -> tuple[Any, ...]:
+        """A list, or one value standing for a list of one; no duplicates."""
+        if isinstance(node, MappingNode):
+            raise self.error(node, path, "expected a list or a single value, got a mapping")
+        if isinstance(node, SequenceNode) and not node.value:
+            raise self.error(node, path, "expected at least one item, got an empty list")
+        nodes = node.value if isinstance(node, SequenceNode) else [node]
+        first: dict[Any, int] = {}
+        items: list[Any] = []
+        for index, item_node in enumerate(nodes):
+            item_path = f"{path}[{index}]" if isinstance(node, SequenceNode) else path
+            item = self.value(item_node, item_hint, item_path)
+            if item in first:
+                raise self.error(
+                    item_node, item_path, f"duplicate {item!r} (first at line {first[item]})"
+                )
+            first[item] = line_of(item_node)
+            items.append(item)
+        return tuple(items)
+
+    def choice(self, node: Node, choices: tuple[str, ...], path: str) -> str:
+        value = scalar(node, (STR,))
+        if value not in choices:
+            expected = ", ".join(map(repr, choices))
+            raise self.error(node, path, f"expected one of {expected}, got {describe(node)}")
+        return str(value)
+
+    def number(self, node: Node, base: Any, path: str, bounds: Bounds) -> Any:
+        value = scalar(node, (INT,) if base is int else (INT, FLOAT))
+        try:
+            value = None if value is None else base(value)
+        except OverflowError:  # an integer too large for a float
+            value = None
+        if value is None or not within(value, bounds):
+            noun = "an integer" if base is int else "a number"
+            raise self.error(
+                node, path, f"expected {noun}{bounds_text(bounds)}, got {describe(node)}"
+            )
+        return value
+
+    def string(self, node: Node, path: str) -> str:
+        value = scalar(node, (STR,))
+        if not value:
+            raise self.error(node, path, f"expected a non-empty string, got {describe(node)}")
+        return str(value)
+
+
+# --- redacted --------------------------------------------------------------------------------
+
+
+def _kind_of(hint: Any) -> Kind | None:
+    if get_origin(hint) in (typing.Union, types.UnionType):
+        (hint,) = (a for a in get_args(hint) if a is not type(None))
+    if get_origin(hint) is Annotated:
+        return next((e for e in get_args(hint)[1:] if isinstance(e, Kind)), None)
+    return None
+
+
+def _plain_section(section: object) -> dict[str, Any]:
+    cls: type = type(section)
+    hints = fields_of(cls, yaml_only=False)
+    return {name: _plain(getattr(section, name), hint) for name, hint in hints.items()}
+
+
+def _plain(value: Any, hint: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain_section(value)
+    if isinstance(value, tuple):
+        (item_hint, _) = get_args(hint)
+        return [_plain(item, item_hint) for item in value]
+    if isinstance(value, str) and _kind_of(hint) is Kind.HTTP_URL:
+        return _redact_url(value)
+    return value
+
+
+def _redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "&".join(f"{name}=***" for name, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))

@@ -1,0 +1,191 @@
+"""Configuration: frozen dataclasses per YAML section, their field kinds and bounds.
+
+The dataclasses are the schema: each field's type says how its YAML value is read
+(`Literal` choices, `X | None`, tuples, nested sections), and `Annotated` metadata adds
+what a plain type cannot say: a `Kind` with its own explicit parser (durations, paths, URLs,
+environment variable names, listen addresses) and `Bounds` for numbers. `agent.config.loader`
+reads YAML into them (`load_config`) and names file, line and key in every `ConfigError`.
+All paths in a loaded config are absolute: relative ones are taken from the config file's
+directory, so the daemon's working directory never matters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Annotated, Any, Final, Literal
+
+TransportName = Literal["http", "file"]
+
+
+class Kind(enum.Enum):
+    """How a field's YAML value is read when its plain type is not enough."""
+
+    DURATION = enum.auto()  # 5s, 500ms, 2m, 1h, 1d, 1.5s or bare seconds -> float seconds
+    PATH = enum.auto()  # local path or file:// URL; relative to the config file's directory
+    HTTP_URL = enum.auto()  # absolute http:// or https:// URL
+    ENV_NAME = enum.auto()  # environment variable name (the value is never read here)
+    LISTEN = enum.auto()  # host:port or [v6]:port; null, false or '' disable
+    TAG = enum.auto()  # key:value (the value may hold more colons)
+    PROPERTY = enum.auto()  # a Spark property name: dotted words (spark.executor.memory)
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Inclusive range of a number field; `low_open` excludes `low` itself (timeouts > 0).
+
+    Every number of the config has both ends (`tests/test_config.py` checks it): a value the
+    loader accepts is one every part of the agent can hold (a queue, a gauge, a timer).
+    """
+
+    low: float
+    high: float
+    low_open: bool = False
+
+
+MINUTE: Final = 60.0
+HOUR: Final = 3600.0
+DAY: Final = 86400.0
+LocalPath = Annotated[str, Kind.PATH]
+HttpUrl = Annotated[str, Kind.HTTP_URL]
+EnvName = Annotated[str, Kind.ENV_NAME]
+Listen = Annotated[str, Kind.LISTEN]
+Tag = Annotated[str, Kind.TAG]
+SparkProperty = Annotated[str, Kind.PROPERTY]
+
+#: The Spark properties the application's `lineageAgent_sparkProperties` facet shows by
+#: default: how and where it ran and what it was given, never a secret.
+DEFAULT_PROPERTIES_FACET: Final = (
+    "spark.master",
+    "spark.submit.deployMode",
+    "spark.app.name",
+    "spark.driver.memory",
+    "spark.executor.memory",
+    "spark.executor.cores",
+    "spark.executor.instances",
+    "spark.dynamicAllocation.enabled",
+    "spark.sql.shuffle.partitions",
+    "spark.sql.adaptive.enabled",
+    "spark.sql.catalogImplementation",
+    "spark.yarn.queue",
+    "spark.kubernetes.namespace",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAuth:
+    type: Literal["bearer"]
+    token_env: EnvName
+
+
+@dataclass(frozen=True, slots=True)
+class HttpConfig:
+    endpoint: HttpUrl
+    timeout: Annotated[float, Kind.DURATION, Bounds(0, 10 * MINUTE, low_open=True)] = 3.0
+    auth: HttpAuth | None = None
+    ca_file: LocalPath | None = None  # extra CA bundle for TLS verification (verification stays on)
+    compression: Literal["none", "gzip"] = "none"
+    # 1: one event per POST to `endpoint`; >1: POST arrays to `batch_endpoint`
+    batch_size: Annotated[int, Bounds(1, 10_000)] = 1
+    batch_endpoint: HttpUrl | None = None  # default: `endpoint` + "/batch"
+    # requests in flight; events of one run still leave in order
+    concurrency: Annotated[int, Bounds(1, 64)] = 4
+
+
+@dataclass(frozen=True, slots=True)
+class FileConfig:
+    path: LocalPath = "/var/lib/lineage-agent/events.jsonl"
+    # 0 disables rotation; at most 1 TiB
+    rotation_size_mb: Annotated[float, Bounds(0, 1024 * 1024)] = 64.0
+
+
+@dataclass(frozen=True, slots=True)
+class LineageConfig:
+    enabled: bool = True
+    namespace: str = "spark"  # job namespace of the emitted runs
+    transport: tuple[TransportName, ...] = ("file",)
+    queue_size: Annotated[int, Bounds(0, 1_000_000)] = 1024
+    drain_timeout: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 5.0
+    http: HttpConfig | None = None
+    file: FileConfig = field(default_factory=FileConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class SigningConfig:
+    key_path: LocalPath = "/etc/lineage-agent/ed25519.key"
+
+
+@dataclass(frozen=True, slots=True)
+class SparkConfig:
+    event_log_dirs: tuple[LocalPath, ...] = ("/var/log/spark-events",)
+    namespace: str | None = None  # overrides lineage.namespace for Spark runs
+    # fallback scan when inotify is unavailable or on network mounts
+    poll_interval: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 1.0
+    # an in-progress log that has not grown this long is checked
+    stale_after: Annotated[float, Kind.DURATION, Bounds(0, 30 * DAY, low_open=True)] = 600.0
+    # RUNNING events with live counters; 0 disables
+    running_interval: Annotated[float, Kind.DURATION, Bounds(0, DAY)] = 0.0
+    emit_empty_executions: bool = False  # SQL executions with no datasets
+    # completed logs older than this are skipped at first start; 0 replays every log
+    replay_horizon: Annotated[float, Kind.DURATION, Bounds(0, 3650 * DAY)] = DAY
+    # replay completed logs (within replay_horizon) after the state database was lost
+    replay_existing: bool = False
+    # longer event-log lines are counted and skipped
+    max_line_bytes: Annotated[int, Bounds(1024, 1024 * 1024 * 1024)] = 64 * 1024 * 1024
+    # how long the end of an application run by `lineage-agent exec` waits for the command's
+    # exit status once its log ended (then it ends as Spark logged it); 0 does not wait
+    exec_verdict_wait: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 30.0
+    # input-field entries one columnLineage facet may carry (~200 bytes each), so a wide
+    # table cannot make a multi-megabyte event; 0 leaves column lineage out
+    column_lineage_max_fields: Annotated[int, Bounds(0, 100_000)] = 1000
+    # runs of read-only actions (count, collect, show, toPandas): off, they move no data
+    emit_read_only_runs: bool = False
+    # Spark properties the application's lineageAgent_sparkProperties facet shows; null: none
+    properties_facet: tuple[SparkProperty, ...] | None = DEFAULT_PROPERTIES_FACET
+    tags: tuple[Tag, ...] | None = None  # key:value tags on every job (the `tags` facet)
+    # the History Server's address, for the application facet's link to its page
+    history_server_url: HttpUrl | None = None
+    # each Structured Streaming micro-batch as a child run of its query run
+    streaming_batch_runs: bool = False
+    # Kafka bootstrap servers (`host:port[,host:port]`) of the jobs' Kafka reads, which the
+    # event log never shows; unset names their topics `kafka://unknown`
+    kafka_bootstrap: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    listen: Listen | None = "127.0.0.1:9464"  # None disables the endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    lineage: LineageConfig = field(default_factory=LineageConfig)  # required in a file
+    signing: SigningConfig = field(default_factory=SigningConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    state_dir: LocalPath = "/var/lib/lineage-agent"
+    control_socket: LocalPath = "/run/lineage-agent/control.sock"
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    # the file this was loaded from; not a YAML key
+    source: str = field(default="<defaults>", metadata={"yaml": False})
+
+
+@cache
+def fields_of(cls: type, *, yaml_only: bool = True) -> dict[str, Any]:
+    """Fields of a section and their types, in declaration order; `yaml_only` leaves out
+    fields that are not YAML keys (`source`)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {
+        f.name: hints[f.name]
+        for f in dataclasses.fields(cls)
+        if f.metadata.get("yaml", True) or not yaml_only
+    }

@@ -1,0 +1,325 @@
+"""Pump RunEvents through the signer into one bounded queue per transport; the drop policy.
+
+Flow: `submit` (the source's sink) signs and serializes an event once, then offers the same
+Envelope to every transport's queue. A `Delivery` per transport takes batches from its queue
+and hands them to the transport. Every event ends in exactly one of: delivered, dropped (with
+a reason, counted in `lineage_events_dropped_total`, recorded in the health tracker), or still
+queued, per transport; nothing is ever sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol
+
+import structlog
+
+from agent.delivery.envelope import Envelope
+from agent.delivery.queue import BoundedQueue
+from agent.delivery.transports.base import Transport
+from agent.errors import DeliveryError
+from agent.telemetry.health import HealthTracker, Incident
+from agent.telemetry.metrics import Metrics
+
+log = structlog.get_logger("agent.pipeline")
+
+
+class Ledger(Protocol):
+    """Remembers the outcome of every event per transport (the state database)."""
+
+    def record(
+        self, envelope: Envelope, transport: str, outcome: str, reason: str | None
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryStatus:
+    transport: str
+    depth: int
+    capacity: int
+    last_error: str | None
+    last_error_time: float | None
+
+
+class Delivery:
+    """Moves one transport's queue into the transport, a batch per lane at a time."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        queue: BoundedQueue,
+        *,
+        batch_size: int,
+        metrics: Metrics,
+        health: HealthTracker,
+        ledger: Ledger | None = None,
+    ) -> None:
+        self.name = transport.name
+        self.transport = transport
+        self.queue = queue
+        self.batch_size = batch_size
+        self._metrics = metrics
+        self._health = health
+        self._ledger = ledger
+        self._offered = metrics.offered.labels(transport=self.name)
+        self._delivered = metrics.delivered.labels(transport=self.name)
+        self._latency = metrics.latency.labels(transport=self.name)
+        metrics.register_transport(self.name, queue.capacity)
+        metrics.queue_depth.labels(transport=self.name).set_function(lambda: queue.depth)
+        self._in_flight: dict[int, int] = {}
+        self._idle: dict[int, asyncio.Event] = {}
+        self._workers: list[asyncio.Task[None]] = []
+        self.last_error: str | None = None
+        self.last_error_time: float | None = None
+        self.offered = 0
+        self.delivered = 0
+        self.dropped = 0
+        self.dropped_at_shutdown = 0
+
+    def start(self) -> None:
+        self._workers = [
+            asyncio.create_task(self._work(lane), name=f"deliver-{self.name}-{lane}")
+            for lane in range(self.queue.lanes)
+        ]
+
+    def offer(self, envelope: Envelope, refusal: tuple[str, str] | None = None) -> None:
+        """Queue the event, or drop it at once: refused by the caller, or the queue is full."""
+        self.offered += 1
+        self._offered.inc()
+        if refusal is not None:
+            self.drop([envelope], *refusal)
+        elif not self.queue.offer(envelope):
+            self.drop([envelope], "queue_full", f"queue full ({self.queue.capacity} events)")
+
+    def status(self) -> DeliveryStatus:
+        return DeliveryStatus(
+            self.name,
+            self.queue.depth,
+            self.queue.capacity,
+            self.last_error,
+            self.last_error_time,
+        )
+
+    async def swap(self, transport: Transport) -> None:
+        """Use `transport` for every batch from now on; close the old one once idle."""
+        old, self.transport = self.transport, transport
+        if old is transport:
+            return
+        key = id(old)
+        if self._in_flight.get(key):
+            await self._idle.setdefault(key, asyncio.Event()).wait()
+        await old.aclose()
+
+    async def drain(self, deadline: float) -> int:
+        """Stop intake, deliver what is queued until `deadline` (monotonic), drop the rest.
+
+        Returns how many events were dropped as left over.
+        """
+        self.queue.close()
+        remaining = deadline - time.monotonic()
+        if self._workers:
+            _, pending = await asyncio.wait(self._workers, timeout=max(remaining, 0))
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        left = self.queue.take_all_waiting()
+        if left:
+            self.drop(left, "shutdown", "still queued at the drain deadline")
+        return self.dropped_at_shutdown
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    async def _work(self, lane: int) -> None:
+        while True:
+            batch = await self.queue.take(lane, self.batch_size)
+            if not batch:
+                return
+            transport = self.transport
+            key = id(transport)
+            self._in_flight[key] = self._in_flight.get(key, 0) + 1
+            try:
+                await transport.send(batch)
+            except DeliveryError as error:
+                self._fail(batch, error.reason, error.detail)
+            except asyncio.CancelledError:
+                self._fail(batch, "shutdown", "in flight at the drain deadline")
+                raise
+            except Exception as error:  # a transport bug must not stop delivery
+                log.exception("transport_error", transport=self.name)
+                self._fail(batch, "internal", f"{type(error).__name__}: {error}")
+            else:
+                self._succeed(batch)
+            finally:
+                self.queue.resolved(lane, len(batch))
+                self._in_flight[key] -= 1
+                if not self._in_flight[key]:
+                    del self._in_flight[key]
+                    idle = self._idle.pop(key, None)
+                    if idle is not None:
+                        idle.set()
+
+    def _succeed(self, batch: Sequence[Envelope]) -> None:
+        now = time.monotonic()
+        self._delivered.inc(len(batch))
+        self.delivered += len(batch)
+        for envelope in batch:
+            self._latency.observe(now - envelope.produced)
+        if self._ledger is not None:
+            for envelope in batch:
+                self._ledger.record(envelope, self.name, "delivered", None)
+        if self.last_error is not None:
+            log.info("transport_recovered", transport=self.name, after=self.last_error)
+            self.last_error = None
+
+    def _fail(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
+        if self.last_error != reason:
+            log.warning(
+                "transport_failing",
+                transport=self.name,
+                reason=reason,
+                detail=detail,
+                events=len(batch),
+            )
+        self.last_error = reason
+        self.last_error_time = time.time()
+        self.drop(batch, reason, detail)
+
+    def drop(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
+        """Count, record and forget events that will never reach this transport."""
+        self._metrics.drop(self.name, reason, len(batch))
+        self.dropped += len(batch)
+        if reason == "shutdown":
+            self.dropped_at_shutdown += len(batch)
+        now = time.time()
+        for envelope in batch:
+            self._health.record(
+                envelope.app_id,
+                Incident(now, reason, self.name, envelope.event_type, envelope.run_id, detail),
+            )
+            if self._ledger is not None:
+                self._ledger.record(envelope, self.name, "dropped", reason)
+
+
+class Pipeline:
+    """The sink sources feed: sign once, fan out to every transport's queue, never block."""
+
+    def __init__(
+        self,
+        sign: Callable[[Mapping[str, Any]], bytes],
+        metrics: Metrics,
+        health: HealthTracker,
+    ) -> None:
+        self._sign = sign
+        self._metrics = metrics
+        self._health = health
+        # Replaced, never changed in place: the metrics thread (gauges, /healthz) iterates
+        # whatever mapping or tuple it was handed while a reload swaps in new ones.
+        self._deliveries: Mapping[str, Delivery] = MappingProxyType({})
+        # Removed by a reload: still draining, then folded into `_retired` by name, so that
+        # `accounting` covers every event any incarnation of a transport was offered.
+        self._retiring: tuple[Delivery, ...] = ()
+        self._retired: dict[str, dict[str, int]] = {}
+        self._emitted: dict[str, Any] = {}
+        self.accepting = True
+        self.produced = 0
+
+    @property
+    def deliveries(self) -> Mapping[str, Delivery]:
+        """The transports events fan out to, by name (a read-only snapshot)."""
+        return self._deliveries
+
+    @property
+    def retiring(self) -> tuple[Delivery, ...]:
+        """Transports a reload removed that are still draining."""
+        return self._retiring
+
+    def snapshot(self) -> tuple[tuple[str, Delivery], ...]:
+        """(name, delivery) pairs; safe to iterate from any thread."""
+        return tuple(self._deliveries.items())
+
+    def set_signer(self, sign: Callable[[Mapping[str, Any]], bytes]) -> None:
+        self._sign = sign
+
+    def submit(self, app_id: str, event: Mapping[str, Any]) -> None:
+        """Sign and queue one RunEvent for every transport. Never blocks, never raises."""
+        event_type = str(event.get("eventType", "OTHER"))
+        counter = self._emitted.get(event_type)
+        if counter is None:
+            counter = self._emitted[event_type] = self._metrics.emitted.labels(event_type)
+        counter.inc()
+        self.produced += 1
+        produced = time.monotonic()
+        try:
+            run_id = str(event["run"]["runId"])
+        except (KeyError, TypeError):
+            run_id = ""
+        try:
+            payload = self._sign(event)
+        except Exception as error:
+            log.error("event_unsignable", app_id=app_id, error=str(error))
+            envelope = Envelope(b"", run_id, event_type, app_id, "", produced)
+            for delivery in self.deliveries.values():
+                delivery.offer(envelope, ("invalid", str(error)))
+            return
+        envelope = Envelope(
+            payload, run_id, event_type, app_id, hashlib.sha256(payload).hexdigest(), produced
+        )
+        refusal = None if self.accepting else ("shutdown", "submitted after intake stopped")
+        for delivery in self.deliveries.values():
+            delivery.offer(envelope, refusal)
+
+    def add(self, delivery: Delivery) -> None:
+        self._deliveries = MappingProxyType({**self._deliveries, delivery.name: delivery})
+        # The gauge covers a retiring incarnation of the same transport too.
+        gauge = self._metrics.queue_depth.labels(transport=delivery.name)
+        gauge.set_function(lambda: self.depth(delivery.name))
+
+    def depth(self, name: str) -> int:
+        """Events of transport `name` accepted and not yet resolved, all incarnations."""
+        return sum(
+            d.queue.depth for d in (*self._retiring, *self._deliveries.values()) if d.name == name
+        )
+
+    def retire(self, name: str) -> Delivery:
+        """Take a transport out of the fan-out; it stays in the accounting while it drains."""
+        remaining = dict(self._deliveries)
+        delivery = remaining.pop(name)
+        self._deliveries = MappingProxyType(remaining)
+        self._retiring = (*self._retiring, delivery)
+        return delivery
+
+    def retired(self, delivery: Delivery) -> None:
+        """A retiring delivery drained and closed: keep only its totals."""
+        self._retiring = tuple(d for d in self._retiring if d is not delivery)
+        totals = self._retired.setdefault(
+            delivery.name, {"offered": 0, "delivered": 0, "dropped": 0}
+        )
+        totals["offered"] += delivery.offered
+        totals["delivered"] += delivery.delivered
+        totals["dropped"] += delivery.dropped
+
+    def accounting(self) -> dict[str, dict[str, int]]:
+        """Per transport name, over all its incarnations (reloads may remove and add it):
+        offered = delivered + dropped + queued, at every instant.
+
+        `offered` equals `produced` for every transport configured since the start.
+        """
+        result: dict[str, dict[str, int]] = {}
+        for name, totals in self._retired.items():
+            result[name] = {**totals, "queued": 0}
+        for delivery in (*self._retiring, *self._deliveries.values()):
+            numbers = result.setdefault(
+                delivery.name, {"offered": 0, "delivered": 0, "dropped": 0, "queued": 0}
+            )
+            numbers["offered"] += delivery.offered
+            numbers["delivered"] += delivery.delivered
+            numbers["dropped"] += delivery.dropped
+            numbers["queued"] += delivery.queue.depth
+        return result

@@ -1,0 +1,244 @@
+"""Ed25519 signatures over RFC 8785 bytes: the signer and key files (`verify` checks them).
+
+Every shipped RunEvent carries `run.facets.lineageAgent_signature`:
+`{_producer, _schemaURL, algorithm: "Ed25519", keyId, canonicalization: "RFC8785",
+signature}`. The signed bytes are `canonicalize(event)` of the event exactly as shipped minus
+that one facet key, and nothing else: if the event had no other run facet, `run.facets` stays
+as `{}` (the signer adds an empty `facets` object when the event had none, so that what the
+verifier sees after removing the facet is what was signed). `keyId` is `sha256:` plus the
+unpadded base64url of the SHA-256 of the raw 32-byte public key.
+
+Key formats (one line of text each, as WireGuard keeps its keys):
+    private key file: base64 of the 32-byte Ed25519 seed and a newline, mode 0600;
+        `load_signing_key` refuses it when group or others may read or write it.
+    public key: base64 of the raw 32-byte public key, as `lineage-agent pubkey` prints it; a
+        string or a file holding that text.
+
+Errors:
+    KeyFileError: a key file is missing, unreadable, too open or malformed. Messages name the
+        path and the fault and never contain key material.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import os
+import stat
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+from nacl.signing import SigningKey, VerifyKey
+
+from agent.delivery.canonical import canonicalize
+from agent.errors import KeyFileError
+from agent.facets import FACET_URLS, PRODUCER
+from agent.fsutil import fsync_directory
+
+SIGNATURE_FACET: Final = "lineageAgent_signature"
+ALGORITHM: Final = "Ed25519"
+CANONICALIZATION: Final = "RFC8785"
+
+_KEY_BYTES: Final = 32
+# Far above any key file; reading stops there so a wrong path cannot make us slurp a disk.
+_KEY_FILE_LIMIT: Final = 4096
+
+StrPath = str | os.PathLike[str]
+
+
+def key_id(verify_key: VerifyKey) -> str:
+    """`sha256:` + unpadded base64url of the SHA-256 of the raw 32-byte public key."""
+    digest = hashlib.sha256(bytes(verify_key)).digest()
+    return "sha256:" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def public_key_text(verify_key: VerifyKey) -> str:
+    """The public key as `lineage-agent pubkey` prints it: base64 of the raw 32 bytes."""
+    return base64.b64encode(bytes(verify_key)).decode("ascii")
+
+
+class Signer:
+    """Signs RunEvents with one Ed25519 key; immutable, safe to share between tasks."""
+
+    __slots__ = ("_facet_base", "_key", "_key_id", "_verify_key")
+
+    def __init__(self, private_key: SigningKey) -> None:
+        self._key = private_key
+        self._verify_key = private_key.verify_key
+        self._key_id = key_id(self._verify_key)
+        self._facet_base: dict[str, str] = {
+            "_producer": PRODUCER,
+            "_schemaURL": FACET_URLS[SIGNATURE_FACET],
+            "algorithm": ALGORITHM,
+            "keyId": self._key_id,
+            "canonicalization": CANONICALIZATION,
+        }
+
+    @property
+    def key_id(self) -> str:
+        return self._key_id
+
+    @property
+    def verify_key(self) -> VerifyKey:
+        return self._verify_key
+
+    def sign_event(self, event: Mapping[str, Any]) -> bytes:
+        """The compact UTF-8 JSON to ship: `event` plus its signature facet.
+
+        `event` is not changed: only the top level, `run` and `run.facets` are copied
+        (shallowly), everything below is shared. An existing signature facet is replaced.
+        Raises ValueError (CanonicalizationError for values JSON cannot hold) when the event
+        has no `run` object or cannot be canonicalized.
+        """
+        shipped, facets = without_signature(event, for_signing=True)
+        signature = self._key.sign(canonicalize(shipped)).signature
+        facets[SIGNATURE_FACET] = {
+            **self._facet_base,
+            "signature": base64.b64encode(signature).decode("ascii"),
+        }
+        try:
+            return orjson.dumps(shipped)
+        except orjson.JSONEncodeError as error:
+            # Only values canonicalize accepts but orjson does not (float subclasses) get here.
+            raise ValueError(f"cannot serialize the event: {error}") from None
+
+
+def without_signature(
+    event: Mapping[str, Any], *, for_signing: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`event` minus `run.facets.lineageAgent_signature`, and the new `run.facets` dict."""
+    run = event.get("run")
+    if not isinstance(run, Mapping):
+        raise ValueError("the event has no run object")
+    facets = run.get("facets", {}) if for_signing else run["facets"]
+    if not isinstance(facets, Mapping):
+        raise ValueError("run.facets is not an object")
+    facets = {name: facet for name, facet in facets.items() if name != SIGNATURE_FACET}
+    return {**event, "run": {**run, "facets": facets}}, facets
+
+
+# --- key files ------------------------------------------------------------------------------
+
+
+def generate_key_file(path: StrPath) -> VerifyKey:
+    """Create a new private key file at `path` (mode 0600) and return its public key.
+
+    The file is created with O_EXCL, so an existing file (or symlink) is never replaced:
+    KeyFileError "refusing to overwrite existing key file PATH".
+    """
+    if os.path.lexists(path):
+        raise KeyFileError(f"refusing to overwrite existing key file {os.fspath(path)}")
+    key = SigningKey.generate()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise KeyFileError(f"refusing to overwrite existing key file {os.fspath(path)}") from None
+    except OSError as error:
+        raise KeyFileError(
+            f"{os.fspath(path)}: cannot create private key file: {error.strerror}"
+        ) from None
+    try:
+        os.fchmod(fd, 0o600)  # the umask may have removed owner bits; it never adds any
+        with os.fdopen(fd, "wb", closefd=False) as file:
+            file.write(base64.b64encode(bytes(key)) + b"\n")
+        os.fsync(fd)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # no half-written key file left behind
+        raise KeyFileError(
+            f"{os.fspath(path)}: cannot write private key file: {error.strerror}"
+        ) from None
+    finally:
+        os.close(fd)
+    fsync_directory(os.path.dirname(os.path.abspath(path)))
+    return key.verify_key
+
+
+def load_signing_key(path: StrPath) -> SigningKey:
+    """Read a private key file written by `generate_key_file`.
+
+    Refuses a file that group or others may access, a missing or unreadable file, and any
+    content but the base64 of a 32-byte seed, each with its own KeyFileError message.
+    """
+    name = os.fspath(path)
+    try:
+        # O_NONBLOCK: a FIFO at the path must fail the regular-file check, not hang the open.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise KeyFileError(f"{name}: private key file does not exist") from None
+    except OSError as error:
+        raise KeyFileError(f"{name}: cannot read private key file: {error.strerror}") from None
+    try:
+        # Checked on the open descriptor: the file judged is the file read.
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise KeyFileError(f"{name}: private key path is not a regular file")
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & 0o077:
+            raise KeyFileError(
+                f"{name}: private key is accessible by group or others (mode {mode:04o}); "
+                f"run chmod 600 {name}"
+            )
+        data = os.read(fd, _KEY_FILE_LIMIT)
+    except OSError as error:
+        raise KeyFileError(f"{name}: cannot read private key file: {error.strerror}") from None
+    finally:
+        os.close(fd)
+    seed = _decode_key(data, name, "private key")
+    return SigningKey(seed)
+
+
+def load_verify_key(path_or_text: StrPath) -> VerifyKey:
+    """A trusted public key from the base64 text `lineage-agent pubkey` prints, or a file
+    holding that text. A string that decodes to 32 bytes is taken as the key itself."""
+    if isinstance(path_or_text, str):
+        text = path_or_text.strip().encode("ascii", "replace")
+        if _looks_like_key(text):
+            return VerifyKey(base64.b64decode(text, validate=True))
+    name = os.fspath(path_or_text)
+    try:
+        with open(path_or_text, "rb") as file:
+            data = file.read(_KEY_FILE_LIMIT)
+    except FileNotFoundError:
+        raise KeyFileError(
+            f"{name}: neither a public key file nor a base64-encoded 32-byte Ed25519 public key"
+        ) from None
+    except OSError as error:
+        raise KeyFileError(f"{name}: cannot read public key file: {error.strerror}") from None
+    return VerifyKey(_decode_key(data, name, "public key"))
+
+
+def _looks_like_key(text: bytes) -> bool:
+    try:
+        return len(base64.b64decode(text, validate=True)) == _KEY_BYTES
+    except binascii.Error:
+        return False
+
+
+def _decode_key(data: bytes, name: str, what: str) -> bytes:
+    """The 32 key bytes of a key file's content; messages describe it, never quote it."""
+    text = data.strip()
+    if not text:
+        raise KeyFileError(f"{name}: {what} file is empty")
+    if len(data) >= _KEY_FILE_LIMIT:
+        raise KeyFileError(
+            f"{name}: not an Ed25519 {what} file (expected one line of base64, "
+            f"found {_KEY_FILE_LIMIT} bytes or more)"
+        )
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raise KeyFileError(
+            f"{name}: {what} is not valid base64 (expected the base64 of "
+            f"{_KEY_BYTES} bytes on one line)"
+        ) from None
+    if len(raw) != _KEY_BYTES:
+        raise KeyFileError(
+            f"{name}: {what} is {len(raw)} bytes after base64 decoding; "
+            f"an Ed25519 key is {_KEY_BYTES}"
+        )
+    return raw

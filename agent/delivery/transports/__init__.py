@@ -1,0 +1,2 @@
+"""The transports behind the queues: the Protocol, the factory that builds the configured kinds,
+and one module per kind (HTTP, JSON-lines files)."""

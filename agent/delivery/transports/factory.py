@@ -1,0 +1,49 @@
+"""Build the configured transports: the one place that knows every kind."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.config.model import LineageConfig
+from agent.delivery.transports.base import Transport
+from agent.delivery.transports.file import FileTransport
+from agent.delivery.transports.http import HttpTransport, check_endpoint
+from agent.errors import StartError
+from agent.telemetry import logs
+
+
+async def build_transports(
+    lineage: LineageConfig,
+    names: tuple[str, ...] | None = None,
+    *,
+    file_lock_of: Transport | None = None,
+) -> dict[str, Transport]:
+    """A transport per configured name (or per name in `names`); the bearer token is read
+    from the environment now, so a reload picks up a rotated token. `file_lock_of` is this
+    agent's running file transport of the same path, whose lock the new one shares."""
+    built: dict[str, Transport] = {}
+    try:
+        for name in lineage.transport if names is None else names:
+            if name == "http":
+                if lineage.http is None:
+                    raise StartError("lineage.http: the http transport needs an endpoint")
+                token = check_endpoint(lineage.http)
+                logs.register_secret(token)
+                # Built in threads: reading a CA file or taking a lock may block (a slow
+                # mount), and a reload runs on the event loop.
+                built[name] = await asyncio.to_thread(HttpTransport, lineage.http, token=token)
+            else:
+                holder = file_lock_of if isinstance(file_lock_of, FileTransport) else None
+                built[name] = await asyncio.to_thread(FileTransport, lineage.file, lock_of=holder)
+    except BaseException:
+        for transport in built.values():
+            await transport.aclose()
+        raise
+    return built
+
+
+def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
+    """(lanes, batch size) for a transport: HTTP requests in flight, file writes in batches."""
+    if name == "http" and lineage.http is not None:
+        return lineage.http.concurrency, lineage.http.batch_size
+    return 1, 256

@@ -1,0 +1,369 @@
+"""SQLite state in the state directory: log positions, emitted run events, stop requests, the
+verdicts of `lineage-agent exec` and the delivery ledger ("what ran, what moved, was it delivered").
+
+Errors:
+    StateError: the database cannot be opened, is corrupt, or another agent holds the state
+    directory. The message names the file and what to do; the daemon refuses to start.
+
+Durability rule: an event is marked as emitted (committed) before it is handed to the
+pipeline, so a crash can lose an event (at-most-once) but never send it twice.
+
+The delivery ledger is written in batches. When the database refuses a batch (locked by
+another process, disk full) the rows are kept and written with the next batch; past
+`MAX_PENDING_ROWS` the oldest are forgotten and counted in `ledger_rows_lost`. Recording an
+outcome never raises: delivery must not depend on the audit trail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.delivery.envelope import Envelope
+from agent.errors import StateError
+from agent.fsutil import identity_change, take_lock
+
+SCHEMA_VERSION = 1
+#: Seconds a verdict of `lineage-agent exec` is kept: far longer than any application waits.
+VERDICTS_KEPT = 30 * 86400.0
+#: Ledger rows kept in memory while the database refuses them (about 200 bytes each).
+MAX_PENDING_ROWS = 100_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs (
+    key TEXT PRIMARY KEY,            -- directory + application log name
+    path TEXT NOT NULL,
+    dev INTEGER, ino INTEGER,
+    bytes_read INTEGER NOT NULL DEFAULT 0,
+    finished INTEGER NOT NULL DEFAULT 0,  -- complete and every terminal event emitted
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS emitted (
+    run_id TEXT NOT NULL,
+    event_key TEXT NOT NULL,         -- START, END, or RUNNING@<eventTime>
+    app_key TEXT NOT NULL,
+    job_name TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    event_time TEXT NOT NULL,
+    PRIMARY KEY (run_id, event_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS emitted_app ON emitted (app_key);
+CREATE TABLE IF NOT EXISTS stops (
+    app_id TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    exec_id TEXT PRIMARY KEY,        -- one run of `lineage-agent exec` (spark.lineageAgent.exec)
+    status INTEGER NOT NULL,         -- the command's exit status (128 + N: killed by signal N)
+    signal TEXT,
+    stderr_tail TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    id INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    execution TEXT NOT NULL,         -- the Spark application id (name kept for old files)
+    run_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    transport TEXT NOT NULL,
+    outcome TEXT NOT NULL,           -- delivered | dropped
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS ledger_execution ON ledger (execution);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class LogPosition:
+    key: str
+    path: str
+    dev: int | None
+    ino: int | None
+    bytes_read: int
+    finished: bool
+
+
+def event_key(event: dict[str, Any]) -> str:
+    """START, END (any terminal type) or RUNNING@time: what makes an event unique in a run."""
+    kind = event.get("eventType", "")
+    if kind == "RUNNING":
+        return f"RUNNING@{event.get('eventTime', '')}"
+    return "START" if kind == "START" else "END"
+
+
+class StateDB:
+    """One SQLite database in WAL mode, used from the event-loop thread only."""
+
+    def __init__(self, state_dir: str | os.PathLike[str], *, ledger_rows: int = 1_000_000):
+        self.directory = Path(state_dir)
+        self.path = self.directory / "state.sqlite3"
+        self._ledger_rows = ledger_rows
+        self._pending: list[tuple[Any, ...]] = []
+        self.ledger_rows_lost = 0  # forgotten while the database refused them
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o750)
+        except OSError as error:
+            raise StateError(
+                f"{self.directory}: cannot create state directory: {error.strerror}"
+            ) from error
+        # The lock file is never removed: with it and no database, the database was lost.
+        used_before = (self.directory / "state.lock").exists()
+        self._lock_fd = self._lock()
+        self.recreated = used_before and not self.path.exists()
+        self.opened_ns = time.time_ns()
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=0.5)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            check = self._db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            info = os.stat(self.path)
+            self._identity = (info.st_dev, info.st_ino)
+        except sqlite3.Error as error:
+            os.close(self._lock_fd)
+            if getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                # Not damaged: moving it aside would emit every run again.
+                raise StateError(
+                    f"{self.path}: state database is locked by another process ({error}); "
+                    "stop that process and start the agent again"
+                ) from error
+            raise StateError(
+                f"{self.path}: state database is unusable ({error}); stop the agent, move the "
+                "file aside and start again (runs already emitted may then be emitted again)"
+            ) from error
+
+    def _lock(self) -> int:
+        lock_path = self.directory / "state.lock"
+        try:
+            return take_lock(lock_path, 0o640)
+        except BlockingIOError:
+            raise StateError(
+                f"{self.directory}: another lineage-agent is using this state directory "
+                f"(lock {lock_path} is held)"
+            ) from None
+        except OSError as error:
+            raise StateError(f"{lock_path}: cannot open: {error.strerror}") from error
+
+    def file_change(self) -> str | None:
+        """ "removed" or "replaced" when the path no longer names the open database."""
+        return identity_change(self.path, self._identity)
+
+    def close(self) -> None:
+        """Write what the ledger still holds if the database lets us, then close; the
+        database and the lock are released even when that last write fails."""
+        try:
+            self.flush()
+        finally:
+            self._db.close()
+            os.close(self._lock_fd)
+
+    # -- emitted run events ----------------------------------------------------------------
+
+    def claim(self, app_key: str, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Mark events as emitted and return those that were not emitted before, in order."""
+        fresh: list[dict[str, Any]] = []
+        with self._transaction():
+            for event in events:
+                cursor = self._db.execute(
+                    "INSERT OR IGNORE INTO emitted VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        event["run"]["runId"],
+                        event_key(event),
+                        app_key,
+                        event["job"]["name"],
+                        event["eventType"],
+                        event["eventTime"],
+                    ),
+                )
+                if cursor.rowcount:
+                    fresh.append(event)
+        return fresh
+
+    def emitted_for(self, app_key: str) -> list[tuple[str, str, str, str]]:
+        """(run id, job name, event type, event time) of an application, in time order."""
+        return [
+            (row[0], row[1], row[2], row[3])
+            for row in self._db.execute(
+                "SELECT run_id, job_name, event_type, event_time FROM emitted "
+                "WHERE app_key = ? ORDER BY event_time",
+                (app_key,),
+            )
+        ]
+
+    def app_key_for(self, app_id: str) -> str | None:
+        """The log key under which an application's events were claimed, if any."""
+        row = self._db.execute(
+            "SELECT app_key FROM emitted WHERE app_key = ? OR app_key LIKE ? LIMIT 1",
+            (app_id, "%/" + app_id.lower()),
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    # -- positions -------------------------------------------------------------------------
+
+    def position(self, key: str) -> LogPosition | None:
+        row = self._db.execute(
+            "SELECT key, path, dev, ino, bytes_read, finished FROM logs WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        return LogPosition(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+
+    def save_position(self, position: LogPosition) -> None:
+        self._db.execute(
+            "INSERT INTO logs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+            "path = excluded.path, dev = excluded.dev, ino = excluded.ino, "
+            "bytes_read = excluded.bytes_read, finished = excluded.finished, "
+            "updated = excluded.updated",
+            (
+                position.key,
+                position.path,
+                position.dev,
+                position.ino,
+                position.bytes_read,
+                int(position.finished),
+                time.time(),
+            ),
+        )
+
+    def finished_keys(self) -> set[str]:
+        return {row[0] for row in self._db.execute("SELECT key FROM logs WHERE finished = 1")}
+
+    # -- stop requests ---------------------------------------------------------------------
+
+    def record_stop(self, app_id: str, reason: str, requested_by: str) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO stops VALUES (?, ?, ?, ?)",
+            (app_id, reason, requested_by, time.time()),
+        )
+
+    def stop_request(self, app_id: str) -> tuple[str, str] | None:
+        row = self._db.execute(
+            "SELECT reason, requested_by FROM stops WHERE app_id = ?", (app_id,)
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    # -- verdicts of `lineage-agent exec` ----------------------------------------------------
+
+    def record_verdict(
+        self, exec_id: str, status: int, signal: str | None, stderr_tail: str, requested_by: str
+    ) -> bool:
+        """Keep how a command run by `lineage-agent exec` ended until its applications end;
+        False when that run's verdict was recorded already (the first one stays)."""
+        now = time.time()
+        with self._transaction():
+            self._db.execute("DELETE FROM verdicts WHERE time < ?", (now - VERDICTS_KEPT,))
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO verdicts VALUES (?, ?, ?, ?, ?, ?)",
+                (exec_id, status, signal, stderr_tail, requested_by, now),
+            )
+        return bool(cursor.rowcount)
+
+    def verdict(self, exec_id: str) -> tuple[int, str | None, str, str] | None:
+        """(status, signal, stderr tail, requested by) of that run of `exec`, if it ended."""
+        row = self._db.execute(
+            "SELECT status, signal, stderr_tail, requested_by FROM verdicts WHERE exec_id = ?",
+            (exec_id,),
+        ).fetchone()
+        return (int(row[0]), row[1], str(row[2]), str(row[3])) if row else None
+
+    # -- delivery ledger -------------------------------------------------------------------
+
+    def record(self, envelope: Envelope, transport: str, outcome: str, reason: str | None) -> None:
+        """Ledger entry for one event and transport; written in batches by `flush`."""
+        self._pending.append(
+            (
+                time.time(),
+                envelope.app_id,
+                envelope.run_id,
+                envelope.event_type,
+                envelope.digest,
+                transport,
+                outcome,
+                reason,
+            )
+        )
+        if len(self._pending) >= 2048 and len(self._pending) % 2048 == 0:
+            # A refusal keeps the rows for the periodic flush, which reports it.
+            with contextlib.suppress(sqlite3.Error):
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the pending ledger rows; on a refusal keep them (bounded) and raise."""
+        if not self._pending:
+            return
+        rows, self._pending = self._pending, []
+        try:
+            self._write_ledger(rows)
+        except sqlite3.Error:
+            self._pending = rows + self._pending
+            excess = len(self._pending) - MAX_PENDING_ROWS
+            if excess > 0:
+                del self._pending[:excess]
+                self.ledger_rows_lost += excess
+            raise
+
+    def _write_ledger(self, rows: list[tuple[Any, ...]]) -> None:
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO ledger (time, execution, run_id, event_type, digest, transport, "
+                "outcome, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            # Keep the ledger bounded: forget the oldest rows past the limit.
+            self._db.execute(
+                "DELETE FROM ledger WHERE id <= (SELECT MAX(id) FROM ledger) - ?",
+                (self._ledger_rows,),
+            )
+
+    def ledger_for(self, app_id: str) -> list[dict[str, Any]]:
+        with contextlib.suppress(sqlite3.Error):  # refused: the rows written so far still tell
+            self.flush()
+        columns = ("time", "run_id", "event_type", "digest", "transport", "outcome", "reason")
+        return [
+            dict(zip(columns, row, strict=True))
+            for row in self._db.execute(
+                f"SELECT {', '.join(columns)} FROM ledger WHERE execution = ? ORDER BY id",
+                (app_id,),
+            )
+        ]
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN")
+
+    def __exit__(self, kind: object, *_: Iterable[object]) -> None:
+        try:
+            if kind is None:
+                self._db.execute("COMMIT")
+                return
+        except sqlite3.Error:
+            # A refused COMMIT (busy, disk full) may leave the transaction open; one left open
+            # would make every later BEGIN fail.
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        if self._db.in_transaction:  # SQLite may have rolled back on its own already
+            self._db.execute("ROLLBACK")
