@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.views import table  # noqa: E402
+from agent.commands.views import table  # noqa: E402
 
 
 def sh(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
