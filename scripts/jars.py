@@ -39,7 +39,7 @@ class Bundle:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-#: The pins. Versions are chosen for Java 17 and Spark 4 (Scala 2.13); see the README.
+#: The pins. Versions are chosen for Java 17 and Spark 4 (Scala 2.13); see docs/peer.md.
 BUNDLES: dict[str, Bundle] = {
     "openlineage-spark": Bundle(
         ("io.openlineage:openlineage-spark_2.13:1.53.0",),

@@ -18,7 +18,7 @@ log = structlog.get_logger("agent.daemon")
 #: What a `file_changed_under_agent` line advises.
 FILE_HELP = (
     "the agent keeps using the file it opened, which that path no longer names; restart the "
-    "agent (see README, 'Files the agent owns')"
+    "agent (see docs/operations/files.md, 'Files the agent owns')"
 )
 #: ... and for the events file, which the next write replaces.
 EVENTS_FILE_HELP = (

@@ -10,7 +10,7 @@ Spark (`cost.py`) and writes `build/peer/report.json`. `--compare-only` compares
 of the last run again (after a change to the comparison or the classes); `--replay-agent`
 also translates the last run's event logs again with the current agent (after a change to
 the agent; a few seconds, no Spark); `--markdown`
-prints the README's tables from the last report.
+prints docs/peer.md's tables from the last report.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--replay-agent", action="store_true", help="the last run's logs through today's agent"
     )
-    parser.add_argument("--markdown", action="store_true", help="print the README tables")
+    parser.add_argument("--markdown", action="store_true", help="print the tables of docs/peer.md")
     args = parser.parse_args(argv)
     if args.markdown:
         print(report.markdown(json.loads((BUILD / "report.json").read_text())))

@@ -9,7 +9,7 @@ the job did:
 * `listener_right`: the agent is wrong: an agent defect, counted until it is fixed;
 * `both_wrong`: neither is right: an agent defect too;
 * `both_valid`: the spec allows both; a choice;
-* `by_design`: a documented choice of the agent (README) that the listener does not share.
+* `by_design`: a documented choice of the agent (docs) that the listener does not share.
 
 A difference no class explains is unexplained; the summary counts it, and it is the
 harness's signal that something new happened. `fix` says what the agent should change for
@@ -183,7 +183,7 @@ CLASSES: tuple[Class, ...] = (
         "by_design",
         "A nested execution (the insert a CTAS or saveAsTable runs, the query a JDBC write "
         "runs): the listener emits it as a run of its own; the agent folds it into the root "
-        "execution's run, whose datasets cover it (README: nested executions are one run).",
+        "execution's run, whose datasets cover it (docs: nested executions are one run).",
     ),
     Class(
         "listener_empty_run",
@@ -202,7 +202,7 @@ CLASSES: tuple[Class, ...] = (
         "An RDD saveAsTextFile: the listener sees the output path in the JVM; the event log "
         "does not carry it, so the agent reported no run for the save.",
         "Done where the program names the path in the `spark.lineageAgent.output` job "
-        "property (README), as the rdd shape now does; nothing in the log names it otherwise.",
+        "property (docs), as the rdd shape now does; nothing in the log names it otherwise.",
     ),
     Class(
         "read_only_action",
@@ -218,7 +218,7 @@ CLASSES: tuple[Class, ...] = (
         lambda d, _: _streaming(d) and ".streaming_query." in str(d.agent["job"]),
         "by_design",
         "A Structured Streaming query: the agent emits one run per query start, from its "
-        "source to its sink (README: one run per query), ended by the query's end; the "
+        "source to its sink (docs: one run per query), ended by the query's end; the "
         "listener emits one run per micro-batch execution it reports, none of which names "
         "the query (for the JSON-files-to-parquet query it reports none at all).",
     ),
@@ -469,7 +469,7 @@ CLASSES: tuple[Class, ...] = (
         ),
         "both_wrong",
         "A Kafka read with `subscribePattern=events-.*`: the log does not list the topics "
-        "it matched, so the agent names the pattern as written (README), as if it were a "
+        "it matched, so the agent names the pattern as written (docs), as if it were a "
         "topic, under `kafka://unknown`; the listener reports no input at all.",
         "Name the servers as in kafka_servers_not_in_log and mark a pattern name as a "
         "pattern (a `lineageAgent_` facet) rather than presenting it as a topic.",
@@ -555,7 +555,7 @@ CLASSES: tuple[Class, ...] = (
         "`modifiedConfigs` is empty, the application runs no other JDBC execution, and no "
         "`postgresql://` occurs anywhere in its event log.",
         "Done for reads: they take the url of the same application's earlier write or read of "
-        "the table, or of the V2 JDBC catalog their scan names (README: JDBC). Nothing in the "
+        "the table, or of the V2 JDBC catalog their scan names (docs: JDBC). Nothing in the "
         "log names the redacted write's url; an operator who wants it sets "
         "`spark.sql.redaction.options.regex` to a pattern of secrets only.",
     ),

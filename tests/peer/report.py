@@ -42,7 +42,7 @@ def shape_entry(
 
 
 def shape_verdict(differences: Sequence[Mapping[str, Any]]) -> str:
-    """One line for the README table."""
+    """One line for the table in docs/peer.md."""
 
     def classes(verdict: str) -> list[str]:
         return sorted({str(d["class"]) for d in differences if d["verdict"] == verdict})
@@ -147,7 +147,7 @@ def _side(entry: Mapping[str, Any], side: str) -> str:
 
 
 def markdown(report: Mapping[str, Any]) -> str:
-    """The README's per-shape table and class table, from a report."""
+    """The per-shape table and class table of docs/peer.md, from a report."""
     lines = ["| shape | agent | listener | verdict |", "|---|---|---|---|"]
     for name, entry in report["shapes"].items():
         agent, listener = _side(entry, "agent"), _side(entry, "listener")

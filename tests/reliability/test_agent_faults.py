@@ -501,7 +501,7 @@ def test_state_database_deleted_under_a_running_agent(workdir: Path) -> None:
         assert lost["change"] == "removed"
         assert lost["detail"] == (
             "the agent keeps using the file it opened, which that path no longer names; "
-            "restart the agent (see README, 'Files the agent owns')"
+            "restart the agent (see docs/operations/files.md, 'Files the agent owns')"
         )
         lock.unlink()
         lock.write_text("")

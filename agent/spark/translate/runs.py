@@ -261,7 +261,7 @@ def application_end(
     """The application's terminal state at ApplicationEnd, first rule that applies:
 
     1. FAIL      ApplicationEnd carries a non-zero ExitCode (PySpark never writes one: a
-                 Python driver's exit status is not in the log, see the README);
+                 Python driver's exit status is not in the log, see docs/how-it-works/runs.md);
     2. ABORT     work was in flight at ApplicationEnd: Spark cancels it right after, "because
                  SparkContext was shut down" (SIGTERM, spark.stop() from another thread);
     3. FAIL      `last`, the last job or SQL execution to finish, failed; one cancelled by a
