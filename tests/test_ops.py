@@ -673,9 +673,10 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
     # Staged below --root, it is made ready to run from /opt/lineage-agent/venv.
     first_line = (root / AGENT_IN_ROOT).read_text().splitlines()[0]
     assert first_line == "#!/opt/lineage-agent/venv/bin/python"
-    (cached,) = (Path(where).parent / "__pycache__").glob("cli.*.pyc")
+    commands = Path(where).parent / "commands"
+    (cached,) = (commands / "__pycache__").glob("cli.*.pyc")
     code = marshal.loads(cached.read_bytes()[16:])
-    assert code.co_filename == "/" + str(Path(where).parent.relative_to(root) / "cli.py")
+    assert code.co_filename == "/" + str(commands.relative_to(root) / "cli.py")
     again = run_script(
         INSTALL, "--root", str(root), "--source", str(source), "--python", sys.executable
     )
