@@ -463,8 +463,8 @@ def test_live_application_is_seen_while_it_runs_and_sigkill_fails_it(tmp_path: P
             assert lost["runs_ended"] == 2
         assert events_in(out) == events  # nothing more after the stop
     message = (
-        "the driver is gone: the event log has not grown for 3s, no process holds it open "
-        "and the driver UI does not answer"
+        "the driver is gone: the event log has not grown for 3s, no process holds it open, "
+        "nothing listens on its driver port and its UI is off"
     )
     assert [(e["eventType"], e["job"]["name"]) for e in events[2:]] == [
         ("FAIL", f"scenario_live.{INSERT}.data_held"),

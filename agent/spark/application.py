@@ -2,7 +2,8 @@
 share, so that both make the same events of the same log.
 
 `ApplicationLog.read` does the I/O (call it from a worker thread), `feed` the translation
-(pure; call it where the translator's other users are), `fill_table_metadata` the look-ups
+(pure; the daemon runs its CPU-bound half, `translate`, in a worker thread too, so that no
+log can hold the event loop), `fill_table_metadata` the look-ups
 in Delta and Iceberg tables' metadata of the versions writes committed, of the catalog
 holding an Iceberg CREATE target and of the tables' schemas (I/O again: a worker thread,
 before the events go on). Both parts are the ones the source
@@ -11,11 +12,11 @@ and `replay` configure from `spark:` through `translate_options`.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from agent.config.model import SparkConfig
+from agent.spark.driver.facts import DriverFacts, driver_facts
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.reader import LogReader
 from agent.spark.eventlog.records import RecordBatch, read_records
@@ -81,7 +82,7 @@ class ApplicationLog:
         self.tables_seen: Seen = {}  # where the application's unnamed Iceberg tables were
         self.reader = LogReader(ref, max_line_bytes=max_line_bytes)
         self.translator = ApplicationTranslator(options)
-        self.ui_port: int | None = None  # the driver UI's port, from the environment event
+        self.driver = DriverFacts()  # where the driver listens, from the environment event
         self._stop_lookup = stop_lookup
         self._stop_checked = stop_lookup is None
         self._verdict_lookup = verdict_lookup
@@ -97,11 +98,16 @@ class ApplicationLog:
 
     def feed(self, batch: RecordBatch) -> list[Event]:
         """Translate a batch's records in order; the RunEvents they complete."""
+        return self.translate(batch) + self.settle()
+
+    def translate(self, batch: RecordBatch) -> list[Event]:
+        """The CPU-bound half of `feed`: safe in a worker thread while nothing else uses
+        the translator, given a `stop_lookup` that is safe there too."""
         translator = self.translator
         events: list[Event] = []
         for line, record in batch.records:
-            if self.ui_port is None and _ENV in line[:64]:
-                self.ui_port = _ui_port(record)
+            if _ENV in line[:64]:
+                self.driver = driver_facts(record)
             events.extend(translator.feed(record))
             if not self._stop_checked and translator.app_id is not None:
                 # A stop recorded before this log was (re)read applies from here on.
@@ -110,13 +116,19 @@ class ApplicationLog:
                 request = self._stop_lookup(translator.app_id)
                 if request is not None:
                     translator.request_stop(reason=request[0], requested_by=request[1])
+        return events
+
+    def settle(self) -> list[Event]:
+        """The other half of `feed`: an application held at ApplicationEnd ends once the
+        verdict of its `lineage-agent exec` is there (a look into the state database)."""
+        translator = self.translator
         exec_id = translator.exec_id
         if self._verdict_lookup is not None and translator.awaiting_verdict and exec_id:
             # Looked up at every feed: it may have come before the log or while it waited.
             verdict = self._verdict_lookup(exec_id)
             if verdict is not None:
-                events.extend(translator.settle(verdict))
-        return events
+                return translator.settle(verdict)
+        return []
 
     @property
     def table_metadata_wanted(self) -> bool:
@@ -159,11 +171,3 @@ class ApplicationLog:
 
     def close(self) -> None:
         self.reader.close()
-
-
-def _ui_port(record: Any) -> int | None:
-    props = record.get("Spark Properties")
-    if isinstance(props, dict):
-        with contextlib.suppress(TypeError, ValueError):
-            return int(props.get("spark.ui.port", 0)) or None
-    return None

@@ -27,6 +27,11 @@ class Followed:
     # Catching up after a lost state database: events are claimed but not sent (see source).
     quiet: bool = False
     quieted: int = 0  # events taken as already emitted that way
+    ui_port: int | None = None  # where the driver's UI last answered for this application
+    # While a worker thread translates, `status` shows the summary taken before it began.
+    busy: bool = False
+    summary: Any = None
+    alive_signal: str | None = None  # what `driver_idle_alive` last said proved life
 
     @property
     def app_id(self) -> str:
@@ -39,7 +44,7 @@ class Followed:
             self.key,
             self.log.ref.path,
             reader.complete,
-            self.log.translator.snapshot(),
+            self.summary if self.busy else self.log.translator.snapshot(),
         )
 
     def live_paths(self) -> list[str]:

@@ -1,13 +1,10 @@
-"""Is the Spark driver of an in-progress log still alive on this node, and stopping it.
+"""Ending the runs of applications whose driver is gone, and waiting for a stopped one.
 
-Two independent looks, either of which proves life: a process that holds the log file open
-(Spark's writer keeps the in-progress file open until it stops; needs permission to read
-other processes' /proc/PID/fd, as root or the same user), and the driver UI's REST API on
-loopback answering for this application id. Neither works for a driver on another node
-sharing the directory over NFS; then staleness alone decides, as documented.
-
-`job stop` signals the processes that hold the log open: SIGTERM (Spark's shutdown hook
-writes ApplicationEnd), SIGKILL when they outlive the grace period.
+Whether a driver is alive is `driver.alive`'s business (every signal the agent may read,
+also as another user than Spark); a stale in-progress log whose driver shows no sign of
+life ends FAIL, one stopped with `job stop` ends ABORT. `job stop` signals the driver
+(`driver.stopping`): SIGTERM (Spark's shutdown hook writes ApplicationEnd), SIGKILL when it
+outlives the grace period.
 """
 
 from __future__ import annotations
@@ -19,10 +16,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
-import httpx
 import structlog
 
-from agent.errors import ControlError
+from agent.spark.driver import alive, stopping
 from agent.spark.followed import Followed
 
 log = structlog.get_logger("agent.spark")
@@ -32,69 +28,17 @@ Event = dict[str, Any]
 STOPPED_GRACE: Final = 2.0  # seconds without growth after `job stop` before runs end ABORT
 
 
-def pids_holding(paths: Iterable[str]) -> list[int]:
-    """Other processes with one of `paths` open (this agent reads them too, so it is left
-    out); the ones we may not inspect are skipped."""
-    wanted = {os.path.realpath(p) for p in paths}
-    holders: list[int] = []
-    me = str(os.getpid())
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return holders
-    for entry in entries:
-        if not entry.isdigit() or entry == me:
-            continue
-        fd_dir = f"/proc/{entry}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"{fd_dir}/{fd}")
-            except OSError:
-                continue
-            if target in wanted or target.removesuffix(" (deleted)") in wanted:
-                holders.append(int(entry))
-                break
-    return holders
-
-
-def ui_alive(ui_port: int | None, app_id: str | None, timeout: float = 1.0) -> bool:
-    """The driver UI on loopback knows this application (blocking; call from a thread)."""
-    if not ui_port or not app_id:
-        return False
-    url = f"http://127.0.0.1:{ui_port}/api/v1/applications/{app_id}"
-    try:
-        response = httpx.get(url, timeout=timeout)
-    except httpx.HTTPError:
-        return False
-    if response.status_code != 200:
-        return False
-    try:
-        return bool(response.json().get("id") == app_id)
-    except ValueError:
-        return False
-
-
-def driver_alive(paths: Iterable[str], ui_port: int | None, app_id: str | None) -> bool:
-    return bool(pids_holding(paths)) or ui_alive(ui_port, app_id)
-
-
-def signal_all(pids: Iterable[int], signum: int) -> None:
-    """Signal every process; one that is gone already is skipped. ControlError when the
-    agent may not signal one (another user's driver, no CAP_KILL)."""
-    for pid in pids:
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            continue
-        except PermissionError:
-            raise ControlError(
-                f"cannot signal driver pid {pid}: it belongs to another user and the agent "
-                "lacks CAP_KILL (see README, 'Stopping a job')"
-            ) from None
+async def look(app: Followed) -> alive.Liveness:
+    """Every sign of life of the application's driver, off the event loop."""
+    answer = await asyncio.to_thread(
+        alive.check,
+        app.log.driver,
+        app.live_paths(),
+        app.log.translator.app_id,
+        ui_port=app.ui_port,
+    )
+    app.ui_port = answer.ui_port
+    return answer
 
 
 async def wait_gone(pids: Iterable[int], seconds: float) -> bool:
@@ -125,7 +69,7 @@ async def end_driver(pids: Sequence[int], grace: float) -> str:
     """After SIGTERM: wait up to `grace` seconds, then SIGKILL; the last signal it needed."""
     if await wait_gone(pids, grace):
         return "SIGTERM"
-    signal_all(pids, signal.SIGKILL)
+    stopping.signal_all(pids, signal.SIGKILL)
     await wait_gone(pids, 5.0)
     return "SIGKILL"
 
@@ -154,26 +98,30 @@ async def close_dead(
             # A stop recorded before a restart: it ended the driver, so no stale_after wait.
             if now - app.last_growth < STOPPED_GRACE:
                 continue
-            if await asyncio.to_thread(
-                driver_alive, app.log.reader.ref.paths, app.log.ui_port, translator.app_id
-            ):
+            if (await look(app)).alive:
                 app.last_growth = now  # still going down: look again after STOPPED_GRACE
                 continue
             ended.append((app, _close_stopped(app, stops)))
             continue
         if app.closed or complete or now - app.last_growth < stale_after:
             continue
-        alive = await asyncio.to_thread(
-            driver_alive, app.log.reader.ref.paths, app.log.ui_port, translator.app_id
-        )
-        if alive:
+        answer = await look(app)
+        if answer.alive:
             app.last_growth = now  # check again after another stale_after
+            if app.alive_signal != answer.reason:  # an idle driver is news once per signal
+                app.alive_signal = answer.reason
+                log.info(
+                    "driver_idle_alive",
+                    log=app.log.ref.path,
+                    app_id=translator.app_id,
+                    signal=answer.reason,
+                )
             continue
         app.closed = True
         events = app.log.end(
             cause="driver_lost",
             message=f"the driver is gone: the event log has not grown for {stale_after:g}s, "
-            "no process holds it open and the driver UI does not answer",
+            + answer.reason,
         )
         log.warning(
             "driver_lost", log=app.log.ref.path, app_id=translator.app_id, runs_ended=len(events)

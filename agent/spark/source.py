@@ -19,7 +19,7 @@ stops the others. Stale in-progress logs and `job stop` are `liveness`'s busines
 from __future__ import annotations
 
 import asyncio
-import signal
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -33,8 +33,10 @@ from agent.spark import liveness, verdicts
 from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
 from agent.spark.claims import Claims
 from agent.spark.directories import Directories
+from agent.spark.driver import stopping
 from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
+from agent.spark.eventlog.records import RecordBatch
 from agent.spark.followed import Followed
 from agent.spark.problems import LogProblems
 from agent.state.db import LogPosition, StateDB
@@ -70,6 +72,7 @@ class SparkSource:
         self.problems = LogProblems(metrics, self.health)
         self.apps: dict[str, Followed] = {}
         self._finished: set[str] = state.finished_keys()
+        self._stops = state.stop_requests()  # kept in step by request_stop
         self._dirs = Directories(spark.event_log_dirs)
         self._skipped_by_horizon = 0
         self._use_inotify = use_inotify
@@ -200,7 +203,8 @@ class SparkSource:
             ref,
             self.options,
             max_line_bytes=self.spark.max_line_bytes,
-            stop_lookup=self.state.stop_request,
+            # Read in the worker thread that translates: a dict, not the database.
+            stop_lookup=self._stops.get,
             verdict_lookup=verdicts.lookup(self.state),
         )
         self.apps[key] = Followed(key, app_log, quiet=quiet)
@@ -247,7 +251,8 @@ class SparkSource:
             if batch.lines:
                 app.last_growth = time.monotonic()
             self.problems.report(app, batch)
-            events = app.log.feed(batch) + verdicts.overdue(app, self.spark.exec_verdict_wait)
+            events = await self._translate(app, batch)
+            events += verdicts.overdue(app, self.spark.exec_verdict_wait)
             if app.log.table_metadata_wanted:  # table metadata on disk: off the event loop
                 await asyncio.to_thread(app.log.fill_table_metadata)
             self.problems.report_malformed(app, app.log.take_malformed())
@@ -268,6 +273,21 @@ class SparkSource:
             await asyncio.sleep(0)  # a large log must not starve the deliveries
         if (reader.exhausted or reader.gone) and not app.log.translator.awaiting_verdict:
             self._finish(app)
+
+    async def _translate(self, app: Followed, batch: RecordBatch) -> list[dict[str, Any]]:
+        """Translate in a worker thread, so that no log, however large or hostile its lines,
+        holds the event loop (metrics, health, control and the watchdog answer meanwhile);
+        the verdict look-up in the state database stays on the loop."""
+        if batch.records:
+            app.summary = app.log.translator.snapshot()
+            app.busy = True
+            try:
+                events = await asyncio.to_thread(app.log.translate, batch)
+            finally:
+                app.busy = False
+        else:
+            events = []
+        return events + app.log.settle()
 
     def _emit(self, app: Followed, events: list[dict[str, Any]]) -> bool:
         """Claim `events` (after those still held) and hand the fresh ones on; False while
@@ -342,9 +362,12 @@ class SparkSource:
     def request_stop(self, app_id: str, reason: str, requested_by: str) -> None:
         """Record a stop request: the application's runs will end ABORT with `reason`."""
         self.state.record_stop(app_id, reason, requested_by)
+        self._stops[app_id] = (reason, requested_by)
         app = self.find(app_id)
         if app is not None:
             app.log.translator.request_stop(reason=reason, requested_by=requested_by)
+            if app.busy and app.summary is not None:  # the view taken before the thread
+                app.summary = dataclasses.replace(app.summary, stop_requested=True)
 
     def verdict_arrived(self, exec_id: str) -> list[str]:
         """A verdict of `lineage-agent exec` is in the state database: look at once; the
@@ -358,14 +381,11 @@ class SparkSource:
         app = self.find(app_id)
         if app is None or app.log.reader.complete or app.closed:
             raise ControlError(f"application {app_id} is not running on this node")
-        pids = await asyncio.to_thread(liveness.pids_holding, app.live_paths())
-        if not pids:
-            raise ControlError(
-                f"application {app_id}: no driver process on this node holds its event log "
-                "(it runs elsewhere, or the agent may not inspect it)"
-            )
+        pids = await asyncio.to_thread(
+            stopping.driver_pids, app.log.driver, app.live_paths(), app_id
+        )
         began = time.monotonic()
-        liveness.signal_all(pids, signal.SIGTERM)
+        stopping.terminate(pids)
         # No await since the signal: the log cannot have been read past ApplicationEnd yet.
         self.request_stop(app_id, reason, requested_by)
         log.info("job_stop", app_id=app_id, pids=pids, reason=reason, requested_by=requested_by)

@@ -252,6 +252,11 @@ class StateDB:
             (app_id, reason, requested_by, time.time()),
         )
 
+    def stop_requests(self) -> dict[str, tuple[str, str]]:
+        """Every recorded stop: application id -> (reason, requested by)."""
+        rows = self._db.execute("SELECT app_id, reason, requested_by FROM stops")
+        return {row[0]: (row[1], row[2]) for row in rows}
+
     def stop_request(self, app_id: str) -> tuple[str, str] | None:
         row = self._db.execute(
             "SELECT reason, requested_by FROM stops WHERE app_id = ?", (app_id,)

@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,8 @@ import yaml
 from agent.config.model import AgentConfig, Bounds, fields_of
 from agent.service.control.client import request
 from tests.agentproc import AgentProcess, keygen, metric
+from tests.otheruser import NOBODY, as_user
+from tests.otheruser import public_dir as other_users_dir
 from tests.reliability.harness import (
     PATIENCE,
     ROOT,
@@ -544,30 +545,21 @@ def test_config_check_refuses_every_config_run_refuses(workdir: Path) -> None:
         assert not (workdir / "control.sock").exists(), case
 
 
-NOBODY = 65534
-#: Everything `config check` imports, loaded before the check drops to the nobody user (the
-#: interpreter's own files may not be readable by that user).
-AS_NOBODY = (
-    "import os, sys; import agent.commands.cli, agent.config.loader, agent.service.preflight; "
-    f"os.setgid({NOBODY}); os.setuid({NOBODY}); "
-    "sys.exit(agent.commands.cli.main(['config', 'check', sys.argv[1]]))"
-)
-
-
 @pytest.fixture
 def public_dir() -> Iterator[Path]:
     """A directory other users can reach (pytest's own are root's alone)."""
     if os.geteuid() != 0:
         pytest.skip("checking as another user needs root")
-    path = Path(tempfile.mkdtemp(prefix="lineage-check-"))
-    path.chmod(0o755)
+    path = other_users_dir("lineage-check-")
     try:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def test_config_check_notes_what_only_the_service_can_tell(public_dir: Path) -> None:
+def test_config_check_notes_what_only_the_service_can_tell(
+    public_dir: Path, public_agent: Path
+) -> None:
     """What only the service's user or environment can tell is a note of `config check`."""
     tmp_path = public_dir
     key = keygen(tmp_path)  # 0600, root's: not readable by nobody
@@ -591,11 +583,11 @@ def test_config_check_notes_what_only_the_service_can_tell(public_dir: Path) -> 
     result = cli("config", "check", str(config), env=env)
     assert (result.returncode, result.stdout, result.stderr) == (0, "ok\n" + token_note, "")
     nobody = subprocess.run(
-        [sys.executable, "-c", AS_NOBODY, str(config)],
+        [*as_user(), str(public_agent), "-m", "agent", "config", "check", str(config)],
         capture_output=True,
         text=True,
         timeout=PATIENCE,
-        cwd=ROOT,
+        cwd=public_dir,
         env=env,
     )
     assert (nobody.returncode, nobody.stderr) == (0, "")

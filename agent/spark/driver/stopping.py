@@ -1,0 +1,103 @@
+"""Which process `job stop` signals, and what it says when it cannot tell or may not.
+
+A driver on this node is found by the log it holds open when the agent may read the
+driver's /proc/PID/fd (the same user, or root). Under the shipped unit Spark runs as another
+user: the driver is then the one SparkSubmit JVM of the log's owner that started just before
+the application's submission time (both from /proc and the log, readable by every user);
+two candidates are refused rather than guessed. Signalling another user's process needs
+CAP_KILL. Drivers in a cluster (YARN, Kubernetes, a standalone master's cluster mode) are
+stopped through their cluster manager, which the message names.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from agent.errors import ControlError
+from agent.spark.driver import procfs, rest
+from agent.spark.driver.alive import owner
+from agent.spark.driver.facts import DriverFacts
+
+#: A SparkSubmit JVM sets spark.app.submitTime within seconds of its start; /proc's start
+#: time is exact to the clock tick, the boot time it counts from to the second.
+BEFORE_SUBMIT_MS: Final = 15_000
+AFTER_SUBMIT_MS: Final = 2_000
+HELP: Final = "see docs/operations/commands.md, 'Stopping a job'"
+
+_ELSEWHERE: Final = {
+    "yarn": "stop it with `yarn application -kill {app}`",
+    "kubernetes": "stop it with `spark-submit --kill` or by deleting its driver pod",
+    "standalone": "stop it from its master's UI, or with `spark-class "
+    "org.apache.spark.deploy.Client kill` for a cluster-mode driver",
+}
+
+
+def driver_pids(facts: DriverFacts, paths: Sequence[str], app_id: str) -> tuple[int, ...]:
+    """The driver process(es) of the application whose log is at `paths` (blocking);
+    ControlError saying why when there is none the agent can name."""
+    held = procfs.holders(paths)
+    if held.pids:
+        return held.pids
+    if facts.host is not None and not rest.is_local(facts.host):
+        raise ControlError(
+            f"application {app_id}: its driver runs on {facts.host}, not on this node; "
+            + _elsewhere(facts, app_id)
+        )
+    uid = owner(paths)
+    if uid is None:
+        raise ControlError(f"application {app_id}: its event log is gone")
+    if facts.submit_time_ms is None:
+        raise ControlError(
+            f"application {app_id}: no process the agent may inspect holds its event log, "
+            "and the log has no submission time to match its driver by; run job stop as "
+            f"root or as the driver's user (uid {uid}) ({HELP})"
+        )
+    submitted = facts.submit_time_ms
+    candidates = sorted(
+        pid
+        for pid, started in procfs.spark_drivers(uid)
+        if submitted - BEFORE_SUBMIT_MS <= started <= submitted + AFTER_SUBMIT_MS
+    )
+    if len(candidates) == 1:
+        return (candidates[0],)
+    if not candidates:
+        raise ControlError(
+            f"application {app_id}: no SparkSubmit process of uid {uid} on this node started "
+            "when it was submitted (it runs elsewhere, in a JVM not started by spark-submit, "
+            f"or is hidden from the agent by ProtectProc=); {_elsewhere(facts, app_id)}"
+        )
+    raise ControlError(
+        f"application {app_id}: SparkSubmit processes {', '.join(map(str, candidates))} of "
+        f"uid {uid} all started when it was submitted; the agent does not guess which to "
+        "stop: stop it from its driver's node as its user"
+    )
+
+
+def signal_all(pids: Iterable[int], signum: int) -> None:
+    """Signal every process; one that is gone already is skipped. ControlError when the
+    agent may not signal one (another user's driver, no CAP_KILL)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            raise ControlError(
+                f"cannot signal driver pid {pid}: it belongs to another user and the agent "
+                f"(uid {os.geteuid()}) lacks CAP_KILL ({HELP})"
+            ) from None
+
+
+def terminate(pids: Iterable[int]) -> None:
+    """SIGTERM: Spark's shutdown hook then writes ApplicationEnd."""
+    signal_all(pids, signal.SIGTERM)
+
+
+def _elsewhere(facts: DriverFacts, app_id: str) -> str:
+    hint = _ELSEWHERE.get(facts.deploy_mode)
+    if hint is None:
+        return f"stop it on its driver's node ({HELP})"
+    return hint.format(app=app_id)

@@ -1,0 +1,217 @@
+"""The agent as the shipped unit runs it: another user than Spark's, reading the logs through
+their group, unable to look into the driver's /proc/PID/fd (real PySpark drivers)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.agentproc import AgentProcess, stop_process
+from tests.otheruser import NOBODY, as_user, give, public_dir
+from tests.spark_logs import spark_env
+from tests.spark_scenarios import daemon_config, events_in, wait_events
+
+JOBS = Path(__file__).resolve().parent / "sparkjobs"
+STALE = 3.0  # seconds: spark.stale_after of these agents
+WRITE = "execute_insert_into_hadoop_fs_relation_command"
+
+pytestmark = pytest.mark.spark
+
+
+class IdleApp:
+    """tests/sparkjobs/idle_driver.py, run by root with the group the agent reads through."""
+
+    def __init__(self, control: Path, process: subprocess.Popen[bytes]) -> None:
+        self.control = control
+        self.process = process
+
+    def wait(self, name: str, timeout: float = 120) -> str:
+        path = self.control / name
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            assert self.process.poll() is None, self.output()
+            assert time.monotonic() < deadline, f"no {name!r}:\n{self.output()}"
+            time.sleep(0.05)
+        return path.read_text()
+
+    def go(self, name: str) -> None:
+        (self.control / name).touch()
+
+    def output(self) -> str:
+        return (self.control / "output.log").read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A directory the agent's user can enter: events (group-readable), agent, control."""
+    path = public_dir("lineage-agent-other-")
+    events = path / "events"
+    events.mkdir()
+    os.chown(events, 0, NOBODY)
+    events.chmod(0o2770)  # Spark's group owns what Spark writes here, as on real nodes
+    (path / "agent").mkdir()
+    (path / "control").mkdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def idle_app(base: Path, ui: str) -> Iterator[IdleApp]:
+    """The Spark application, as root in the agent's group (so its 0660 log is readable)."""
+    control = base / "control"
+    with (control / "output.log").open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, str(JOBS / "idle_driver.py"), str(base / "events"), str(control), ui],
+            cwd=control,
+            env=spark_env(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            group=NOBODY,
+            extra_groups=[],
+        )
+    try:
+        yield IdleApp(control, process)
+    finally:
+        stop_process(process)
+
+
+def agent_config(base: Path) -> Path:
+    """The agent's config and key, handed to its user."""
+    work = base / "agent"
+    config = daemon_config(work, base / "events", stale_after=f"{STALE:g}s")
+    give([work, config, work / "ed25519.key"])
+    return config
+
+
+@contextmanager
+def other_agent(python: Path, config: Path, caps: tuple[str, ...] = ()) -> Iterator[AgentProcess]:
+    """`lineage-agent run` as uid 65534 from the world-readable install."""
+    log_path = config.parent / f"agent-{time.monotonic_ns()}.log"
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [*as_user(caps=caps), str(python), "-m", "agent", "run", "--config", str(config)],
+            cwd=config.parent,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    agent = AgentProcess(proc, log_path)
+    try:
+        agent.wait_started(timeout=60)
+        yield agent
+    finally:
+        stop_process(proc)
+
+
+def control(python: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A control command as root (the operator), from the same install."""
+    return subprocess.run(
+        [str(python), "-m", "agent", *args, "--socket", str(config.parent / "control.sock")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def wait_signal(agent: AgentProcess, pattern: str, timeout: float = 60) -> None:
+    """Block until a `driver_idle_alive` line names a signal matching `pattern`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in agent.logs():
+            if line.get("event") == "driver_idle_alive" and re.fullmatch(pattern, line["signal"]):
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no driver_idle_alive matching {pattern!r}:\n{agent.raw_output()}")
+
+
+def outline(events: list[dict[str, object]]) -> list[tuple[object, str]]:
+    """(event type, job name less the application's) of every event, in file order."""
+    return [
+        (e["eventType"], str(e["job"]["name"]).partition(".")[2])  # type: ignore[index]
+        for e in events
+    ]
+
+
+@pytest.mark.parametrize("ui", ["on", "off"])
+def test_an_idle_driver_of_another_user_stays_alive(
+    public_agent: Path, base: Path, ui: str
+) -> None:
+    """An agent that may not read the driver's /proc/PID/fd keeps an idle driver alive past
+    three times `stale_after` (by its UI's REST API, or with the UI off by its listening
+    driver port), and the writes after the idle time arrive: no driver_lost."""
+    config = agent_config(base)
+    out = config.parent / "lineage.jsonl"
+    with other_agent(public_agent, config) as agent, idle_app(base, ui) as app:
+        app.wait("first-done")
+        wait_events(out, lambda ev: len(ev) == 3)
+        # Which signal answers first depends on how busy the driver is; with its UI on, the
+        # UI's REST API answers sooner or later.
+        if ui == "on":
+            signal = r"the driver UI at 127\.0\.0\.1:\d+ answers for it"
+        else:
+            signal = r"the driver's port \d+ listens \(uid 0\)"
+        idle_since = time.monotonic()
+        wait_signal(agent, signal)
+        time.sleep(max(0.0, 3 * STALE + 1 - (time.monotonic() - idle_since)))
+        assert not [line for line in agent.logs() if line.get("event") == "driver_lost"]
+        app.go("go-second")
+        app.wait("second-done")
+        app.go("go-stop")
+        app.wait("stopped")
+        events = wait_events(out, lambda ev: len(ev) == 6)
+    assert outline(events) == [
+        ("START", ""),
+        ("START", f"{WRITE}.control_first"),
+        ("COMPLETE", f"{WRITE}.control_first"),
+        ("START", f"{WRITE}.control_second"),
+        ("COMPLETE", f"{WRITE}.control_second"),
+        ("COMPLETE", ""),
+    ]
+    assert events_in(out) == events
+
+
+def test_job_stop_of_another_users_driver(public_agent: Path, base: Path) -> None:
+    """Without CAP_KILL `job stop` names the driver it found and says why it cannot signal
+    it; the same agent restarted with CAP_KILL (the documented drop-in) stops it, and the
+    application's run ends ABORT with the reason."""
+    config = agent_config(base)
+    out = config.parent / "lineage.jsonl"
+    with idle_app(base, "off") as app:
+        app_id = app.wait("started")
+        with other_agent(public_agent, config) as agent:
+            app.wait("first-done")
+            wait_events(out, lambda ev: len(ev) == 3)
+            refused = control(public_agent, config, "job", "stop", app_id, "--reason", "r")
+            assert refused.returncode == 1, refused.stdout + refused.stderr
+            match = re.fullmatch(
+                r"lineage-agent: cannot signal driver pid (\d+): it belongs to another user "
+                r"and the agent \(uid 65534\) lacks CAP_KILL \(see "
+                r"docs/operations/commands\.md, 'Stopping a job'\)\n",
+                refused.stderr,
+            )
+            assert match, refused.stderr
+            driver = int(match.group(1))
+            stat = Path(f"/proc/{driver}/stat").read_text()
+            assert int(stat[stat.rfind(")") + 2 :].split()[1]) == app.process.pid  # its JVM
+            assert agent.stop() == 0
+        assert app.process.poll() is None  # nothing was signalled
+        with other_agent(public_agent, config, caps=("kill",)):
+            stopped = control(public_agent, config, "job", "stop", app_id, "--reason", "drain")
+            assert stopped.returncode == 0, stopped.stderr
+            assert stopped.stdout.startswith(f"stopped {app_id} (driver pid {driver}")
+            events = wait_events(out, lambda ev: len(ev) == 4)
+    assert outline(events)[3] == ("ABORT", "")
+    assert "drain" in str(events[3]["run"]["facets"]["errorMessage"]["message"])
