@@ -37,6 +37,7 @@ from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.followed import Followed
 from agent.spark.problems import LogProblems
+from agent.spark.tablemeta import DiskTableMetadata
 from agent.state.db import LogPosition, StateDB
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
@@ -68,6 +69,8 @@ class SparkSource:
         self.health = health or HealthTracker()
         self.claims = Claims(state)
         self.problems = LogProblems(metrics, self.health)
+        # One for all applications: a table they all name is read once per version.
+        self.tables = DiskTableMetadata()
         self.apps: dict[str, Followed] = {}
         self._finished: set[str] = state.finished_keys()
         self._dirs = Directories(spark.event_log_dirs)
@@ -202,6 +205,7 @@ class SparkSource:
             max_line_bytes=self.spark.max_line_bytes,
             stop_lookup=self.state.stop_request,
             verdict_lookup=verdicts.lookup(self.state),
+            table_metadata=self.tables,
         )
         self.apps[key] = Followed(key, app_log, quiet=quiet)
         if ref.layout == "rolling":
