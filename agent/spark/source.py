@@ -192,6 +192,7 @@ class SparkSource:
             log.warning(
                 "state_database_recreated",
                 path=str(self.state.path),
+                found=self.state.lost_as,
                 eventlogs_skipped=skipped_as_handled,
                 detail="the state database was lost: completed event logs older than it are "
                 "taken as already emitted (spark.replay_existing: true replays them)",
