@@ -8,6 +8,10 @@ the reader expects snapshots, commit metrics or schema fields, or arrays nested 
 table's metadata is.
 
     PYTHONPATH=$PWD .venv/bin/python -m tests.hostile_tables   # the peak of each, in a table
+    PYTHONPATH=$PWD .venv/bin/python -m tests.hostile_tables --replay
+
+`--replay` measures the whole agent instead: `lineage-agent replay` of the checked-in Iceberg
+lakehouse log, its two tables' newest metadata files the field's flood.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+LAKEHOUSE_LOG = ROOT / "tests/data/eventlogs/lakehouse/iceberg_hadoop.jsonl.zst"
+LAKEHOUSE_TABLES = ("iceberg_hadoop/db/orders", "iceberg_hadoop/db/order_totals")
 ICEBERG_SIZE = 32_700_000  # the field's file: under the 32 MiB limit of a metadata file
 DELTA_SIZE = 4_000_000  # under the 4 MiB limit of a commit file
 #: What the translator asks of a table: (method, arguments after the format and the path).
@@ -102,7 +108,7 @@ def measure(
         command += ["--limit-mb", str(limit_mb)]
     if not trace:
         command.append("--no-trace")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {"PYTHONPATH": str(ROOT), **os.environ}  # another checkout's agent when given
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     if done.returncode != 0:
         raise AssertionError(f"the reader failed on {table}:\n{done.stderr[-2000:]}")
@@ -163,14 +169,56 @@ def _status_kib(name: str) -> int:
     raise RuntimeError(f"no {name} in /proc/self/status")
 
 
+def replay_peak(directory: Path) -> tuple[int, str]:
+    """The peak RSS (bytes) of `lineage-agent replay` of the lakehouse log whose tables' newest
+    metadata files are the field's flood, and its summary line."""
+    import zstandard
+
+    lake = directory / "lake"
+    log = zstandard.ZstdDecompressor().decompressobj().decompress(LAKEHOUSE_LOG.read_bytes())
+    (directory / "logs").mkdir()
+    (directory / "logs" / "app").write_bytes(log.replace(b"/data/lakehouse", str(lake).encode()))
+    for table in LAKEHOUSE_TABLES:
+        (lake / table / "metadata").mkdir(parents=True)
+        data = _flood(b'{"format-version":2,"snapshots":[', b"]}", ICEBERG_SIZE)
+        (lake / table / "metadata" / "v99.metadata.json").write_bytes(data)
+    agent = [sys.executable, "-m", "agent"]
+    keygen = [*agent, "keygen", "--out", str(directory / "key")]
+    subprocess.run(keygen, check=True, capture_output=True, cwd=ROOT)
+    # The peak as the agent's own process image saw it, printed as it exits.
+    probe = (
+        "import atexit, runpy, sys\n"
+        "from tests.hostile_tables import _status_kib\n"
+        "atexit.register(lambda: print('VmHWM', _status_kib('VmHWM'), file=sys.stderr))\n"
+        "sys.argv = ['lineage-agent', *sys.argv[1:]]\n"
+        "runpy.run_module('agent', run_name='__main__')\n"
+    )
+    argv = ["replay", str(directory / "logs" / "app"), "--namespace", "x"]
+    argv += ["--key", str(directory / "key")]
+    env = {"PYTHONPATH": str(ROOT), **os.environ}  # another checkout's agent when given
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    peak = [line for line in done.stderr.splitlines() if line.startswith("VmHWM ")]
+    if done.returncode != 0 or not peak:
+        raise AssertionError(f"replay failed:\n{done.stdout}{done.stderr}")
+    return int(peak[0].split()[1]) * 1024, done.stdout.strip().splitlines()[-1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", nargs=2, metavar=("FORMAT", "TABLE"))
     parser.add_argument("--limit-mb", type=int)
     parser.add_argument("--no-trace", dest="trace", action="store_false")
+    parser.add_argument("--replay", action="store_true")
     args = parser.parse_args()
     if args.child:
         _child(*args.child, args.limit_mb, args.trace)
+        return
+    if args.replay:
+        with tempfile.TemporaryDirectory() as directory:
+            peak, summary = replay_peak(Path(directory))
+            print(f"lineage-agent replay: peak RSS {peak / 2**20:.1f} MiB ({summary})")
         return
     with tempfile.TemporaryDirectory() as directory:
         for name, (fmt, build) in HOSTILE.items():
