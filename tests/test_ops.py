@@ -312,7 +312,7 @@ needs_x86_64 = pytest.mark.skipif(
 
 PROBE = """
 import mmap, sqlite3, ssl, sys, tempfile
-import cramjam, httpx, lz4.block, nacl.signing, orjson, yaml, zstandard
+import cramjam, httpx, ijson, lz4.block, nacl.signing, orjson, yaml, zstandard
 try:
     mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
 except PermissionError:
@@ -328,6 +328,10 @@ block = lz4.block.compress(log)
 assert lz4.block.decompress(block) == log
 assert bytes(cramjam.snappy.decompress_raw(cramjam.snappy.compress_raw(log))) == log
 assert orjson.loads(orjson.dumps({"a": [1, 2]})) == {"a": [1, 2]}
+assert ijson.backend == "yajl2_c"
+assert list(ijson.basic_parse(b'{"a": 1}')) == [
+    ("start_map", None), ("map_key", "a"), ("number", 1), ("end_map", None)
+]
 assert yaml.load("a: 1", Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) == {"a": 1}
 with tempfile.TemporaryDirectory() as folder:
     db = sqlite3.connect(folder + "/state.db")
@@ -382,7 +386,8 @@ def test_mdwe_filter_refuses_writable_executable_memory() -> None:
 
 @needs_x86_64
 def test_native_dependencies_work_under_mdwe() -> None:
-    """Signing, every codec, YAML, SQLite and TLS work without writable executable memory."""
+    """Signing, every codec, YAML, streamed JSON, SQLite and TLS work without writable
+    executable memory."""
     golden = ROOT / "tests/golden/catalog.jsonl.zst"
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(golden)],

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -47,6 +50,64 @@ def test_corrupt_database_is_a_clear_error(tmp_path: Path) -> None:
         "move the file aside and start again (runs already emitted may then be emitted again)"
     )
     assert (tmp_path / "state.sqlite3").read_bytes().startswith(b"SQLite format 3")
+
+
+def lose(state_dir: Path, how: str) -> None:
+    """Lose the database of a state directory an agent used: removed, truncated to 0 bytes,
+    or replaced by a SQLite file without the agent's tables (its -wal and -shm gone too)."""
+    path = state_dir / "state.sqlite3"
+    for stale in state_dir.glob("state.sqlite3-*"):
+        stale.unlink()
+    if how == "truncated":
+        os.truncate(path, 0)
+        return
+    path.unlink()
+    if how == "schemaless":
+        with contextlib.closing(sqlite3.connect(path)) as other:
+            other.execute("CREATE TABLE notes (text TEXT)")
+            other.commit()
+
+
+@pytest.mark.parametrize(
+    ("how", "found"),
+    [
+        ("removed", "no file"),
+        ("truncated", "an empty file"),
+        ("schemaless", "a database without the agent's tables"),
+    ],
+)
+def test_a_database_without_the_agents_tables_is_a_lost_one(
+    tmp_path: Path, how: str, found: str
+) -> None:
+    """Where the lock file shows the directory was used, a database removed, truncated to 0
+    bytes or without any of the agent's tables is recreated as lost, and says what it found;
+    one with them is not."""
+    db = StateDB(tmp_path)
+    db.claim("app", list(sample_run_events(1)))
+    db.close()
+    db = StateDB(tmp_path)
+    assert (db.recreated, db.lost_as) == (False, None)
+    db.close()
+    lose(tmp_path, how)
+    db = StateDB(tmp_path)
+    assert (db.recreated, db.lost_as) == (True, found)
+    assert db.claim("app", list(sample_run_events(1)))  # the agent's tables are there now
+    db.close()
+    db = StateDB(tmp_path)
+    assert (db.recreated, db.lost_as) == (False, None)
+    db.close()
+
+
+@pytest.mark.parametrize("how", ["truncated", "schemaless"])
+def test_a_database_without_the_agents_tables_at_a_first_start_is_no_loss(
+    tmp_path: Path, how: str
+) -> None:
+    """Without the lock file an empty or foreign database is a first start, as no database is."""
+    (tmp_path / "state.sqlite3").write_bytes(b"")
+    lose(tmp_path, how)
+    db = StateDB(tmp_path)
+    assert (db.recreated, db.lost_as) == (False, None)
+    db.close()
 
 
 def test_positions_and_stops_round_trip(tmp_path: Path) -> None:

@@ -122,9 +122,12 @@ class _Replayer:
         progress: Progress | None,
     ) -> None:
         from agent.spark.application import translate_options
+        from agent.spark.tablemeta import DiskTableMetadata
 
         self.refs = refs
         self.options = translate_options(spark, namespace)
+        # One for all the logs: a table several applications name is read once per version.
+        self.tables = DiskTableMetadata()
         self.max_line_bytes = spark.max_line_bytes
         self.signer = signer
         self.output_dir = None if output_dir is None else os.fspath(output_dir)
@@ -173,7 +176,9 @@ class _Replayer:
 
         if ref.error is not None:
             return AppResult(ref.key, None, None, ref.path, ref.complete, (), (), (ref.error,)), []
-        app_log = ApplicationLog(ref, self.options, max_line_bytes=self.max_line_bytes)
+        app_log = ApplicationLog(
+            ref, self.options, max_line_bytes=self.max_line_bytes, table_metadata=self.tables
+        )
         reader, translator = app_log.reader, app_log.translator
         events: list[Event] = []
         errors: list[str] = []

@@ -7,8 +7,10 @@ the file's end) is Thrift's compact protocol; only `key_value_metadata` (field 5
 every other field skipped. A dataset directory is read through the first of its parquet
 files by name (`part-...`); a directory of partitions only (`k=v/`) or files another writer
 made (no Spark schema) tell nothing. Bounded: regular files only, the footer read up to
-`_MAX_FOOTER_BYTES`, Thrift nesting and sizes checked against the bytes there are. Blocking:
-call it from a worker thread.
+`_MAX_FOOTER_BYTES` and walked in place (no value copied out but the schema), Thrift nesting
+and sizes checked against the bytes there are, the schema read only up to
+`_MAX_SCHEMA_BYTES` and within `SCHEMA_BUDGET`; what a version of a file tells is cached.
+Blocking: call it from a worker thread.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import os
 import stat
 from typing import Final
 
-from agent.spark.plan.schema import Field, spark_struct
+from agent.spark.plan.schema import Field
+from agent.spark.tables.fields import fields_size, spark_schema
+from agent.spark.tables.filecache import FileCache, version_of
 
 _SPARK_SCHEMA: Final = b"org.apache.spark.sql.parquet.row.metadata"
 _MAGIC: Final = b"PAR1"
 _MAX_FOOTER_BYTES: Final = 16 * 1024 * 1024
+_MAX_SCHEMA_BYTES: Final = 4 * 1024 * 1024  # as much as a Delta commit holding a schema
 _MAX_ENTRIES: Final = 10_000  # directory entries looked at for a data file
 _MAX_NESTING: Final = 64
 # Thrift compact protocol types
@@ -29,7 +34,9 @@ _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY = 1, 2, 3, 4, 5, 6, 7, 
 _LIST, _SET, _MAP, _STRUCT = 9, 10, 11, 12
 
 
-def parquet_schema(path: str) -> tuple[Field, ...] | None:
+def parquet_schema(
+    path: str, cache: FileCache[tuple[Field, ...] | None]
+) -> tuple[Field, ...] | None:
     """The schema Spark wrote into the footer of the parquet file at `path` (or of the
     first parquet file of the directory at `path`), None when it tells none."""
     info = os.lstat(path)
@@ -38,11 +45,14 @@ def parquet_schema(path: str) -> tuple[Field, ...] | None:
         if found is None:
             return None
         path = found
-    footer = _footer(path)
-    if footer is None:
-        return None
-    text = _key_value(footer, _SPARK_SCHEMA)
-    return spark_struct(text.decode()) if text is not None else None
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size < 12:
+            return None
+        return cache.get(version_of(path, info), lambda: _schema(fd, info.st_size))
+    finally:
+        os.close(fd)
 
 
 def _first_file(directory: str) -> str | None:
@@ -56,23 +66,30 @@ def _first_file(directory: str) -> str | None:
     return os.path.join(directory, min(names)) if names else None
 
 
-def _footer(path: str) -> bytes | None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def _schema(fd: int, size: int) -> tuple[tuple[Field, ...] | None, int]:
+    """The schema in the footer of the open file of `size` bytes (None: none or unreadable),
+    and the bytes it keeps (with its place in a cache)."""
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size < 12:
-            return None
-        tail = os.pread(fd, 8, info.st_size - 8)
-        length = int.from_bytes(tail[:4], "little")
-        if tail[4:] != _MAGIC or length > min(_MAX_FOOTER_BYTES, info.st_size - 12):
-            return None
-        footer = os.pread(fd, length, info.st_size - 8 - length)
-        return footer if len(footer) == length else None
-    finally:
-        os.close(fd)
+        footer = _footer(fd, size)
+        text = _key_value(footer, _SPARK_SCHEMA) if footer is not None else None
+        if text is None or len(text) > _MAX_SCHEMA_BYTES:
+            return None, 768
+        fields = spark_schema(str(text, "utf-8"))
+    except ValueError:
+        return None, 768
+    return fields, 768 + fields_size(fields)
 
 
-def _key_value(footer: bytes, wanted: bytes) -> bytes | None:
+def _footer(fd: int, size: int) -> bytes | None:
+    tail = os.pread(fd, 8, size - 8)
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] != _MAGIC or length > min(_MAX_FOOTER_BYTES, size - 12):
+        return None
+    footer = os.pread(fd, length, size - 8 - length)
+    return footer if len(footer) == length else None
+
+
+def _key_value(footer: bytes, wanted: bytes) -> memoryview | None:
     """The value of key `wanted` in a FileMetaData's `key_value_metadata`."""
     reader = _Compact(footer)
     for field_id, kind in reader.fields():
@@ -91,7 +108,7 @@ def _key_value(footer: bytes, wanted: bytes) -> bytes | None:
                     key, value = (data, value) if inner_id == 1 else (key, data)
                 else:
                     reader.skip(inner, 1)
-            if key == wanted:
+            if key is not None and key.tobytes() == wanted:
                 return value
         return None
     return None
@@ -101,7 +118,7 @@ class _Compact:
     """Just enough of Thrift's compact protocol to walk a struct and skip what is not read."""
 
     def __init__(self, data: bytes) -> None:
-        self.data = data
+        self.data = memoryview(data)  # values are views into the footer, not copies
         self.pos = 0
 
     def byte(self) -> int:
@@ -130,7 +147,7 @@ class _Compact:
             raise ValueError("parquet footer ends early")
         self.pos += count
 
-    def binary(self) -> bytes:
+    def binary(self) -> memoryview:
         length = self.varint()
         start = self.pos
         self.advance(length)

@@ -39,6 +39,7 @@ from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.records import RecordBatch
 from agent.spark.followed import Followed
 from agent.spark.problems import LogProblems
+from agent.spark.tablemeta import DiskTableMetadata
 from agent.state.db import LogPosition, StateDB
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
@@ -70,6 +71,8 @@ class SparkSource:
         self.health = health or HealthTracker()
         self.claims = Claims(state)
         self.problems = LogProblems(metrics, self.health)
+        # One for all applications: a table they all name is read once per version.
+        self.tables = DiskTableMetadata()
         self.apps: dict[str, Followed] = {}
         self._finished: set[str] = state.finished_keys()
         self._stops = state.stop_requests()  # kept in step by request_stop
@@ -192,6 +195,7 @@ class SparkSource:
             log.warning(
                 "state_database_recreated",
                 path=str(self.state.path),
+                found=self.state.lost_as,
                 eventlogs_skipped=skipped_as_handled,
                 detail="the state database was lost: completed event logs older than it are "
                 "taken as already emitted (spark.replay_existing: true replays them)",
@@ -206,6 +210,7 @@ class SparkSource:
             # Read in the worker thread that translates: a dict, not the database.
             stop_lookup=self._stops.get,
             verdict_lookup=verdicts.lookup(self.state),
+            table_metadata=self.tables,
         )
         self.apps[key] = Followed(key, app_log, quiet=quiet)
         if ref.layout == "rolling":

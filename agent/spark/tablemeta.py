@@ -15,20 +15,24 @@ holds such a table, read from the table's own metadata on a local file system: t
 
 The latest commit inside the run's window is the run's. Bounded: regular files only (no
 links, devices or FIFOs), at most `_MAX_COMMITS` Delta commits looked at, each file read up
-to its size limit; anything unreadable or malformed tells nothing. Blocking: call it from a
-worker thread.
+to its size limit and parsed as a stream within a memory bound whatever it holds
+(`spark.tables`), once per version of the file: what a version tells is kept in a bounded
+cache (`FileCache`) that a `DiskTableMetadata` shares between the applications that ask it.
+Anything unreadable or malformed tells nothing. Blocking: call it from a worker thread.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
-from typing import Any, Final
+from typing import BinaryIO, Final
 
 from agent.spark.parquetmeta import parquet_schema
-from agent.spark.plan.schema import Field, field_of, spark_struct
+from agent.spark.plan.schema import Field
+from agent.spark.tables.delta import Commit, read_commit
+from agent.spark.tables.filecache import FileCache, version_of
+from agent.spark.tables.iceberg import IcebergMetadata, read_metadata
 from agent.spark.translate.versions import SchemaSource, TableFormat
 
 _DELTA_COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -37,25 +41,24 @@ _MAX_COMMITS: Final = 64  # Delta commits read, newest first, before giving up
 _MAX_COMMIT_BYTES: Final = 4 * 1024 * 1024
 _MAX_METADATA_BYTES: Final = 32 * 1024 * 1024
 _MAX_ENTRIES: Final = 100_000  # directory entries listed
-_MAX_DEPTH: Final = 32  # nesting of a schema's types
-#: Iceberg's primitive type names that Spark reads as another type (the rest are alike).
-_ICEBERG_TYPES: Final = {
-    "int": "integer",
-    "timestamptz": "timestamp",
-    "timestamp": "timestamp_ntz",
-    "uuid": "string",
-    "time": "long",
-}
+_MiB: Final = 1024 * 1024
 
 
 class DiskTableMetadata:
     """`TableMetadata` from the metadata files of tables on a local file system."""
 
+    def __init__(self) -> None:
+        # What each file version told; the bounds keep all three under 48 MiB.
+        self.commits: FileCache[Commit] = FileCache(entries=4096, size=8 * _MiB)
+        self.iceberg: FileCache[IcebergMetadata | None] = FileCache(entries=256, size=32 * _MiB)
+        self.footers: FileCache[tuple[Field, ...] | None] = FileCache(entries=4096, size=8 * _MiB)
+
     def committed(self, fmt: TableFormat, path: str, start_ms: int, end_ms: int) -> str | None:
         try:
             if fmt == "delta":
-                return _delta(path, start_ms, end_ms)
-            return _iceberg(path, start_ms, end_ms)
+                return self._delta(path, start_ms, end_ms)
+            metadata = self._iceberg(path)
+            return metadata.committed(start_ms, end_ms) if metadata is not None else None
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             return None
 
@@ -73,137 +76,102 @@ class DiskTableMetadata:
         at = int(version) if version is not None and version.lstrip("-").isdigit() else None
         try:
             if fmt == "delta":
-                return _delta_schema(path, at)
+                return self._delta_schema(path, at)
             if fmt == "parquet":
-                return parquet_schema(path)
-            return _iceberg_schema(path, at)
+                return parquet_schema(path, self.footers)
+            metadata = self._iceberg(path)
+            return metadata.schema(at) if metadata is not None else None
         except (OSError, ValueError, UnicodeDecodeError, RecursionError, KeyError, TypeError):
             return None
 
-
-def _delta(table: str, start_ms: int, end_ms: int) -> str | None:
-    log = os.path.join(table, "_delta_log")
-    versions = sorted(
-        (int(m[1]) for name in _names(log) if (m := _DELTA_COMMIT.match(name))), reverse=True
-    )
-    for version in versions[:_MAX_COMMITS]:
-        raw = _read(os.path.join(log, f"{version:020d}.json"), _MAX_COMMIT_BYTES)
-        if raw is None:
-            continue
-        stamp = _commit_time(raw)
-        if stamp is None:
-            continue
-        if stamp < start_ms:
-            return None  # older commits are older still
-        if stamp <= end_ms:
-            return str(version)
-    return None
-
-
-def _commit_time(raw: bytes) -> int | None:
-    """`commitInfo.timestamp` of a Delta commit file (one action per line)."""
-    for line in raw.splitlines():
-        if b'"commitInfo"' not in line:
-            continue
-        action = json.loads(line)
-        info = action.get("commitInfo") if isinstance(action, dict) else None
-        stamp = info.get("timestamp") if isinstance(info, dict) else None
-        if isinstance(stamp, int) and not isinstance(stamp, bool):
-            return stamp
-    return None
-
-
-def _delta_schema(table: str, at: int | None) -> tuple[Field, ...] | None:
-    """The newest `metaData.schemaString` among the newest `_MAX_COMMITS` commits (up to
-    version `at`, when given)."""
-    log = os.path.join(table, "_delta_log")
-    versions = sorted(
-        (int(m[1]) for name in _names(log) if (m := _DELTA_COMMIT.match(name))), reverse=True
-    )
-    if at is not None:
-        versions = [version for version in versions if version <= at]
-    for version in versions[:_MAX_COMMITS]:
-        raw = _read(os.path.join(log, f"{version:020d}.json"), _MAX_COMMIT_BYTES)
-        for line in raw.splitlines() if raw is not None else ():
-            if b'"metaData"' not in line:
+    def _delta(self, table: str, start_ms: int, end_ms: int) -> str | None:
+        log = os.path.join(table, "_delta_log")
+        for version in _commit_versions(log)[:_MAX_COMMITS]:
+            commit = self._commit(log, version)
+            if commit is None:
                 continue
-            action = json.loads(line)
-            meta = action.get("metaData") if isinstance(action, dict) else None
-            text = meta.get("schemaString") if isinstance(meta, dict) else None
-            if isinstance(text, str):
-                return spark_struct(text)
-    return None
-
-
-def _iceberg_schema(table: str, snapshot_id: int | None) -> tuple[Field, ...] | None:
-    """The schema of snapshot `snapshot_id` (when given and listed), else the current one,
-    from the newest metadata file."""
-    document = _iceberg_document(table)
-    if not isinstance(document, dict):
+            if commit.timestamp_error is not None:
+                raise ValueError(commit.timestamp_error)
+            stamp = commit.timestamp
+            if stamp is None:
+                continue
+            if stamp < start_ms:
+                return None  # older commits are older still
+            if stamp <= end_ms:
+                return str(version)
         return None
-    current = document.get("current-schema-id")
-    snapshots = document.get("snapshots") if snapshot_id is not None else None
-    for snapshot in snapshots if isinstance(snapshots, list) else []:
-        if isinstance(snapshot, dict) and snapshot.get("snapshot-id") == snapshot_id:
-            current = snapshot.get("schema-id", current)
-    schemas = document.get("schemas")
-    for schema in schemas if isinstance(schemas, list) else []:
-        if isinstance(schema, dict) and schema.get("schema-id") == current:
-            return _iceberg_struct(schema, 0)
-    legacy = document.get("schema")  # format version 1 without `schemas`
-    return _iceberg_struct(legacy, 0) if isinstance(legacy, dict) else None
 
-
-def _iceberg_struct(struct: Any, depth: int) -> tuple[Field, ...]:
-    return tuple(_iceberg_field(f["name"], f["type"], depth) for f in struct["fields"])
-
-
-def _iceberg_field(name: str, kind: Any, depth: int) -> Field:
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
-    if not isinstance(name, str):
-        raise TypeError(f"field name {name!r} is not a string")
-    if isinstance(kind, str):
-        if kind.startswith("fixed["):
-            return Field(name, "binary")
-        return field_of(name, _ICEBERG_TYPES.get(kind, kind))
-    form = kind["type"]
-    if form == "struct":
-        return Field(name, "struct", _iceberg_struct(kind, depth + 1))
-    if form == "list":
-        return Field(name, "array", (_iceberg_field("_element", kind["element"], depth + 1),))
-    if form == "map":
-        key = _iceberg_field("key", kind["key"], depth + 1)
-        return Field(name, "map", (key, _iceberg_field("value", kind["value"], depth + 1)))
-    raise ValueError(f"unknown type {form!r}")
-
-
-def _iceberg_document(table: str) -> Any:
-    """The newest metadata file's JSON, None when there is none or it is compressed."""
-    metadata = os.path.join(table, "metadata")
-    found = [(int(m[1]), name) for name in _names(metadata) if (m := _ICEBERG_METADATA.match(name))]
-    if not found:
+    def _delta_schema(self, table: str, at: int | None) -> tuple[Field, ...] | None:
+        """The newest `metaData.schemaString` among the newest `_MAX_COMMITS` commits (up to
+        version `at`, when given)."""
+        log = os.path.join(table, "_delta_log")
+        versions = _commit_versions(log)
+        if at is not None:
+            versions = [version for version in versions if version <= at]
+        for version in versions[:_MAX_COMMITS]:
+            commit = self._commit(log, version)
+            if commit is None:
+                continue
+            if commit.schema_error is not None:
+                raise ValueError(commit.schema_error)
+            if commit.schema is not None:
+                return commit.schema
         return None
-    newest = max(found)[1]
-    if newest.endswith(".gz"):
-        return None  # compressed metadata: not read here
-    raw = _read(os.path.join(metadata, newest), _MAX_METADATA_BYTES)
-    return json.loads(raw) if raw is not None else None
+
+    def _commit(self, log: str, version: int) -> Commit | None:
+        """What a commit file tells, None when it is no regular file or too large."""
+        path = os.path.join(log, f"{version:020d}.json")
+        fd = _open(path)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_COMMIT_BYTES:
+                return None
+
+            def parse() -> tuple[Commit, int]:
+                commit = read_commit(_read(fd, _MAX_COMMIT_BYTES))
+                return commit, commit.size
+
+            return self.commits.get(version_of(path, info), parse)
+        finally:
+            os.close(fd)
+
+    def _iceberg(self, table: str) -> IcebergMetadata | None:
+        """What the newest metadata file tells, None when there is none, it is compressed,
+        no regular file, too large or unreadable."""
+        metadata = os.path.join(table, "metadata")
+        found = [
+            (int(m[1]), name) for name in _names(metadata) if (m := _ICEBERG_METADATA.match(name))
+        ]
+        if not found:
+            return None
+        newest = max(found)[1]
+        if newest.endswith(".gz"):
+            return None  # compressed metadata: not read here
+        path = os.path.join(metadata, newest)
+        fd = _open(path)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_METADATA_BYTES:
+                return None
+
+            def parse() -> tuple[IcebergMetadata | None, int]:
+                with os.fdopen(os.dup(fd), "rb") as file:
+                    try:
+                        told = read_metadata(_Capped(file, _MAX_METADATA_BYTES))
+                    except ValueError:
+                        return None, 1024  # unreadable, malformed or a flood: nothing
+                return told, told.size if told is not None else 1024
+
+            return self.iceberg.get(version_of(path, info), parse)
+        finally:
+            os.close(fd)
 
 
-def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
-    document = _iceberg_document(table)
-    snapshots = document.get("snapshots") if isinstance(document, dict) else None
-    best: tuple[int, int] | None = None
-    for snapshot in snapshots if isinstance(snapshots, list) else []:
-        if not isinstance(snapshot, dict):
-            continue
-        stamp, snapshot_id = snapshot.get("timestamp-ms"), snapshot.get("snapshot-id")
-        if not (isinstance(stamp, int) and isinstance(snapshot_id, int)):
-            continue
-        if start_ms <= stamp <= end_ms and (best is None or stamp >= best[0]):
-            best = (stamp, snapshot_id)
-    return None if best is None else str(best[1])
+def _commit_versions(log: str) -> list[int]:
+    """The versions of the commits in `log`, newest first."""
+    return sorted(
+        (int(m[1]) for name in _names(log) if (m := _DELTA_COMMIT.match(name))), reverse=True
+    )
 
 
 def _names(directory: str) -> list[str]:
@@ -219,14 +187,28 @@ def _names(directory: str) -> list[str]:
     return names
 
 
-def _read(path: str, limit: int) -> bytes | None:
-    """A regular file's bytes, None if it is anything else or larger than `limit`."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as file:
-            return file.read(limit + 1)[:limit]
-    finally:
-        os.close(fd)
+def _open(path: str) -> int:
+    """A descriptor of the file at `path`, not followed if it is a link, never blocking (a
+    FIFO opens and is then seen not to be a regular file)."""
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def _read(fd: int, limit: int) -> bytes:
+    """Up to `limit` bytes of the open file from its start."""
+    with os.fdopen(os.dup(fd), "rb") as file:
+        return file.read(limit + 1)[:limit]
+
+
+class _Capped:
+    """A file read no further than `limit` bytes: one that grows while it is parsed ends
+    there (and is then no JSON), as the reader reads no more of any file."""
+
+    def __init__(self, file: BinaryIO, limit: int) -> None:
+        self._file = file
+        self._left = limit
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data = self._file.read(size)
+        self._left -= len(data)
+        return data

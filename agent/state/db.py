@@ -5,6 +5,12 @@ Errors:
     StateError: the database cannot be opened, is corrupt, or another agent holds the state
     directory. The message names the file and what to do; the daemon refuses to start.
 
+A lost database: where the lock file (never removed) shows that an agent used the state
+directory before, a database holding none of the agent's tables (no file, a file truncated
+to nothing, one that something else made) is the agent's database lost, not a first start:
+`recreated` is set, and the source takes the event logs completed before it as handled
+rather than emitting every run again. Without the lock file it is a first start.
+
 Durability rule: an event is marked as emitted (committed) before it is handed to the
 pipeline, so a crash can lose an event (at-most-once) but never send it twice.
 
@@ -18,12 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent.delivery.envelope import Envelope
 from agent.errors import StateError
@@ -84,6 +91,23 @@ CREATE INDEX IF NOT EXISTS ledger_execution ON ledger (execution);
 """
 
 
+_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+#: What stood at the path of a lost database: no file, an empty file (SQLite reads it as an
+#: empty database), or a database without the agent's tables.
+LostAs = Literal["no file", "an empty file", "a database without the agent's tables"]
+
+
+def _found_at(path: Path) -> LostAs:
+    """What is at the database's path before it is opened, were it lost."""
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return "no file"
+    except OSError:
+        return "a database without the agent's tables"  # opening it tells more
+    return "an empty file" if size == 0 else "a database without the agent's tables"
+
+
 @dataclass(frozen=True, slots=True)
 class LogPosition:
     key: str
@@ -117,10 +141,14 @@ class StateDB:
             raise StateError(
                 f"{self.directory}: cannot create state directory: {error.strerror}"
             ) from error
-        # The lock file is never removed: with it and no database, the database was lost.
+        # The lock file is never removed: with it and a database holding none of the agent's
+        # tables (no file, an empty one, or one something else made), the database was lost.
         used_before = (self.directory / "state.lock").exists()
         self._lock_fd = self._lock()
-        self.recreated = used_before and not self.path.exists()
+        self.recreated = False
+        #: What stood at the database's path when it was lost, for the log line.
+        self.lost_as: LostAs | None = None
+        found = _found_at(self.path)
         self.opened_ns = time.time_ns()
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=0.5)
@@ -129,6 +157,8 @@ class StateDB:
             check = self._db.execute("PRAGMA quick_check").fetchone()
             if check is None or check[0] != "ok":
                 raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            if used_before and not self._has_agent_tables():
+                self.recreated, self.lost_as = True, found
             self._db.executescript(_SCHEMA)
             self._db.execute(
                 "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
@@ -147,6 +177,15 @@ class StateDB:
                 f"{self.path}: state database is unusable ({error}); stop the agent, move the "
                 "file aside and start again (runs already emitted may then be emitted again)"
             ) from error
+
+    def _has_agent_tables(self) -> bool:
+        """Whether any of the tables `_SCHEMA` makes is there (an older agent's are a subset)."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+            f"({', '.join('?' * len(_TABLES))})",
+            _TABLES,
+        ).fetchone()
+        return bool(row[0])
 
     def _lock(self) -> int:
         lock_path = self.directory / "state.lock"

@@ -4,6 +4,8 @@ is locked, full or corrupt."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import signal
 import sqlite3
@@ -109,7 +111,10 @@ def spark_config(workdir: Path, events_dir: Path, **lineage: Any) -> Path:
 
 def finished_logs(state_dir: Path) -> int:
     """Logs the agent's state database records as read to their end (in any of its lives)."""
-    with sqlite3.connect(f"file:{state_dir / 'state.sqlite3'}?mode=ro", uri=True) as db:
+    # Closed at once: a connection left to the garbage collector keeps its shared lock on the
+    # file (WAL mode), and an agent started on that file truncated could not take it over.
+    path = state_dir / "state.sqlite3"
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
         count: int = db.execute("SELECT COUNT(*) FROM logs WHERE finished = 1").fetchone()[0]
     return count
 
@@ -543,3 +548,55 @@ def test_state_database_deleted_under_a_running_agent(workdir: Path) -> None:
         stop_and_account(process)
     assert not any(line.get("event") == "state_database_recreated" for line in process.logs())
     assert len(read_jsonl(workdir / "lineage.jsonl")) == 2 * len(written)
+
+
+@pytest.mark.parametrize(
+    ("damage", "found"),
+    [("truncated", "an empty file"), ("schemaless", "a database without the agent's tables")],
+)
+def test_state_database_emptied_while_stopped_is_a_lost_one(
+    workdir: Path, damage: str, found: str
+) -> None:
+    """A state database truncated to 0 bytes (its -wal and -shm removed) or replaced by a
+    SQLite file without the agent's tables while the agent was stopped, the lock file still
+    there, is a lost one as a deleted one is: `state_database_recreated` logged, nothing sent
+    again, new logs sent."""
+    events_dir = workdir / "events"
+    events_dir.mkdir()
+    config = spark_config(workdir, events_dir)
+    with agent(config) as process:
+        some_logs(events_dir, 4)
+        wait_until("the first logs", lambda: finished_logs(workdir / "state") == 4)
+        settle(process, "file")
+        stop_and_account(process)
+    first_life = read_jsonl(workdir / "lineage.jsonl")
+    state = workdir / "state" / "state.sqlite3"
+    for stale in workdir.glob("state/state.sqlite3-*"):
+        stale.unlink()
+    if damage == "truncated":
+        os.truncate(state, 0)
+    else:
+        state.unlink()
+        with contextlib.closing(sqlite3.connect(state)) as other:
+            other.execute("CREATE TABLE notes (text TEXT)")
+            other.commit()
+    assert (workdir / "state" / "state.lock").exists()
+    with agent(config) as process:
+        wait_until("the logs again", lambda: finished_logs(workdir / "state") == 4)
+        settle(process, "file")
+        some_logs(events_dir, 1, first=4)
+        wait_until("the new log", lambda: finished_logs(workdir / "state") == 5)
+        settle(process, "file")
+        stop_and_account(process)
+    written = read_jsonl(workdir / "lineage.jsonl")
+    sent = {(e["run"]["runId"], e["eventType"]) for e in first_life}
+    again = [e for e in written[len(first_life) :] if (e["run"]["runId"], e["eventType"]) in sent]
+    assert len(again) == 0, f"{len(again)} of the {len(first_life)} events sent again"
+    recreated = [line for line in process.logs() if line.get("event") == "state_database_recreated"]
+    assert len(recreated) == 1, process.raw_output()[-3000:]
+    assert recreated[0]["level"] == "warning"
+    assert recreated[0]["found"] == found
+    assert recreated[0]["eventlogs_skipped"] == 4
+    assert_same_events(written, reference_events(events_dir))
+    assert_runs_whole(written)
+    check_events(written, workdir / "ed25519.key")
