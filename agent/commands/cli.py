@@ -138,8 +138,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     except KeyFileError as error:
         _err(str(error))
         return EX_USAGE
+    from agent.commands.views import printable
+
     report = verify_files(args.files, trusted)
-    print("\n".join(report.lines()))
+    # A file name or a bad event's fault may carry control characters; shown escaped.
+    print("\n".join(printable(line) for line in report.lines()))
     return EX_OK if report.passed else EX_FAILED
 
 
@@ -168,7 +171,8 @@ def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.
         _err(str(error))
         return EX_FAILED
     if not answer.get("ok"):
-        _err(str(answer.get("error")))
+        # The agent's words may quote a log or a driver (an application id, Spark's answer).
+        _err(views.printable(answer.get("error")))
         return EX_FAILED
     answer.pop("ok")
     if args.json:
@@ -179,8 +183,10 @@ def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.
         print(views.describe(answer))
     else:
         print(
-            f"stopped {answer['app_id']} (driver pid {', '.join(map(str, answer['pids']))}, "
-            f"{answer['signal']}, {answer['seconds']}s); its runs end ABORT: {answer['reason']}"
+            views.printable(
+                f"stopped {answer['app_id']} (driver pid {', '.join(map(str, answer['pids']))}, "
+                f"{answer['signal']}, {answer['seconds']}s); its runs end ABORT: {answer['reason']}"
+            )
         )
     return EX_OK
 
