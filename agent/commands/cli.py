@@ -20,6 +20,7 @@ from agent import __version__
 
 if TYPE_CHECKING:
     from agent.config.model import AgentConfig
+    from agent.service.control.connections import ControlLimits
     from agent.service.daemon import SourceFactory
     from agent.source import Source, SourceContext
 
@@ -47,8 +48,13 @@ def default_source(config: AgentConfig, context: SourceContext) -> Source:
     return SparkSource.from_config(config, context)
 
 
-def run_daemon(config_path: str, source_factory: SourceFactory | None = None) -> int:
-    """Load the config and run the agent until SIGTERM; the exit code for the process."""
+def run_daemon(
+    config_path: str,
+    source_factory: SourceFactory | None = None,
+    control_limits: ControlLimits | None = None,
+) -> int:
+    """Load the config and run the agent until SIGTERM; the exit code for the process.
+    `control_limits` replaces the control socket's (tests make them small)."""
     from agent.config.loader import load_config
     from agent.errors import ConfigError, StartError
     from agent.service.daemon import Daemon
@@ -61,6 +67,8 @@ def run_daemon(config_path: str, source_factory: SourceFactory | None = None) ->
         return EX_CONFIG
     logs.configure(config.logging.level, config.logging.format)
     daemon = Daemon(config, source_factory or default_source)
+    if control_limits is not None:
+        daemon.control_limits = control_limits
     try:
         outcome = asyncio.run(daemon.run())
     except StartError as error:
