@@ -141,6 +141,25 @@ def test_unit_hardening() -> None:
     assert d["Service.SystemCallFilter"][0] == "@system-service"
 
 
+def size(value: str) -> int:
+    """A systemd size such as `512M`, in bytes."""
+    number, unit = re.fullmatch(r"(\d+)([KMG]?)", value).groups()  # type: ignore[union-attr]
+    return int(number) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[unit]
+
+
+def test_unit_bounds_the_agents_memory() -> None:
+    """MemoryHigh and MemoryMax are set, High below Max, both well above the measured peak
+    (103 MiB replaying 5,000 logs), which the comment above them gives as the reason."""
+    text = UNIT.read_text()
+    d = unit_directives(text)
+    (high,), (most,) = d["Service.MemoryHigh"], d["Service.MemoryMax"]
+    peak = 103 * 1024**2
+    assert 3 * peak <= size(high) < size(most) <= 8 * peak
+    comment = text[: text.index("MemoryHigh=")].rsplit("\n\n", 1)[1]
+    assert "103 MiB at the peak of a first start replaying 5,000 event logs" in comment
+    assert "spark.max_line_bytes" in comment
+
+
 def test_unit_leaves_other_users_processes_visible() -> None:
     """ProtectProc stays default: the Spark drivers of another user must stay visible."""
     d = unit_directives(UNIT.read_text())
