@@ -17,6 +17,16 @@
 #   - /etc/lineage-agent/config.yaml from config/file.yaml, kept if it exists;
 #   - /etc/lineage-agent/ed25519.key from `lineage-agent keygen`, kept if it exists;
 #   - systemctl daemon-reload and enable (not start), on a live systemd system only.
+#
+# --root and the Python the environment runs on: a virtual environment is not a copy of
+# Python; it runs the interpreter it was made with, at that absolute path. A staged
+# environment is therefore made with the image's own interpreter, found inside DIR
+# (DIR/usr/bin/python3, or --python naming one inside DIR), and its links and pyvenv.cfg are
+# rewritten to the path that interpreter has in the image (/usr/bin/python3). The build
+# host's Python (a pyenv or /usr/local build, say) is refused: the image would not have it
+# and the service would fail with status 203/EXEC. Stage into the image's root file system
+# (it must hold Python 3.11 or newer, runnable on this machine), or run install.sh inside
+# the image build (a Dockerfile RUN, a chroot, Packer) without --root.
 set -euo pipefail
 # The environment and the unit must be readable by the service user whatever root's umask is;
 # config and key get explicit modes below.
@@ -34,11 +44,20 @@ die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
 usage() {
   echo "usage: install.sh [--root DIR] [--source PROJECT_DIR_OR_WHEEL] [--python PYTHON]"
   echo "                  [--python-env EXISTING_VENV] [--no-systemctl]"
+  echo
+  echo "  --root DIR       stage the tree below DIR (an image's root file system or a package"
+  echo "                   build) instead of installing into this system"
+  echo "  --source PATH    project directory or wheel to install (default: this checkout)"
+  echo "  --python PYTHON  interpreter of the new environment, 3.11 or newer (default: python3;"
+  echo "                   with --root, DIR/usr/bin/python3: a staged environment runs the"
+  echo "                   image's own Python, never the build host's, which is refused)"
+  echo "  --python-env ENV link an existing environment instead (development and tests)"
+  echo "  --no-systemctl   no daemon-reload or enable (a container build)"
 }
 
 root=/
 source_path=$PROJECT_DIR
-python=python3
+python=
 python_env=
 use_systemctl=1
 while (($#)); do
@@ -129,11 +148,52 @@ source_fingerprint() {
   fi
 }
 
-# A virtual environment is not relocatable: scripts start with #!<its path>/bin/python and
-# byte code records source paths. A staged one is built below --root, so both are rewritten to
-# the path it will run from.
-relocate_venv() {
-  local script first
+# The interpreter of a staged environment: the image's own (see the top of this file), as an
+# absolute path inside the staged tree. Sets `python`; refuses one outside the tree.
+staged_python() {
+  if [[ -z $python && $(readlink "$venv/bin/python3" 2>/dev/null) == /* ]]; then
+    python=$prefix$(readlink "$venv/bin/python3")  # what an earlier run made it with
+  fi
+  if [[ -z $python ]]; then
+    python=$prefix/usr/bin/python3
+    [[ -x $python ]] ||
+      die "--root $root: no $python: a staged environment runs the image's own Python at" \
+        "the same path, and this tree has none. Stage into the image's root file system" \
+        "(with Python 3.11 or newer), give --python an interpreter inside $root, or run" \
+        "install.sh inside the image build without --root"
+  fi
+  local where
+  where=$(cd "$(dirname "$python")" 2>/dev/null && pwd -P) || die "--python $python: not found"
+  python=$where/$(basename "$python")
+  [[ $python == "$prefix"/* ]] ||
+    die "--python $python is not inside --root $root: the staged environment would run this" \
+      "build host's interpreter, which the image does not have (the service would fail with" \
+      "status 203/EXEC). Give --python the image's own interpreter, inside $root"
+}
+
+# A virtual environment is not relocatable: its python links and the `home` of its pyvenv.cfg
+# name the interpreter it was made with, scripts start with #!<its path>/bin/python and byte
+# code records source paths. A staged one is made with the image's interpreter inside the
+# tree; `venv_paths image` rewrites all of them to the paths they have in the image, and
+# `venv_paths build` points links and home back into the tree for pip to run here.
+venv_paths() {
+  local mode=$1 link target script first
+  for link in "$venv"/bin/python*; do
+    [[ -L $link ]] || continue
+    target=$(readlink "$link")
+    if [[ $mode == image && $target == "$prefix"/* ]]; then
+      ln -sfn "${target#"$prefix"}" "$link"
+    elif [[ $mode == build && $target == /* && $target != "$prefix"/* ]]; then
+      ln -sfn "$prefix$target" "$link"
+    fi
+  done
+  if [[ $mode == build ]]; then
+    sed -i -E "\#^home = $prefix/#! s#^home = /#home = $prefix/#" "$venv/pyvenv.cfg"
+    return
+  fi
+  "$venv/bin/python" -m compileall -q -f -s "$prefix" -p / "$venv/lib" >/dev/null
+  sed -i -E "s#^(home|executable|command) = $prefix/#\1 = /#; s# $venv\$# $target_venv#" \
+    "$venv/pyvenv.cfg"
   for script in "$venv"/bin/*; do
     [[ -f $script && ! -L $script ]] || continue
     IFS= read -r first <"$script" || continue
@@ -143,7 +203,6 @@ relocate_venv() {
       sed -i "s|$venv|$target_venv|g" "$script"
     fi
   done
-  "$venv/bin/python" -m compileall -q -f -s "$prefix" -p / "$venv/lib" >/dev/null
 }
 
 if [[ -n $python_env ]]; then
@@ -159,6 +218,7 @@ if [[ -n $python_env ]]; then
     ln -sfn "$python_env" "$venv"
     say "linked $venv -> $python_env"
   fi
+  agent=("$venv/bin/python" -I -m agent)  # -I: never the agent/ of the working directory
 else
   if [[ -L $venv ]]; then
     die "$venv is a link (--python-env); remove it (uninstall.sh) first"
@@ -168,12 +228,19 @@ else
   elif [[ -f $source_path ]]; then
     source_path=$(cd "$(dirname "$source_path")" && pwd -P)/$(basename "$source_path")
   fi
+  if ((live)); then
+    python=${python:-python3}
+  else
+    staged_python
+  fi
   want=$(source_fingerprint "$source_path")
   stamp=$venv/.lineage-agent-source
+  installed=0
   if [[ -x $venv/bin/lineage-agent && -f $stamp && $(<"$stamp") == "$want" ]]; then
     say "$venv is up to date with $source_path"
   else
-    if [[ ! -x $venv/bin/python ]]; then
+    installed=1
+    if [[ ! -e $venv/pyvenv.cfg ]]; then
       "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
         die "$python: lineage-agent needs Python 3.11 or newer"
       "$python" -m venv "$venv"
@@ -184,15 +251,32 @@ else
     if ((live)); then
       "${pip[@]}" "$source_path"
     else
+      venv_paths build
       "${pip[@]}" --no-compile "$source_path"
-      relocate_venv
+      venv_paths image
+      say "$venv runs the image's ${python#"$prefix"} (made with $python)"
     fi
     printf '%s\n' "$want" >"$stamp"
-    say "installed $("$venv/bin/python" -I -m agent --version) from $source_path into $venv"
+  fi
+  if ((live)); then
+    agent=("$venv/bin/python" -I -m agent)
+  else
+    # The staged environment, run here with the interpreter inside the tree and left as it
+    # is: a throwaway environment whose home is that interpreter and whose lib is the staged
+    # one. (Not bin/lineage-agent: its #! line names the path in the image.)
+    shadow=$(mktemp -d)
+    trap 'rm -rf "$shadow"' EXIT
+    mkdir "$shadow/bin"
+    ln -s "$python" "$shadow/bin/python"
+    ln -s "$venv/lib" "$shadow/lib"
+    printf 'home = %s\ninclude-system-site-packages = false\n' "$(dirname "$python")" \
+      >"$shadow/pyvenv.cfg"
+    agent=("$shadow/bin/python" -I -m agent)
+  fi
+  if ((installed)); then
+    say "installed $("${agent[@]}" --version) from $source_path into $venv"
   fi
 fi
-# Not bin/lineage-agent: in a staged tree its #! line names the final location.
-agent=("$venv/bin/python" -I -m agent)  # -I: never the agent/ of the working directory
 
 # --- unit -----------------------------------------------------------------------------------
 put_file "$unit" "$(<"$PROJECT_DIR/systemd/$UNIT_NAME")" 0644

@@ -652,22 +652,57 @@ def test_uninstall_purge_removes_everything(root: Path) -> None:
     assert f"uninstall: {root}/etc/lineage-agent is already gone" in again.stdout.splitlines()
 
 
+def distribution_python() -> Path | None:
+    """This machine's /usr/bin/python3 when it can make a virtual environment for the agent
+    (3.11 or newer, with venv and ensurepip); it stands in for an image's own interpreter."""
+    python = Path("/usr/bin/python3")
+    if not python.exists():
+        return None
+    check = "import ensurepip, sys, venv; sys.exit(sys.version_info < (3, 11))"
+    usable = subprocess.run([str(python), "-c", check], capture_output=True, timeout=60)
+    return python if usable.returncode == 0 else None
+
+
+needs_distribution_python = pytest.mark.skipif(
+    distribution_python() is None,
+    reason="no /usr/bin/python3 (3.11 or newer, with venv) to stand in for an image's Python",
+)
+
+
 @needs_systemd_analyze
+@needs_distribution_python
 def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
-    """Without --python-env, install.sh pip-installs the project into its own venv, which
-    systemd-analyze then accepts as the unit's ExecStart (needs the package index pip uses)."""
+    """Without --python-env, install.sh --root pip-installs the project into an environment
+    made with the image's own Python (the tree's /usr/bin/python3): its links, pyvenv.cfg,
+    scripts and byte code name paths in the image, never the staging directory or the build
+    host's interpreter; systemd-analyze accepts it as ExecStart (needs pip's package index)."""
     # A frozen copy of the project: the checkout may change while the test runs.
     source = tmp_path / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(ROOT / "agent", source / "agent", ignore=shutil.ignore_patterns("__pycache__"))
-    result = run_script(
-        INSTALL, "--root", str(root), "--source", str(source), "--python", sys.executable
-    )
+    # The image's interpreter; on this machine the same path holds the same one, so the
+    # staged environment can be run here as the image will run it.
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/bin/python3").symlink_to(Path("/usr/bin/python3").resolve())
+    result = run_script(INSTALL, "--root", str(root), "--source", str(source))
     assert result.returncode == 0, result.stdout + result.stderr
     venv = root / "opt/lineage-agent/venv"
     assert not venv.is_symlink()
+    out = result.stdout.splitlines()
+    assert (
+        f"install: {venv} runs the image's /usr/bin/python3 (made with {root}/usr/bin/python3)"
+        in out
+    )
+    assert os.readlink(venv / "bin/python3") == "/usr/bin/python3"
+    config = (venv / "pyvenv.cfg").read_text()
+    assert "home = /usr/bin\n" in config
+    assert "command = /usr/bin/python3 -m venv /opt/lineage-agent/venv\n" in config
+    assert sys.base_prefix not in config
+    # Nothing in it names the staging directory (scripts, byte code, metadata).
+    staged = str(root).encode()
+    assert [p for p in venv.rglob("*") if p.is_file() and staged in p.read_bytes()] == []
     version = subprocess.run(
         [str(venv / "bin/python"), "-I", "-m", "agent", "--version"],
         capture_output=True,
@@ -676,10 +711,7 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
         timeout=60,
     ).stdout
     assert version.startswith("lineage-agent ")
-    assert (
-        f"install: installed {version.strip()} from {source} into {venv}"
-        in result.stdout.splitlines()
-    )
+    assert f"install: installed {version.strip()} from {source} into {venv}" in out
     # The environment is isolated: the agent runs from its own site-packages.
     where = subprocess.run(
         [str(venv / "bin/python"), "-I", "-c", "import agent; print(agent.__file__)"],
@@ -689,19 +721,42 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
         timeout=60,
     ).stdout.strip()
     assert Path(where).is_relative_to(venv.resolve())
-    # Staged below --root, it is made ready to run from /opt/lineage-agent/venv.
     first_line = (root / AGENT_IN_ROOT).read_text().splitlines()[0]
     assert first_line == "#!/opt/lineage-agent/venv/bin/python"
-    (cached,) = (Path(where).parent / "__pycache__").glob("cli.*.pyc")
+    commands = Path(where).parent / "commands"
+    (cached,) = (commands / "__pycache__").glob("cli.*.pyc")
     code = marshal.loads(cached.read_bytes()[16:])
-    assert code.co_filename == "/" + str(Path(where).parent.relative_to(root) / "cli.py")
-    again = run_script(
-        INSTALL, "--root", str(root), "--source", str(source), "--python", sys.executable
-    )
+    assert code.co_filename == "/" + str(commands.relative_to(root) / "cli.py")
+    before = snapshot(root)
+    again = run_script(INSTALL, "--root", str(root), "--source", str(source))
     assert f"install: {venv} is up to date with {source}" in again.stdout.splitlines()
+    assert snapshot(root) == before  # checked without touching the staged environment
     copy_systemd_units(root)
     verify = analyze("verify", f"--root={root}", "lineage-agent.service")
     assert (verify.returncode, verify.stdout, verify.stderr) == (0, "", "")
+
+
+def test_install_refuses_to_stage_an_environment_on_the_build_hosts_python(root: Path) -> None:
+    """--root with no Python in the tree, or --python outside it, is refused by name before
+    an environment is made: a staged one must not run the build host's interpreter."""
+    result = run_script(INSTALL, "--root", str(root))
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"install: error: --root {root}: no {root}/usr/bin/python3: a staged environment runs "
+        "the image's own Python at the same path, and this tree has none. Stage into the "
+        "image's root file system (with Python 3.11 or newer), give --python an interpreter "
+        f"inside {root}, or run install.sh inside the image build without --root\n",
+    )
+    host = Path(sys.executable).parent.resolve() / Path(sys.executable).name
+    result = run_script(INSTALL, "--root", str(root), "--python", sys.executable)
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"install: error: --python {host} is not inside --root {root}: the staged environment "
+        "would run this build host's interpreter, which the image does not have (the service "
+        "would fail with status 203/EXEC). Give --python the image's own interpreter, inside "
+        f"{root}\n",
+    )
+    assert not (root / "opt").exists()
 
 
 # --- example configs -------------------------------------------------------------------------
