@@ -8,15 +8,18 @@
 # What it does, each step only when needed (running it again changes nothing):
 #   - the system user and group lineage-agent: a sysusers.d entry, and on a live system
 #     (not --root) the user itself;
-#   - a tmpfiles.d entry that sets owner and mode of /etc/lineage-agent and its files at boot
+#   - a tmpfiles.d entry that sets owner and mode of /etc/lineage-agent and its config at boot
 #     (what makes a staged tree right once sysusers has created the user);
 #   - a virtual environment in /opt/lineage-agent/venv with the agent pip-installed from
 #     --source (default: the project this script belongs to), reinstalled when the source
 #     changes; --python-env links an existing environment instead (development, tests);
 #   - /etc/systemd/system/lineage-agent.service;
 #   - /etc/lineage-agent/config.yaml from config/file.yaml, kept if it exists;
-#   - /etc/lineage-agent/ed25519.key from `lineage-agent keygen`, kept if it exists;
 #   - systemctl daemon-reload and enable (not start), on a live systemd system only.
+#
+# No signing key: the agent makes the node's key at its first start (signing.key_path, by
+# default /var/lib/lineage-agent/ed25519.key, mode 0600) and logs its key id
+# (signing_key_created), so every node built from one image gets a key of its own.
 #
 # --root and the Python the environment runs on: a virtual environment is not a copy of
 # Python; it runs the interpreter it was made with, at that absolute path. A staged
@@ -29,7 +32,7 @@
 # the image build (a Dockerfile RUN, a chroot, Packer) without --root.
 set -euo pipefail
 # The environment and the unit must be readable by the service user whatever root's umask is;
-# config and key get explicit modes below.
+# the config gets an explicit mode below.
 umask 022
 
 readonly UNIT_NAME=lineage-agent.service
@@ -53,6 +56,9 @@ usage() {
   echo "                   image's own Python, never the build host's, which is refused)"
   echo "  --python-env ENV link an existing environment instead (development and tests)"
   echo "  --no-systemctl   no daemon-reload or enable (a container build)"
+  echo
+  echo "No signing key is installed or staged: the agent makes the node's key at its first"
+  echo "start (signing.key_path, default /var/lib/lineage-agent/ed25519.key, mode 0600)."
 }
 
 root=/
@@ -85,7 +91,6 @@ readonly target_venv=/opt/lineage-agent/venv  # where the environment runs from
 readonly venv=$prefix$target_venv
 readonly confdir=$prefix/etc/lineage-agent
 readonly config=$confdir/config.yaml
-readonly key=$confdir/ed25519.key
 readonly unit=$prefix/etc/systemd/system/$UNIT_NAME
 readonly sysusers=$prefix/usr/lib/sysusers.d/lineage-agent.conf
 readonly tmpfiles=$prefix/usr/lib/tmpfiles.d/lineage-agent.conf
@@ -281,17 +286,17 @@ fi
 # --- unit -----------------------------------------------------------------------------------
 put_file "$unit" "$(<"$PROJECT_DIR/systemd/$UNIT_NAME")" 0644
 
-# --- configuration directory, config, key ---------------------------------------------------
+# --- configuration directory and config -----------------------------------------------------
 # The directory is root:lineage-agent 0750 and the config root:lineage-agent 0640: the service
-# reads them, nobody else does. The key belongs to lineage-agent alone (0600). systemd never
-# changes owner or mode of a ConfigurationDirectory; the unit's ConfigurationDirectoryMode
-# matches so that it does not warn. In a staged tree the user does not exist yet and this
-# machine's ids mean nothing there, so the files keep the owner of whoever runs this and the
-# tmpfiles.d entry sets owner and mode at boot, after systemd-sysusers has created the user.
+# reads them, nobody else does. systemd never changes owner or mode of a
+# ConfigurationDirectory; the unit's ConfigurationDirectoryMode matches so that it does not
+# warn. In a staged tree the user does not exist yet and this machine's ids mean nothing
+# there, so the files keep the owner of whoever runs this and the tmpfiles.d entry sets owner
+# and mode at boot, after systemd-sysusers has created the user. The signing key is no file of
+# this script's: the agent makes it in its state directory at its first start.
 put_file "$tmpfiles" "# Owner and mode of lineage-agent's files (written by deploy/install.sh).
 z /etc/lineage-agent 0750 root $SERVICE_USER -
-z /etc/lineage-agent/config.yaml 0640 root $SERVICE_USER -
-z /etc/lineage-agent/ed25519.key 0600 $SERVICE_USER $SERVICE_USER -" 0644
+z /etc/lineage-agent/config.yaml 0640 root $SERVICE_USER -" 0644
 set_owner() {
   if ((live)) && [[ $(stat -c %U:%G "$2") != "$1" ]]; then
     chown "$1" "$2"
@@ -318,16 +323,9 @@ else
   say "wrote $config (file transport; see $PROJECT_DIR/config/ for other examples)"
 fi
 
-if [[ -e $key ]]; then
-  say "keeping existing key $key"
-else
-  "${agent[@]}" keygen --out "$key" | sed 's/^/install: /'
-  # The agent refuses a key that group or others can read: owner lineage-agent, mode 0600.
-  set_owner "$SERVICE_USER:$SERVICE_USER" "$key"
-fi
-
 # The same checks the service makes before it starts (key, endpoints, CA bundle, events file);
-# a staged tree is checked with its own files in place of the system's.
+# a staged tree is checked with its own files in place of the system's. A key still to be made
+# is one of the notes.
 check=("${agent[@]}" config check "$config")
 ((live)) || check+=(--root "$root")
 if checked=$("${check[@]}"); then

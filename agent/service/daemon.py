@@ -126,7 +126,8 @@ class Daemon:
         config = self.config
         # What `config check` checks too (key, endpoints, token, CA bundle, events file), before
         # anything is opened.
-        signer = signer_of(check_startup(config))
+        # A node's first start makes its signing key (agent.service.nodekey).
+        signer = signer_of(check_startup(config, make_missing_key=True))
         # Then the control socket: a second agent configured with a live agent's socket
         # refuses (StartError) before it opens anything else. It answers `status` while the
         # rest starts.
