@@ -138,19 +138,24 @@ class RecordingTransport:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the real daemon with a MemorySource (used by process-level tests and the demo)."""
     from agent.commands.cli import run_daemon
+    from agent.service.control.connections import ControlLimits
 
+    defaults = ControlLimits()
     parser = argparse.ArgumentParser(prog="python -m agent.testing")
     parser.add_argument("--config", required=True)
     parser.add_argument("--events", type=int, default=100)
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--exit-when-done", action="store_true")
+    parser.add_argument("--control-idle-timeout", type=float, default=defaults.idle_timeout)
+    parser.add_argument("--control-max-connections", type=int, default=defaults.max_connections)
     args = parser.parse_args(argv)
     events = list(sample_run_events(args.events))
 
     def factory(_config: Any, _daemon: Any) -> MemorySource:
         return MemorySource(events, rate=args.rate, exit_when_done=args.exit_when_done)
 
-    return run_daemon(args.config, factory)
+    limits = ControlLimits(args.control_idle_timeout, args.control_max_connections)
+    return run_daemon(args.config, factory, limits)
 
 
 if __name__ == "__main__":

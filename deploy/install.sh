@@ -8,18 +8,31 @@
 # What it does, each step only when needed (running it again changes nothing):
 #   - the system user and group lineage-agent: a sysusers.d entry, and on a live system
 #     (not --root) the user itself;
-#   - a tmpfiles.d entry that sets owner and mode of /etc/lineage-agent and its files at boot
+#   - a tmpfiles.d entry that sets owner and mode of /etc/lineage-agent and its config at boot
 #     (what makes a staged tree right once sysusers has created the user);
 #   - a virtual environment in /opt/lineage-agent/venv with the agent pip-installed from
 #     --source (default: the project this script belongs to), reinstalled when the source
 #     changes; --python-env links an existing environment instead (development, tests);
 #   - /etc/systemd/system/lineage-agent.service;
 #   - /etc/lineage-agent/config.yaml from config/file.yaml, kept if it exists;
-#   - /etc/lineage-agent/ed25519.key from `lineage-agent keygen`, kept if it exists;
 #   - systemctl daemon-reload and enable (not start), on a live systemd system only.
+#
+# No signing key: the agent makes the node's key at its first start (signing.key_path, by
+# default /var/lib/lineage-agent/ed25519.key, mode 0600) and logs its key id
+# (signing_key_created), so every node built from one image gets a key of its own.
+#
+# --root and the Python the environment runs on: a virtual environment is not a copy of
+# Python; it runs the interpreter it was made with, at that absolute path. A staged
+# environment is therefore made with the image's own interpreter, found inside DIR
+# (DIR/usr/bin/python3, or --python naming one inside DIR), and its links and pyvenv.cfg are
+# rewritten to the path that interpreter has in the image (/usr/bin/python3). The build
+# host's Python (a pyenv or /usr/local build, say) is refused: the image would not have it
+# and the service would fail with status 203/EXEC. Stage into the image's root file system
+# (it must hold Python 3.11 or newer, runnable on this machine), or run install.sh inside
+# the image build (a Dockerfile RUN, a chroot, Packer) without --root.
 set -euo pipefail
 # The environment and the unit must be readable by the service user whatever root's umask is;
-# config and key get explicit modes below.
+# the config gets an explicit mode below.
 umask 022
 
 readonly UNIT_NAME=lineage-agent.service
@@ -34,11 +47,23 @@ die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
 usage() {
   echo "usage: install.sh [--root DIR] [--source PROJECT_DIR_OR_WHEEL] [--python PYTHON]"
   echo "                  [--python-env EXISTING_VENV] [--no-systemctl]"
+  echo
+  echo "  --root DIR       stage the tree below DIR (an image's root file system or a package"
+  echo "                   build) instead of installing into this system"
+  echo "  --source PATH    project directory or wheel to install (default: this checkout)"
+  echo "  --python PYTHON  interpreter of the new environment, 3.11 or newer (default: python3;"
+  echo "                   with --root, DIR/usr/bin/python3: a staged environment runs the"
+  echo "                   image's own Python, never the build host's, which is refused)"
+  echo "  --python-env ENV link an existing environment instead (development and tests)"
+  echo "  --no-systemctl   no daemon-reload or enable (a container build)"
+  echo
+  echo "No signing key is installed or staged: the agent makes the node's key at its first"
+  echo "start (signing.key_path, default /var/lib/lineage-agent/ed25519.key, mode 0600)."
 }
 
 root=/
 source_path=$PROJECT_DIR
-python=python3
+python=
 python_env=
 use_systemctl=1
 while (($#)); do
@@ -66,7 +91,6 @@ readonly target_venv=/opt/lineage-agent/venv  # where the environment runs from
 readonly venv=$prefix$target_venv
 readonly confdir=$prefix/etc/lineage-agent
 readonly config=$confdir/config.yaml
-readonly key=$confdir/ed25519.key
 readonly unit=$prefix/etc/systemd/system/$UNIT_NAME
 readonly sysusers=$prefix/usr/lib/sysusers.d/lineage-agent.conf
 readonly tmpfiles=$prefix/usr/lib/tmpfiles.d/lineage-agent.conf
@@ -129,11 +153,52 @@ source_fingerprint() {
   fi
 }
 
-# A virtual environment is not relocatable: scripts start with #!<its path>/bin/python and
-# byte code records source paths. A staged one is built below --root, so both are rewritten to
-# the path it will run from.
-relocate_venv() {
-  local script first
+# The interpreter of a staged environment: the image's own (see the top of this file), as an
+# absolute path inside the staged tree. Sets `python`; refuses one outside the tree.
+staged_python() {
+  if [[ -z $python && $(readlink "$venv/bin/python3" 2>/dev/null) == /* ]]; then
+    python=$prefix$(readlink "$venv/bin/python3")  # what an earlier run made it with
+  fi
+  if [[ -z $python ]]; then
+    python=$prefix/usr/bin/python3
+    [[ -x $python ]] ||
+      die "--root $root: no $python: a staged environment runs the image's own Python at" \
+        "the same path, and this tree has none. Stage into the image's root file system" \
+        "(with Python 3.11 or newer), give --python an interpreter inside $root, or run" \
+        "install.sh inside the image build without --root"
+  fi
+  local where
+  where=$(cd "$(dirname "$python")" 2>/dev/null && pwd -P) || die "--python $python: not found"
+  python=$where/$(basename "$python")
+  [[ $python == "$prefix"/* ]] ||
+    die "--python $python is not inside --root $root: the staged environment would run this" \
+      "build host's interpreter, which the image does not have (the service would fail with" \
+      "status 203/EXEC). Give --python the image's own interpreter, inside $root"
+}
+
+# A virtual environment is not relocatable: its python links and the `home` of its pyvenv.cfg
+# name the interpreter it was made with, scripts start with #!<its path>/bin/python and byte
+# code records source paths. A staged one is made with the image's interpreter inside the
+# tree; `venv_paths image` rewrites all of them to the paths they have in the image, and
+# `venv_paths build` points links and home back into the tree for pip to run here.
+venv_paths() {
+  local mode=$1 link target script first
+  for link in "$venv"/bin/python*; do
+    [[ -L $link ]] || continue
+    target=$(readlink "$link")
+    if [[ $mode == image && $target == "$prefix"/* ]]; then
+      ln -sfn "${target#"$prefix"}" "$link"
+    elif [[ $mode == build && $target == /* && $target != "$prefix"/* ]]; then
+      ln -sfn "$prefix$target" "$link"
+    fi
+  done
+  if [[ $mode == build ]]; then
+    sed -i -E "\#^home = $prefix/#! s#^home = /#home = $prefix/#" "$venv/pyvenv.cfg"
+    return
+  fi
+  "$venv/bin/python" -m compileall -q -f -s "$prefix" -p / "$venv/lib" >/dev/null
+  sed -i -E "s#^(home|executable|command) = $prefix/#\1 = /#; s# $venv\$# $target_venv#" \
+    "$venv/pyvenv.cfg"
   for script in "$venv"/bin/*; do
     [[ -f $script && ! -L $script ]] || continue
     IFS= read -r first <"$script" || continue
@@ -143,7 +208,6 @@ relocate_venv() {
       sed -i "s|$venv|$target_venv|g" "$script"
     fi
   done
-  "$venv/bin/python" -m compileall -q -f -s "$prefix" -p / "$venv/lib" >/dev/null
 }
 
 if [[ -n $python_env ]]; then
@@ -159,6 +223,7 @@ if [[ -n $python_env ]]; then
     ln -sfn "$python_env" "$venv"
     say "linked $venv -> $python_env"
   fi
+  agent=("$venv/bin/python" -I -m agent)  # -I: never the agent/ of the working directory
 else
   if [[ -L $venv ]]; then
     die "$venv is a link (--python-env); remove it (uninstall.sh) first"
@@ -168,12 +233,19 @@ else
   elif [[ -f $source_path ]]; then
     source_path=$(cd "$(dirname "$source_path")" && pwd -P)/$(basename "$source_path")
   fi
+  if ((live)); then
+    python=${python:-python3}
+  else
+    staged_python
+  fi
   want=$(source_fingerprint "$source_path")
   stamp=$venv/.lineage-agent-source
+  installed=0
   if [[ -x $venv/bin/lineage-agent && -f $stamp && $(<"$stamp") == "$want" ]]; then
     say "$venv is up to date with $source_path"
   else
-    if [[ ! -x $venv/bin/python ]]; then
+    installed=1
+    if [[ ! -e $venv/pyvenv.cfg ]]; then
       "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
         die "$python: lineage-agent needs Python 3.11 or newer"
       "$python" -m venv "$venv"
@@ -184,30 +256,47 @@ else
     if ((live)); then
       "${pip[@]}" "$source_path"
     else
+      venv_paths build
       "${pip[@]}" --no-compile "$source_path"
-      relocate_venv
+      venv_paths image
+      say "$venv runs the image's ${python#"$prefix"} (made with $python)"
     fi
     printf '%s\n' "$want" >"$stamp"
-    say "installed $("$venv/bin/python" -I -m agent --version) from $source_path into $venv"
+  fi
+  if ((live)); then
+    agent=("$venv/bin/python" -I -m agent)
+  else
+    # The staged environment, run here with the interpreter inside the tree and left as it
+    # is: a throwaway environment whose home is that interpreter and whose lib is the staged
+    # one. (Not bin/lineage-agent: its #! line names the path in the image.)
+    shadow=$(mktemp -d)
+    trap 'rm -rf "$shadow"' EXIT
+    mkdir "$shadow/bin"
+    ln -s "$python" "$shadow/bin/python"
+    ln -s "$venv/lib" "$shadow/lib"
+    printf 'home = %s\ninclude-system-site-packages = false\n' "$(dirname "$python")" \
+      >"$shadow/pyvenv.cfg"
+    agent=("$shadow/bin/python" -I -m agent)
+  fi
+  if ((installed)); then
+    say "installed $("${agent[@]}" --version) from $source_path into $venv"
   fi
 fi
-# Not bin/lineage-agent: in a staged tree its #! line names the final location.
-agent=("$venv/bin/python" -I -m agent)  # -I: never the agent/ of the working directory
 
 # --- unit -----------------------------------------------------------------------------------
 put_file "$unit" "$(<"$PROJECT_DIR/systemd/$UNIT_NAME")" 0644
 
-# --- configuration directory, config, key ---------------------------------------------------
+# --- configuration directory and config -----------------------------------------------------
 # The directory is root:lineage-agent 0750 and the config root:lineage-agent 0640: the service
-# reads them, nobody else does. The key belongs to lineage-agent alone (0600). systemd never
-# changes owner or mode of a ConfigurationDirectory; the unit's ConfigurationDirectoryMode
-# matches so that it does not warn. In a staged tree the user does not exist yet and this
-# machine's ids mean nothing there, so the files keep the owner of whoever runs this and the
-# tmpfiles.d entry sets owner and mode at boot, after systemd-sysusers has created the user.
+# reads them, nobody else does. systemd never changes owner or mode of a
+# ConfigurationDirectory; the unit's ConfigurationDirectoryMode matches so that it does not
+# warn. In a staged tree the user does not exist yet and this machine's ids mean nothing
+# there, so the files keep the owner of whoever runs this and the tmpfiles.d entry sets owner
+# and mode at boot, after systemd-sysusers has created the user. The signing key is no file of
+# this script's: the agent makes it in its state directory at its first start.
 put_file "$tmpfiles" "# Owner and mode of lineage-agent's files (written by deploy/install.sh).
 z /etc/lineage-agent 0750 root $SERVICE_USER -
-z /etc/lineage-agent/config.yaml 0640 root $SERVICE_USER -
-z /etc/lineage-agent/ed25519.key 0600 $SERVICE_USER $SERVICE_USER -" 0644
+z /etc/lineage-agent/config.yaml 0640 root $SERVICE_USER -" 0644
 set_owner() {
   if ((live)) && [[ $(stat -c %U:%G "$2") != "$1" ]]; then
     chown "$1" "$2"
@@ -234,16 +323,9 @@ else
   say "wrote $config (file transport; see $PROJECT_DIR/config/ for other examples)"
 fi
 
-if [[ -e $key ]]; then
-  say "keeping existing key $key"
-else
-  "${agent[@]}" keygen --out "$key" | sed 's/^/install: /'
-  # The agent refuses a key that group or others can read: owner lineage-agent, mode 0600.
-  set_owner "$SERVICE_USER:$SERVICE_USER" "$key"
-fi
-
 # The same checks the service makes before it starts (key, endpoints, CA bundle, events file);
-# a staged tree is checked with its own files in place of the system's.
+# a staged tree is checked with its own files in place of the system's. A key still to be made
+# is one of the notes.
 check=("${agent[@]}" config check "$config")
 ((live)) || check+=(--root "$root")
 if checked=$("${check[@]}"); then

@@ -4,11 +4,12 @@
 #   uninstall.sh [--root DIR] [--purge] [--no-systemctl]
 #
 # Stops and disables the service (live systemd system only), removes the unit and
-# /opt/lineage-agent. Keeps the configuration, the signing key and the state (delivery ledger,
-# event-log positions) unless --purge, which also removes /etc/lineage-agent,
-# /var/lib/lineage-agent and the sysusers.d and tmpfiles.d entries. The system user stays
-# either way: files it owned elsewhere keep a name, and a reinstall gets the same ids
-# (remove it with `userdel lineage-agent` if you must). Running it again changes nothing.
+# /opt/lineage-agent. Keeps the configuration and the state (delivery ledger, event-log
+# positions and the node's signing key, all in /var/lib/lineage-agent) unless --purge, which
+# also removes /etc/lineage-agent, /var/lib/lineage-agent and the sysusers.d and tmpfiles.d
+# entries. The system user stays either way: files it owned elsewhere keep a name, and a
+# reinstall gets the same ids (remove it with `userdel lineage-agent` if you must). Running
+# it again changes nothing.
 set -euo pipefail
 
 readonly UNIT_NAME=lineage-agent.service

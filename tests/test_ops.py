@@ -3,7 +3,9 @@ Marquez compose file, checked with the real tools (systemd-analyze, bash, the ag
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import functools
 import hashlib
 import marshal
 import os
@@ -13,6 +15,8 @@ import shutil
 import stat
 import subprocess
 import sys
+import sysconfig
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -32,7 +36,7 @@ UNINSTALL = ROOT / "deploy" / "uninstall.sh"
 COMPOSE = ROOT / "docker-compose.marquez.yaml"
 EXAMPLES = ["file.yaml", "marquez.yaml", "https-bearer.yaml", "both.yaml"]
 AGENT_IN_ROOT = Path("opt/lineage-agent/venv/bin/lineage-agent")
-VENV = Path(sys.prefix)  # the environment running these tests has the agent installed
+TEST_ENV = Path(sys.prefix)  # the environment running these tests, with the agent's packages
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 needs_systemd_analyze = pytest.mark.skipif(
@@ -139,6 +143,25 @@ def test_unit_hardening() -> None:
     for key, value in expected.items():
         assert d[f"Service.{key}"] == [value], key
     assert d["Service.SystemCallFilter"][0] == "@system-service"
+
+
+def size(value: str) -> int:
+    """A systemd size such as `512M`, in bytes."""
+    number, unit = re.fullmatch(r"(\d+)([KMG]?)", value).groups()  # type: ignore[union-attr]
+    return int(number) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[unit]
+
+
+def test_unit_bounds_the_agents_memory() -> None:
+    """MemoryHigh and MemoryMax are set, High below Max, both well above the measured peak
+    (103 MiB replaying 5,000 logs), which the comment above them gives as the reason."""
+    text = UNIT.read_text()
+    d = unit_directives(text)
+    (high,), (most,) = d["Service.MemoryHigh"], d["Service.MemoryMax"]
+    peak = 103 * 1024**2
+    assert 3 * peak <= size(high) < size(most) <= 8 * peak
+    comment = text[: text.index("MemoryHigh=")].rsplit("\n\n", 1)[1]
+    assert "103 MiB at the peak of a first start replaying 5,000 event logs" in comment
+    assert "spark.max_line_bytes" in comment
 
 
 def test_unit_leaves_other_users_processes_visible() -> None:
@@ -452,9 +475,37 @@ def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@functools.cache
+def checkout_env() -> Path:
+    """An environment whose `agent` is this checkout's, on the test environment's packages.
+
+    install.sh runs the agent with -I (never the working directory's agent/), and the test
+    environment's own agent may be another checkout's (an editable install), so linking the
+    test environment would run that one. This one puts the checkout first on the path.
+    """
+    env = Path(tempfile.mkdtemp(prefix="lineage-env-"))
+    atexit.register(shutil.rmtree, env, True)
+    (env / "bin").mkdir()
+    (env / "bin/python").symlink_to(TEST_ENV / "bin/python")
+    (env / "pyvenv.cfg").write_text(
+        f"home = {Path(sys.base_prefix) / 'bin'}\ninclude-system-site-packages = false\n"
+    )
+    site = env / f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+    site.mkdir(parents=True)
+    # The checkout first, then the test environment's packages (and what their .pth add).
+    packages = sysconfig.get_paths()["purelib"]
+    (site / "checkout.pth").write_text(f"{ROOT}\nimport site; site.addsitedir({packages!r})\n")
+    script = env / "bin/lineage-agent"
+    script.write_text(
+        f"#!{env}/bin/python\nimport sys\nfrom agent.commands.cli import main\nsys.exit(main())\n"
+    )
+    script.chmod(0o755)
+    return env
+
+
 def install(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """install.sh into `root`, linking the test environment (fast; no pip)."""
-    result = run_script(INSTALL, "--root", str(root), "--python-env", str(VENV), *args)
+    """install.sh into `root`, linking an environment with the agent (fast; no pip)."""
+    result = run_script(INSTALL, "--root", str(root), "--python-env", str(checkout_env()), *args)
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
@@ -486,18 +537,19 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_install_stages_the_tree(root: Path) -> None:
-    """install.sh --root writes unit, config, key, sysusers and tmpfiles entries, and the env."""
+    """install.sh --root writes unit, config, sysusers and tmpfiles entries and the env, and
+    no signing key: each node's agent makes its own at its first start."""
     result = install(root)
     unit = root / "etc/systemd/system/lineage-agent.service"
     config = root / "etc/lineage-agent/config.yaml"
-    key = root / "etc/lineage-agent/ed25519.key"
     assert unit.read_text() == UNIT.read_text()
     assert mode(unit) == 0o644
     assert config.read_text() == (ROOT / "config/file.yaml").read_text()
     assert mode(config) == 0o640
     assert mode(root / "etc/lineage-agent") == 0o750
-    assert mode(key) == 0o600
-    assert os.readlink(root / "opt/lineage-agent/venv") == str(VENV.resolve())
+    assert [p for p in root.rglob("*") if "key" in p.name] == []
+    assert not (root / "var/lib/lineage-agent").exists()
+    assert os.readlink(root / "opt/lineage-agent/venv") == str(checkout_env().resolve())
     assert os.access(root / AGENT_IN_ROOT, os.X_OK)
     assert (root / "usr/lib/sysusers.d/lineage-agent.conf").read_text() == (
         "# The system user of lineage-agent.service (created by deploy/install.sh).\n"
@@ -507,7 +559,6 @@ def test_install_stages_the_tree(root: Path) -> None:
         "# Owner and mode of lineage-agent's files (written by deploy/install.sh).\n"
         "z /etc/lineage-agent 0750 root lineage-agent -\n"
         "z /etc/lineage-agent/config.yaml 0640 root lineage-agent -\n"
-        "z /etc/lineage-agent/ed25519.key 0600 lineage-agent lineage-agent -\n"
     )
     out = result.stdout.splitlines()
     assert (
@@ -517,9 +568,11 @@ def test_install_stages_the_tree(root: Path) -> None:
     assert f"install: staging into {root}: not running systemctl" in out
     assert [line for line in out if "warning" in line] == []  # the staged tree passes the check
     assert out[-1] == "install: done"
-    assert f"install: wrote {key} (mode 0600)" in out
-    # The key is a working key of the agent's own format.
-    assert pubkey_text(key)
+    assert (
+        f"install: note: signing.key_path: {root}/var/lib/lineage-agent/ed25519.key: no key "
+        "yet; the agent makes one (mode 0600) at its first start and logs its key id "
+        "(signing_key_created)" in out
+    )
 
 
 def test_install_twice_changes_nothing(root: Path) -> None:
@@ -528,18 +581,23 @@ def test_install_twice_changes_nothing(root: Path) -> None:
     before = snapshot(root)
     result = install(root)
     assert snapshot(root) == before
-    config, key = root / "etc/lineage-agent/config.yaml", root / "etc/lineage-agent/ed25519.key"
+    config = root / "etc/lineage-agent/config.yaml"
     out = result.stdout.splitlines()
     assert f"install: keeping existing config {config}" in out
-    assert f"install: keeping existing key {key}" in out
     assert f"install: {root}/etc/systemd/system/lineage-agent.service is up to date" in out
-    assert f"install: {root}/opt/lineage-agent/venv links to {VENV.resolve()}" in out
+    assert f"install: {root}/opt/lineage-agent/venv links to {checkout_env().resolve()}" in out
+
+
+def agents_key(root: Path) -> Path:
+    """The key a node's agent made at its first start, where file.yaml puts it."""
+    (root / "var/lib/lineage-agent").mkdir(parents=True, exist_ok=True)
+    return keygen(root / "var/lib/lineage-agent")
 
 
 def test_install_never_clobbers_config_or_key(root: Path) -> None:
-    """An edited config and the existing key survive a reinstall byte for byte."""
+    """An edited config and the key the agent made survive a reinstall byte for byte."""
     install(root)
-    config, key = root / "etc/lineage-agent/config.yaml", root / "etc/lineage-agent/ed25519.key"
+    config, key = root / "etc/lineage-agent/config.yaml", agents_key(root)
     edited = config.read_text().replace("queue_size: 1024", "queue_size: 4096")
     assert edited != config.read_text()
     config.write_text(edited)
@@ -589,16 +647,16 @@ def test_install_rejects_bad_arguments(root: Path) -> None:
 def test_uninstall_keeps_config_key_and_state(root: Path) -> None:
     """uninstall.sh removes unit and env but keeps config, key and state; twice is fine."""
     install(root)
+    key = agents_key(root)
     state = root / "var/lib/lineage-agent/state.db"
-    state.parent.mkdir(parents=True)
     state.write_bytes(b"ledger")
-    config, key = root / "etc/lineage-agent/config.yaml", root / "etc/lineage-agent/ed25519.key"
+    config = root / "etc/lineage-agent/config.yaml"
     key_bytes = key.read_bytes()
     result = run_script(UNINSTALL, "--root", str(root))
     assert result.returncode == 0, result.stderr
     assert not (root / "etc/systemd/system/lineage-agent.service").exists()
     assert not (root / "opt/lineage-agent").exists()
-    assert (VENV / "bin/lineage-agent").exists()  # the linked environment itself is untouched
+    assert (checkout_env() / "bin/lineage-agent").exists()  # the linked one is untouched
     assert key.read_bytes() == key_bytes
     assert config.read_text() == (ROOT / "config/file.yaml").read_text()
     assert state.read_bytes() == b"ledger"
@@ -616,7 +674,7 @@ def test_uninstall_keeps_config_key_and_state(root: Path) -> None:
 def test_reinstall_after_uninstall_reuses_the_key(root: Path) -> None:
     """Install, uninstall, install: the node keeps its signing key and its config."""
     install(root)
-    key = root / "etc/lineage-agent/ed25519.key"
+    key = agents_key(root)
     key_bytes = key.read_bytes()
     assert run_script(UNINSTALL, "--root", str(root)).returncode == 0
     install(root)
@@ -638,22 +696,57 @@ def test_uninstall_purge_removes_everything(root: Path) -> None:
     assert f"uninstall: {root}/etc/lineage-agent is already gone" in again.stdout.splitlines()
 
 
+def distribution_python() -> Path | None:
+    """This machine's /usr/bin/python3 when it can make a virtual environment for the agent
+    (3.11 or newer, with venv and ensurepip); it stands in for an image's own interpreter."""
+    python = Path("/usr/bin/python3")
+    if not python.exists():
+        return None
+    check = "import ensurepip, sys, venv; sys.exit(sys.version_info < (3, 11))"
+    usable = subprocess.run([str(python), "-c", check], capture_output=True, timeout=60)
+    return python if usable.returncode == 0 else None
+
+
+needs_distribution_python = pytest.mark.skipif(
+    distribution_python() is None,
+    reason="no /usr/bin/python3 (3.11 or newer, with venv) to stand in for an image's Python",
+)
+
+
 @needs_systemd_analyze
+@needs_distribution_python
 def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
-    """Without --python-env, install.sh pip-installs the project into its own venv, which
-    systemd-analyze then accepts as the unit's ExecStart (needs the package index pip uses)."""
+    """Without --python-env, install.sh --root pip-installs the project into an environment
+    made with the image's own Python (the tree's /usr/bin/python3): its links, pyvenv.cfg,
+    scripts and byte code name paths in the image, never the staging directory or the build
+    host's interpreter; systemd-analyze accepts it as ExecStart (needs pip's package index)."""
     # A frozen copy of the project: the checkout may change while the test runs.
     source = tmp_path / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(ROOT / "agent", source / "agent", ignore=shutil.ignore_patterns("__pycache__"))
-    result = run_script(
-        INSTALL, "--root", str(root), "--source", str(source), "--python", sys.executable
-    )
+    # The image's interpreter; on this machine the same path holds the same one, so the
+    # staged environment can be run here as the image will run it.
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/bin/python3").symlink_to(Path("/usr/bin/python3").resolve())
+    result = run_script(INSTALL, "--root", str(root), "--source", str(source))
     assert result.returncode == 0, result.stdout + result.stderr
     venv = root / "opt/lineage-agent/venv"
     assert not venv.is_symlink()
+    out = result.stdout.splitlines()
+    assert (
+        f"install: {venv} runs the image's /usr/bin/python3 (made with {root}/usr/bin/python3)"
+        in out
+    )
+    assert os.readlink(venv / "bin/python3") == "/usr/bin/python3"
+    config = (venv / "pyvenv.cfg").read_text()
+    assert "home = /usr/bin\n" in config
+    assert "command = /usr/bin/python3 -m venv /opt/lineage-agent/venv\n" in config
+    assert sys.base_prefix not in config
+    # Nothing in it names the staging directory (scripts, byte code, metadata).
+    staged = str(root).encode()
+    assert [p for p in venv.rglob("*") if p.is_file() and staged in p.read_bytes()] == []
     version = subprocess.run(
         [str(venv / "bin/python"), "-I", "-m", "agent", "--version"],
         capture_output=True,
@@ -662,10 +755,7 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
         timeout=60,
     ).stdout
     assert version.startswith("lineage-agent ")
-    assert (
-        f"install: installed {version.strip()} from {source} into {venv}"
-        in result.stdout.splitlines()
-    )
+    assert f"install: installed {version.strip()} from {source} into {venv}" in out
     # The environment is isolated: the agent runs from its own site-packages.
     where = subprocess.run(
         [str(venv / "bin/python"), "-I", "-c", "import agent; print(agent.__file__)"],
@@ -675,20 +765,42 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
         timeout=60,
     ).stdout.strip()
     assert Path(where).is_relative_to(venv.resolve())
-    # Staged below --root, it is made ready to run from /opt/lineage-agent/venv.
     first_line = (root / AGENT_IN_ROOT).read_text().splitlines()[0]
     assert first_line == "#!/opt/lineage-agent/venv/bin/python"
     commands = Path(where).parent / "commands"
     (cached,) = (commands / "__pycache__").glob("cli.*.pyc")
     code = marshal.loads(cached.read_bytes()[16:])
     assert code.co_filename == "/" + str(commands.relative_to(root) / "cli.py")
-    again = run_script(
-        INSTALL, "--root", str(root), "--source", str(source), "--python", sys.executable
-    )
+    before = snapshot(root)
+    again = run_script(INSTALL, "--root", str(root), "--source", str(source))
     assert f"install: {venv} is up to date with {source}" in again.stdout.splitlines()
+    assert snapshot(root) == before  # checked without touching the staged environment
     copy_systemd_units(root)
     verify = analyze("verify", f"--root={root}", "lineage-agent.service")
     assert (verify.returncode, verify.stdout, verify.stderr) == (0, "", "")
+
+
+def test_install_refuses_to_stage_an_environment_on_the_build_hosts_python(root: Path) -> None:
+    """--root with no Python in the tree, or --python outside it, is refused by name before
+    an environment is made: a staged one must not run the build host's interpreter."""
+    result = run_script(INSTALL, "--root", str(root))
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"install: error: --root {root}: no {root}/usr/bin/python3: a staged environment runs "
+        "the image's own Python at the same path, and this tree has none. Stage into the "
+        "image's root file system (with Python 3.11 or newer), give --python an interpreter "
+        f"inside {root}, or run install.sh inside the image build without --root\n",
+    )
+    host = Path(sys.executable).parent.resolve() / Path(sys.executable).name
+    result = run_script(INSTALL, "--root", str(root), "--python", sys.executable)
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"install: error: --python {host} is not inside --root {root}: the staged environment "
+        "would run this build host's interpreter, which the image does not have (the service "
+        "would fail with status 203/EXEC). Give --python the image's own interpreter, inside "
+        f"{root}\n",
+    )
+    assert not (root / "opt").exists()
 
 
 # --- example configs -------------------------------------------------------------------------
@@ -696,22 +808,9 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_config_passes_config_check(name: str, root: Path) -> None:
-    """Every example passes `lineage-agent config check` run as a command, in a tree with
-    the key install.sh makes; a token variable the shell lacks is a note."""
-    (root / "etc/lineage-agent").mkdir(parents=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agent",
-            "keygen",
-            "--out",
-            str(root / "etc/lineage-agent/ed25519.key"),
-        ],
-        capture_output=True,
-        check=True,
-        timeout=60,
-    )
+    """Every example passes `lineage-agent config check` run as a command, in a freshly
+    staged tree: the key the agent makes at its first start and a token variable the shell
+    lacks are notes."""
     command = [sys.executable, "-m", "agent", "config", "check", str(ROOT / "config" / name)]
     env = {k: v for k, v in os.environ.items() if k != "OPENLINEAGE_TOKEN"}
     result = subprocess.run(
@@ -722,9 +821,13 @@ def test_example_config_passes_config_check(name: str, root: Path) -> None:
         cwd=ROOT,
         env=env,
     )
-    notes = ""
+    notes = (
+        f"note: signing.key_path: {root}/var/lib/lineage-agent/ed25519.key: no key yet; the "
+        "agent makes one (mode 0600) at its first start and logs its key id "
+        "(signing_key_created)\n"
+    )
     if name == "https-bearer.yaml":
-        notes = (
+        notes += (
             "note: lineage.http.auth.token_env: environment variable OPENLINEAGE_TOKEN is not "
             "set here; the service refuses to start unless its environment sets it\n"
         )

@@ -20,6 +20,7 @@ from agent import __version__
 
 if TYPE_CHECKING:
     from agent.config.model import AgentConfig
+    from agent.service.control.connections import ControlLimits
     from agent.service.daemon import SourceFactory
     from agent.source import Source, SourceContext
 
@@ -47,8 +48,13 @@ def default_source(config: AgentConfig, context: SourceContext) -> Source:
     return SparkSource.from_config(config, context)
 
 
-def run_daemon(config_path: str, source_factory: SourceFactory | None = None) -> int:
-    """Load the config and run the agent until SIGTERM; the exit code for the process."""
+def run_daemon(
+    config_path: str,
+    source_factory: SourceFactory | None = None,
+    control_limits: ControlLimits | None = None,
+) -> int:
+    """Load the config and run the agent until SIGTERM; the exit code for the process.
+    `control_limits` replaces the control socket's (tests make them small)."""
     from agent.config.loader import load_config
     from agent.errors import ConfigError, StartError
     from agent.service.daemon import Daemon
@@ -61,6 +67,8 @@ def run_daemon(config_path: str, source_factory: SourceFactory | None = None) ->
         return EX_CONFIG
     logs.configure(config.logging.level, config.logging.format)
     daemon = Daemon(config, source_factory or default_source)
+    if control_limits is not None:
+        daemon.control_limits = control_limits
     try:
         outcome = asyncio.run(daemon.run())
     except StartError as error:
@@ -138,8 +146,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     except KeyFileError as error:
         _err(str(error))
         return EX_USAGE
+    from agent.commands.views import printable
+
     report = verify_files(args.files, trusted)
-    print("\n".join(report.lines()))
+    # A file name or a bad event's fault may carry control characters; shown escaped.
+    print("\n".join(printable(line) for line in report.lines()))
     return EX_OK if report.passed else EX_FAILED
 
 
@@ -168,7 +179,8 @@ def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.
         _err(str(error))
         return EX_FAILED
     if not answer.get("ok"):
-        _err(str(answer.get("error")))
+        # The agent's words may quote a log or a driver (an application id, Spark's answer).
+        _err(views.printable(answer.get("error")))
         return EX_FAILED
     answer.pop("ok")
     if args.json:
@@ -179,8 +191,10 @@ def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout: float = 30.
         print(views.describe(answer))
     else:
         print(
-            f"stopped {answer['app_id']} (driver pid {', '.join(map(str, answer['pids']))}, "
-            f"{answer['signal']}, {answer['seconds']}s); its runs end ABORT: {answer['reason']}"
+            views.printable(
+                f"stopped {answer['app_id']} (driver pid {', '.join(map(str, answer['pids']))}, "
+                f"{answer['signal']}, {answer['seconds']}s); its runs end ABORT: {answer['reason']}"
+            )
         )
     return EX_OK
 

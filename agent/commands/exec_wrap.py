@@ -55,8 +55,9 @@ TAIL_BYTES: Final = 4096  # and at most this many bytes of them
 STDERR_LINGER: Final = 5.0  # seconds stderr is still copied after the command ended
 REPORT_TIMEOUT: Final = 5.0  # seconds the agent has to answer the report
 RETRY_EVERY: Final = 2.0  # seconds between the background retries
-#: Refusals of an agent that may keep the report a moment later.
-_TRANSIENT: Final = ("no state database is open", "the state database refused")
+#: Refusals of an agent that may keep the report a moment later (`busy`: the control socket
+#: was at its connection limit with every connection in a request).
+_TRANSIENT: Final = ("no state database is open", "the state database refused", "busy: ")
 _SI_KERNEL: Final = 0x80  # si_code of a signal the kernel sent (a terminal's, to the group)
 
 

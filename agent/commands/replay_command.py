@@ -141,7 +141,7 @@ def render(report: ReplayReport, exit_code: int, *, as_json: bool) -> str:
 def summary(report: ReplayReport) -> str:
     """The report for people: a table of applications, then failures, files, deliveries,
     warnings, errors and a verdict line."""
-    from agent.commands.views import table
+    from agent.commands.views import printable, table
 
     apps = report.applications
     rows = [
@@ -182,6 +182,7 @@ def summary(report: ReplayReport) -> str:
         verdict = f"failed: {report.dropped} event(s) dropped"
     else:
         verdict = "passed" + (f" ({running} run(s) still running)" if running else "")
+    notes = [printable(note) for note in notes]  # app ids, job names and errors come from logs
     return "\n".join([*parts, "", *notes, *([""] if notes else []), f"{counts}: {verdict}"])
 
 

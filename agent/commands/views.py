@@ -1,17 +1,51 @@
-"""Plain-text tables of the control socket's answers, for people at a terminal."""
+"""Plain-text tables of the control socket's answers, for people at a terminal.
+
+Every value shown comes from outside (application ids and names from event logs, a
+collector's error text, paths) and passes through `printable` on its way out: a control
+character in it is shown escaped (`\\x1b`, `\\n`), so no value can move the cursor, clear the
+screen, reorder the line (bidi overrides) or start a row of its own.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
+
+#: C0, DEL and C1 controls, the Unicode line and paragraph separators, the bidirectional
+#: marks, embeddings, overrides and isolates, and lone surrogates (JSON may carry them, and no
+#: terminal encoding can), each with the escape that shows it.
+_ESCAPES: Final = {
+    code: {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}.get(
+        code, f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    )
+    for code in (
+        *range(0x00, 0x20),
+        *range(0x7F, 0xA0),
+        0x061C,
+        0x200E,
+        0x200F,
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+        *range(0xD800, 0xE000),
+    )
+}
+
+
+def printable(value: object) -> str:
+    """`value` as text that a terminal shows as it is: control characters escaped."""
+    return str(value).translate(_ESCAPES)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns padded to their widest cell; an empty table says so."""
+    """Columns padded to their widest cell, every cell `printable`; an empty table says so."""
     if not rows:
         return "(none)"
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[printable(h) for h in headers]] + [
+        ["" if c is None else printable(c) for c in r] for r in rows
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = [
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells
@@ -32,9 +66,11 @@ def _names(datasets: Sequence[dict[str, Any]]) -> str:
 
 def status(answer: dict[str, Any]) -> str:
     parts = [
-        f"lineage-agent {answer['version']}  state: {answer['state']}  pid {answer['pid']}  "
-        f"up {answer['uptime_seconds']:.0f}s  config {answer['config']}",
-        f"events produced: {answer['produced']}",
+        printable(
+            f"lineage-agent {answer['version']}  state: {answer['state']}  pid {answer['pid']}  "
+            f"up {answer['uptime_seconds']:.0f}s  config {answer['config']}"
+        ),
+        printable(f"events produced: {answer['produced']}"),
         "",
         "transports",
         table(
@@ -81,16 +117,18 @@ def status(answer: dict[str, Any]) -> str:
 def describe(answer: dict[str, Any]) -> str:
     summary = answer.get("summary") or {}
     parts = [
-        f"application {answer['app_id']}"
-        + (f" ({summary.get('app_name')})" if summary.get("app_name") else "")
-        + ("" if answer["tracked"] else "  [finished; from the state database]")
+        printable(
+            f"application {answer['app_id']}"
+            + (f" ({summary.get('app_name')})" if summary.get("app_name") else "")
+            + ("" if answer["tracked"] else "  [finished; from the state database]")
+        )
     ]
     if summary.get("exec_id"):
         waits = "; its end waits for the command's verdict" if summary["awaiting_verdict"] else ""
-        parts.append(f"run by lineage-agent exec {summary['exec_id']}{waits}")
+        parts.append(printable(f"run by lineage-agent exec {summary['exec_id']}{waits}"))
     if answer.get("stop"):
         reason, who = answer["stop"]
-        parts.append(f"stop requested by {who}: {reason}")
+        parts.append(printable(f"stop requested by {who}: {reason}"))
     runs = ([summary["application"]] if summary.get("application") else []) + list(
         summary.get("runs") or []
     )

@@ -115,7 +115,9 @@ class LineageConfig:
 
 @dataclass(frozen=True, slots=True)
 class SigningConfig:
-    key_path: LocalPath = "/etc/lineage-agent/ed25519.key"
+    # In the state directory, the one place the shipped unit lets the agent write: a node's
+    # first start makes its key there (agent.service.nodekey).
+    key_path: LocalPath = "/var/lib/lineage-agent/ed25519.key"
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import os
 import stat
+import tempfile
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -126,35 +127,36 @@ def without_signature(
 def generate_key_file(path: StrPath) -> VerifyKey:
     """Create a new private key file at `path` (mode 0600) and return its public key.
 
-    The file is created with O_EXCL, so an existing file (or symlink) is never replaced:
-    KeyFileError "refusing to overwrite existing key file PATH".
+    The key is written whole under a temporary name beside `path` and then linked to it, so
+    the path never names a partial key, not even after a crash or a full disk, and an
+    existing file (or symlink) is never replaced: KeyFileError "refusing to overwrite
+    existing key file PATH" (also when another process made one meanwhile).
     """
+    name = os.fspath(path)
     if os.path.lexists(path):
-        raise KeyFileError(f"refusing to overwrite existing key file {os.fspath(path)}")
+        raise KeyFileError(f"refusing to overwrite existing key file {name}")
     key = SigningKey.generate()
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    directory, base = os.path.split(os.path.abspath(name))
     try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise KeyFileError(f"refusing to overwrite existing key file {os.fspath(path)}") from None
+        # O_EXCL | O_NOFOLLOW, mode 0600 (less under a strict umask, never more).
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{base}.")
     except OSError as error:
-        raise KeyFileError(
-            f"{os.fspath(path)}: cannot create private key file: {error.strerror}"
-        ) from None
+        raise KeyFileError(f"{name}: cannot create private key file: {error.strerror}") from None
     try:
         os.fchmod(fd, 0o600)  # the umask may have removed owner bits; it never adds any
         with os.fdopen(fd, "wb", closefd=False) as file:
             file.write(base64.b64encode(bytes(key)) + b"\n")
         os.fsync(fd)
+        os.link(temporary, name)  # fails on anything at `name`; follows no link there
+    except FileExistsError:
+        raise KeyFileError(f"refusing to overwrite existing key file {name}") from None
     except OSError as error:
-        with contextlib.suppress(OSError):
-            os.unlink(path)  # no half-written key file left behind
-        raise KeyFileError(
-            f"{os.fspath(path)}: cannot write private key file: {error.strerror}"
-        ) from None
+        raise KeyFileError(f"{name}: cannot write private key file: {error.strerror}") from None
     finally:
         os.close(fd)
-    fsync_directory(os.path.dirname(os.path.abspath(path)))
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    fsync_directory(directory)
     return key.verify_key
 
 

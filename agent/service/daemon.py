@@ -35,6 +35,7 @@ from agent.delivery.transports.base import Transport
 from agent.delivery.transports.factory import build_transports
 from agent.errors import AgentError, StartError, StateError
 from agent.fsutil import raise_open_files_limit
+from agent.service.control.connections import ControlLimits
 from agent.service.control.server import ControlServer
 from agent.service.owned import OwnedFiles
 from agent.service.preflight import check_startup
@@ -62,6 +63,7 @@ class Daemon:
     source_factory: SourceFactory
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     notifier: Notifier = field(default_factory=Notifier)
+    control_limits: ControlLimits = field(default_factory=ControlLimits)
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(self.registry)
@@ -124,7 +126,8 @@ class Daemon:
         config = self.config
         # What `config check` checks too (key, endpoints, token, CA bundle, events file), before
         # anything is opened.
-        signer = signer_of(check_startup(config))
+        # A node's first start makes its signing key (agent.service.nodekey).
+        signer = signer_of(check_startup(config, make_missing_key=True))
         # Then the control socket: a second agent configured with a live agent's socket
         # refuses (StartError) before it opens anything else. It answers `status` while the
         # rest starts.
@@ -259,7 +262,7 @@ class Daemon:
         """Bind the control socket. At start, StartError when another agent answers on it;
         at a reload, that is logged like any other reason the socket is unavailable."""
         path = self._control_path
-        control = ControlServer(self, path)
+        control = ControlServer(self, path, self.control_limits)
         try:
             await control.start()
         except StartError as error:

@@ -1,14 +1,15 @@
 """The checks `lineage-agent run` makes before it opens sockets and files, shared with
 `lineage-agent config check`, so that a config `config check` passes is one `run` starts with.
 
-`check_startup` checks the signing key (readable, private, well-formed), the http transport's
+`check_startup` checks the signing key (readable, private, well-formed; at start, made when
+there is none: `agent.service.nodekey`), the http transport's
 endpoints, bearer token and CA bundle (`transports.http`: the rules the transport applies),
 the file transport's path (`transports.file.check_path`) and that the state directory can be
 created. For `run` (`service=True`) every problem is a StartError. For `config check`
 (`service=False`) a problem that may be only this shell's (a file this user may not read or
 write, a token variable not set here) is returned as a note instead, because the service runs
 as another user with its own environment; every other problem is the same StartError `run`
-would raise.
+would raise. A missing key is a note of `config check` too: `run` makes it.
 
 What is checked only by opening (the state database and its lock, the events file's lock,
 the metrics address, the control socket) stays with `run`: another agent may hold them.
@@ -30,12 +31,14 @@ from agent.delivery.signing import load_signing_key
 from agent.delivery.transports.file import check_path
 from agent.delivery.transports.http import check_urls, read_token, tls_context
 from agent.errors import KeyFileError, StartError
+from agent.service.nodekey import make_key, missing_key_note
 
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """What the checks found: the signing key (None when this user could not read it) and
-    the notes about what only the service's user or environment can tell."""
+    """What the checks found: the signing key (None when this user could not read it, or it
+    is still to be made) and the notes about what only the service's user or environment
+    can tell."""
 
     signing_key: SigningKey | None
     notes: tuple[str, ...] = ()
@@ -48,12 +51,14 @@ def check_startup(
     environ: Mapping[str, str] = os.environ,
     root: str | None = None,
     transports: tuple[str, ...] | None = None,
+    make_missing_key: bool = False,
 ) -> Checked:
     """Check what `run` needs before it opens anything; see the module docstring.
 
     `root` (config check only) looks for the config's files below that directory, as in a
     tree staged for an image. `transports` limits the transport checks to those names (a
     reload checks only the transports it builds anew; default: every configured one).
+    `make_missing_key` (run, at start) makes the signing key when its path names nothing.
     """
     if root is not None and service:
         raise ValueError("root is for checking a staged tree, not for running")
@@ -75,7 +80,11 @@ def check_startup(
         return Checked(None, tuple(notes))
     key: SigningKey | None = None
     key_path = at(config.signing.key_path)
-    if not service and os.path.lexists(key_path) and not os.access(key_path, os.R_OK):
+    if service and make_missing_key:
+        make_key(key_path)
+    if not service and not os.path.lexists(key_path):
+        notes.append(missing_key_note(key_path, _user()))
+    elif not service and not os.access(key_path, os.R_OK):
         problem(
             f"signing.key_path: {key_path}: not readable by {_user()}; check again as the "
             "service's user to check the key"

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import ipaddress
-import socket
 import threading
 from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from agent import __version__
+from agent.telemetry.scrapeserver import QuietHandler, ScrapeServer, ScrapeServer6
 
 # Delivery latency of one event, from entering the pipeline to the transport's answer.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -117,19 +116,6 @@ def render(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _ThreadingWSGIServer6(_ThreadingWSGIServer):
-    address_family = socket.AF_INET6
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes are not worth a log line each."""
-
-
 def parse_listen(listen: str) -> tuple[str, int]:
     """Split `host:port` or `[v6]:port` (validated by the config loader)."""
     host, _, port = listen.rpartition(":")
@@ -142,17 +128,28 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 class MetricsServer:
     """`/metrics` (Prometheus text) and `/healthz` (JSON) on a background thread."""
 
-    def __init__(self, registry: CollectorRegistry, listen: str, health: Callable[[], bytes]):
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        listen: str,
+        health: Callable[[], bytes],
+        *,
+        request_timeout: float = ScrapeServer.request_timeout,
+        max_connections: int = ScrapeServer.max_connections,
+    ):
+        """Bind `listen`; the limits are `ScrapeServer`'s (tests make them small)."""
         host, port = parse_listen(listen)
-        server_class: type[_ThreadingWSGIServer] = _ThreadingWSGIServer
+        server_class: type[ScrapeServer] = ScrapeServer
         try:
             if ipaddress.ip_address(host).version == 6:
-                server_class = _ThreadingWSGIServer6
+                server_class = ScrapeServer6
         except ValueError:
             pass  # a host name: IPv4 resolution as usual
         self._registry = registry
         self._health = health
-        self._server = make_server(host, port, self._app, server_class, _QuietHandler)
+        self._server = make_server(host, port, self._app, server_class, QuietHandler)
+        self._server.request_timeout = request_timeout
+        self._server.max_connections = max_connections
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="metrics-http", daemon=True
         )

@@ -463,12 +463,15 @@ def start_refusals(workdir: Path) -> Iterator[tuple[str, dict[str, Any], dict[st
         {},
         "lineage.http.auth.token_env: environment variable OL_EMPTY_TOKEN is empty",
     )
-    missing = workdir / "missing.key"
+    # A missing key is made at the first start; one that cannot be made is refused.
+    blocked = workdir / "key-blocker"
+    blocked.write_text("a file where the key's directory should be\n")
     yield (
-        "missing key file",
+        "missing key file that cannot be made",
         file_lineage(workdir / "events.jsonl"),
-        {"signing": {"key_path": str(missing)}},
-        f"signing.key_path: {missing}: private key file does not exist",
+        {"signing": {"key_path": str(blocked / "ed25519.key")}},
+        f"signing.key_path: {blocked / 'ed25519.key'}: cannot create private key file: "
+        "Not a directory",
     )
     malformed = workdir / "malformed.key"
     malformed.write_text("this is no key\n")

@@ -6,6 +6,7 @@ how a starting agent tells a live agent's socket from a stale one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from typing import Any
@@ -32,7 +33,9 @@ def request(path: str, payload: dict[str, Any], timeout: float = 60.0) -> dict[s
             ) from None
         except ConnectionRefusedError:
             raise ControlError(f"{path}: no agent is listening (stale socket)") from None
-        sock.sendall(json.dumps(payload).encode() + b"\n")
+        # The agent may close first (busy, request too large): its answer still says why.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(json.dumps(payload).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
             chunk = sock.recv(65536)

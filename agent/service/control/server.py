@@ -9,6 +9,8 @@ JSON object per line ({"command": "status"} ...) and reads one JSON object back 
 Answers have `ok: true` or `ok: false` with an `error` text. The peer's uid comes from
 SO_PEERCRED: only root, the agent's own user and members of the socket's group are served,
 whatever the file mode says, and `job stop` and `exec_end` record that uid as who asked.
+A request line longer than MAX_REQUEST bytes is answered `request too large`; how many
+connections are held and for how long is `connections.ControlLimits`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from agent.delivery.pipeline import Pipeline
 from agent.errors import ControlError
 from agent.service.control.bind import bind, identity
 from agent.service.control.client import MAX_REQUEST
+from agent.service.control.connections import Connections, ControlLimits
 from agent.source import ApplicationControl
 from agent.state.db import StateDB
 from agent.telemetry.health import HealthTracker
@@ -48,6 +51,9 @@ SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
 MAX_STOP_GRACE = 3600.0  # the largest grace a request may ask for
 MAX_STDERR_TAIL = 8192  # characters of a command's stderr a verdict keeps
+#: How much of a too-large request line is read and thrown away after the answer, so that a
+#: client still sending it gets to read the answer instead of a broken pipe.
+DISCARD_LIMIT = 16 * 1024 * 1024
 _EXEC_ID = re.compile(r"[0-9a-f]{32}")
 _SIGNAL = re.compile(r"SIG[A-Z0-9+-]{1,12}")
 
@@ -109,9 +115,10 @@ def user_name(uid: int) -> str:
 class ControlServer:
     """Serves the daemon's state over the control socket."""
 
-    def __init__(self, agent: AgentView, path: str) -> None:
+    def __init__(self, agent: AgentView, path: str, limits: ControlLimits | None = None) -> None:
         self.agent = agent
         self.path = path
+        self._connections = Connections(limits or ControlLimits())
         self._server: asyncio.AbstractServer | None = None
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the bound socket
         self._handlers: dict[str, Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]] = {
@@ -128,7 +135,11 @@ class ControlServer:
         try:
             self._identity = identity(self.path)
             os.chmod(self.path, SOCKET_MODE)
-            self._server = await asyncio.start_unix_server(self._client, sock=sock)
+            # The reader's limit is the request limit: a longer line fails readline at once
+            # instead of being buffered whole.
+            self._server = await asyncio.start_unix_server(
+                self._client, sock=sock, limit=MAX_REQUEST
+            )
         except BaseException:
             sock.close()
             self._unlink_own()
@@ -164,27 +175,35 @@ class ControlServer:
         return user.pw_gid == group.gr_gid or user.pw_name in group.gr_mem
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections = self._connections
+        if not connections.admit(writer):
+            return  # answered `busy` and closed
         sock = writer.get_extra_info("socket")
         try:
             uid = peer_uid(sock)
             if not self._allowed(uid):
                 log.warning("control_refused", peer=user_name(uid))
                 # Read the request first so the refusal is its answer, not a broken pipe.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(reader.readline(), 5.0)
-                await self._answer(writer, {"ok": False, "error": "permission denied"})
+                with contextlib.suppress(asyncio.LimitOverrunError):
+                    await connections.read_request(reader, writer)
+                if not writer.is_closing():
+                    await self._answer(writer, {"ok": False, "error": "permission denied"})
                 return
-            while line := await reader.readline():
-                if len(line) > MAX_REQUEST:
+            while True:
+                try:
+                    line = await connections.read_request(reader, writer)
+                except asyncio.LimitOverrunError:  # longer than MAX_REQUEST
                     await self._answer(writer, {"ok": False, "error": "request too large"})
+                    await _discard_line(reader, connections.limits.idle_timeout)
+                    return
+                if not line or writer.is_closing():
                     return
                 await self._answer(writer, await self._dispatch(line, uid))
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        except ConnectionError:
             pass
         finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+            connections.leave(writer)
+            await connections.close(writer)
 
     async def _dispatch(self, line: bytes, uid: int) -> dict[str, Any]:
         try:
@@ -200,8 +219,7 @@ class ControlServer:
             return {"ok": False, "error": "request is not JSON"}
 
     async def _answer(self, writer: asyncio.StreamWriter, answer: dict[str, Any]) -> None:
-        writer.write(json.dumps(_json(answer)).encode() + b"\n")
-        await writer.drain()
+        await self._connections.send(writer, json.dumps(_json(answer)).encode() + b"\n")
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -317,6 +335,19 @@ class ControlServer:
             grace=grace,
         )
         return {**dataclasses.asdict(outcome), "pids": list(outcome.pids)}
+
+
+async def _discard_line(reader: asyncio.StreamReader, seconds: float) -> None:
+    """Read and drop the rest of a too-large request line: up to its newline, the end of the
+    stream, DISCARD_LIMIT bytes or `seconds`, whichever comes first."""
+    dropped = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            while dropped < DISCARD_LIMIT:
+                chunk = await reader.read(MAX_REQUEST)
+                if not chunk or b"\n" in chunk:
+                    return
+                dropped += len(chunk)
 
 
 def _exec_id(request: dict[str, Any]) -> str:

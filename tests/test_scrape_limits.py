@@ -1,0 +1,104 @@
+"""The /metrics endpoint's limits: idle connections can neither hold the agent's threads and
+descriptors nor keep a scrape out."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from agent.telemetry.metrics import Metrics, MetricsServer
+from agent.telemetry.scrapeserver import ScrapeServer
+from tests.agentproc import keygen, run_agent, write_config
+
+
+def idle(address: tuple[str, int], count: int) -> list[socket.socket]:
+    """`count` connections that send nothing."""
+    return [socket.create_connection(address, timeout=5) for _ in range(count)]
+
+
+def closed(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server ends the connection within `seconds`."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1024) == b""
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+
+
+@contextmanager
+def server(timeout: float, most: int = ScrapeServer.max_connections) -> Iterator[tuple[str, int]]:
+    """A real metrics server on loopback with the given limits; yields its address."""
+    registry = CollectorRegistry()
+    Metrics(registry)
+    metrics = MetricsServer(
+        registry,
+        "127.0.0.1:0",
+        lambda: b"{}",
+        request_timeout=timeout,
+        max_connections=most,
+    )
+    metrics.start()
+    try:
+        yield metrics.address
+    finally:
+        metrics.stop()
+
+
+def test_idle_connections_are_closed_after_the_timeout() -> None:
+    """A connection that sends no request, or half of one, is closed after the timeout."""
+    with server(timeout=0.5) as address:
+        silent, half = idle(address, 2)
+        half.sendall(b"GET /metrics HTTP/1.1\r\n")  # headers never end
+        began = time.monotonic()
+        assert closed(silent, 5) and closed(half, 5)
+        assert 0.4 <= time.monotonic() - began < 5
+        for sock in (silent, half):
+            sock.close()
+
+
+def test_a_scrape_gets_through_the_limit_of_idle_connections() -> None:
+    """With the limit of idle connections open, a scrape closes the oldest and is answered;
+    the server never runs more threads than the limit allows."""
+    threads = threading.active_count()
+    with server(timeout=30, most=4) as address:
+        held = idle(address, 4)
+        time.sleep(0.3)
+        answer = httpx.get(f"http://{address[0]}:{address[1]}/metrics", timeout=5)
+        assert answer.status_code == 200
+        assert "lineage_events_dropped_total" in answer.text
+        assert [closed(sock, 0.3) for sock in held] == [True, False, False, False]
+        assert threading.active_count() <= threads + 1 + 4  # serve_forever and the limit
+        for sock in held:
+            sock.close()
+
+
+def test_idle_flood_leaves_the_agent_and_its_metrics_answering(tmp_path: Path) -> None:
+    """The real agent with 16 + 34 idle connections to /metrics: a scrape is answered at
+    once, and the agent holds no more threads and descriptors than the limit allows."""
+    keygen(tmp_path)
+    config = write_config(tmp_path, {"transport": "file", "file": {"path": str(tmp_path / "e")}})
+    with run_agent(config, events=5) as agent:
+        pid = agent.proc.pid
+        assert agent.metrics_url is not None
+        host, port = agent.metrics_url.split("/")[2].rsplit(":", 1)
+        fds, tasks = len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
+        held = idle((host, int(port)), ScrapeServer.max_connections + 34)
+        time.sleep(0.5)
+        began = time.monotonic()
+        assert agent.scrape()["lineage_events_emitted_total{event_type=START}"] > 0
+        assert time.monotonic() - began < 2
+        assert len(os.listdir(f"/proc/{pid}/fd")) <= fds + ScrapeServer.max_connections
+        assert len(os.listdir(f"/proc/{pid}/task")) <= tasks + ScrapeServer.max_connections
+        for sock in held:
+            sock.close()
+        assert agent.stop() == 0
