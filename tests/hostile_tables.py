@@ -213,7 +213,8 @@ def main() -> None:
     parser.add_argument("--replay", action="store_true")
     args = parser.parse_args()
     if args.child:
-        _child(*args.child, args.limit_mb, args.trace)
+        fmt, table = args.child
+        _child(fmt, table, args.limit_mb, args.trace)
         return
     if args.replay:
         with tempfile.TemporaryDirectory() as directory:

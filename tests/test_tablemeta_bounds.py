@@ -82,7 +82,7 @@ def ask_all(tables: DiskTableMetadata, fmt: Any, table: Path, times: int = 5) ->
 def test_iceberg_metadata_file_parsed_once_per_version(tmp_path: Path) -> None:
     """Every question about an Iceberg table parses its newest metadata file once; a new
     metadata file, or the file replaced, is parsed once more."""
-    document = {
+    document: dict[str, Any] = {
         "current-schema-id": 1,
         "schemas": ICEBERG_SCHEMAS,
         "snapshots": [{"snapshot-id": 7, "timestamp-ms": 1000, "schema-id": 0}],
@@ -282,7 +282,9 @@ iceberg_types: st.SearchStrategy[Any] = st.recursive(
     ),
     max_leaves=6,
 )
-fields = st.lists(st.builds(dict, name=st.text(max_size=4), type=iceberg_types), max_size=4)
+fields: st.SearchStrategy[list[dict[str, Any]]] = st.lists(
+    st.builds(dict, name=st.text(max_size=4), type=iceberg_types), max_size=4
+)
 iceberg_schema = st.fixed_dictionaries(
     {"type": st.just("struct"), "schema-id": st.integers(0, 3), "fields": fields}
 ) | st.fixed_dictionaries({"type": st.just("struct"), "fields": fields})
