@@ -28,7 +28,9 @@ from agent.delivery.signing import (
     CANONICALIZATION,
     SIGNATURE_FACET,
     StrPath,
+    holds_null,
     key_id,
+    without_nulls,
     without_signature,
 )
 from agent.errors import CanonicalizationError, SignatureError
@@ -55,7 +57,9 @@ def verify_event(
     object keys and NaN/Infinity are refused, since a parser that kept the other duplicate
     would see an event other than the one verified. Checks, in order: the facet is present,
     `algorithm` and `canonicalization` are ours, `keyId` names a trusted key, and the
-    signature verifies over the canonical bytes of the event without the facet.
+    signature verifies over the canonical bytes of the event without the facet and without
+    null-valued members (read as absent at any depth, so an event Marquez wrote back with
+    nulls for the properties it did not get still verifies).
     """
     parsed = _parse(event) if isinstance(event, bytes | str) else event
     return _verify(parsed, _trusted(trusted))
@@ -95,6 +99,8 @@ def _verify(event: object, keys: Mapping[str, VerifyKey]) -> Verified:
     unsigned, _ = without_signature(event, for_signing=False)
     try:
         payload = canonicalize(unsigned)
+        if holds_null(payload):  # a null member is an absent one (Marquez writes them)
+            payload = canonicalize(without_nulls(unsigned))
     except CanonicalizationError as error:
         raise SignatureError(f"cannot canonicalize: {error}") from None
     try:
