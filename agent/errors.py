@@ -8,6 +8,7 @@
     ├── StateError               the state database cannot be opened
     ├── ControlError             a control request answered with ok: false
     ├── ReplayError              a `replay` log argument or output file that cannot be used
+    ├── ReadBackError            events cannot be read back from Marquez (`verify --marquez`)
     ├── DeliveryError            a batch that did not reach its transport (`reason`: DropReason)
     ├── CanonicalizationError    a value with no RFC 8785 form (also a ValueError)
     └── CodecError               event-log decoding
@@ -74,6 +75,10 @@ class ControlError(AgentError):
 
 class ReplayError(AgentError):
     """A log argument or an output file that cannot be used; the message names it."""
+
+
+class ReadBackError(AgentError):
+    """Marquez cannot be reached or did not answer as Marquez does; the message says which."""
 
 
 class DeliveryError(AgentError):

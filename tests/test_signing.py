@@ -24,6 +24,7 @@ from nacl.signing import SigningKey, VerifyKey
 from agent.delivery.signing import (
     Signer,
     generate_key_file,
+    holds_null,
     key_id,
     load_signing_key,
     load_verify_key,
@@ -203,6 +204,75 @@ def test_event_with_nan_cannot_be_signed(signer: Signer) -> None:
     )
 
 
+def test_null_members_are_neither_shipped_nor_signed(signer: Signer, key: SigningKey) -> None:
+    """The signer leaves out null members at every depth: the shipped bytes hold no null and
+    are the bytes of the same event without them."""
+    event = with_nulls_added(example_run_event())
+    event["run"]["facets"]["lineageAgent_run"]["recordsIn"] = None
+    before = copy.deepcopy(event)
+    payload = signer.sign_event(event)
+    assert event == before
+    assert re.search(rb"[:,\[]null", payload) is None
+    assert payload == signer.sign_event(stripped(event))
+    independent_verify(json.loads(payload), key.verify_key)
+
+
+def test_null_run_facets_are_signed_as_empty(signer: Signer, key: SigningKey) -> None:
+    """`run.facets: null` is an absent facets object: signed as `{}`."""
+    event = example_run_event()
+    event["run"]["facets"] = None
+    shipped = json.loads(signer.sign_event(event))
+    assert list(shipped["run"]["facets"]) == [FACET]
+    independent_verify(shipped, key.verify_key)
+
+
+def test_the_word_null_inside_strings_is_kept(signer: Signer, key: SigningKey) -> None:
+    """A string holding `null` (even `:null`) is data, shipped as it was."""
+    event = example_run_event()
+    event["job"]["facets"]["sql"]["query"] = 'SELECT null AS "x:null", nullif(a, b) FROM t'
+    shipped = json.loads(signer.sign_event(event))
+    assert shipped["job"]["facets"]["sql"] == event["job"]["facets"]["sql"]
+    independent_verify(shipped, key.verify_key)
+
+
+@pytest.mark.parametrize(
+    ("canonical", "held"),
+    [
+        (b'{"a":null}', True),
+        (b"[null]", True),
+        (b"[1,null]", True),
+        (b'{"a":{"b":[{"c":null}]}}', True),
+        (b'{"nullCount":1,"nullable":true}', False),
+        (b'{"q":"is not null"}', False),
+        (b'{"q":"a:null"}', True),  # only a closer look, which finds nothing to remove
+        (b"null", False),  # a top-level null is no event
+    ],
+)
+def test_holds_null_finds_every_null_value(canonical: bytes, held: bool) -> None:
+    """`holds_null` says yes wherever a value may be null, and no for keys that merely
+    start with the word."""
+    assert holds_null(canonical) is held
+
+
+def test_null_array_element_cannot_be_signed(signer: Signer) -> None:
+    """A null array element has no absent form: the event is refused, the element named."""
+    event = example_run_event()
+    event["inputs"][0]["facets"]["schema"]["fields"][1] = None
+    event["job"]["facets"]["documentation"] = None
+    with pytest.raises(ValueError) as caught:
+        signer.sign_event(event)
+    assert str(caught.value) == "null array element at /inputs/0/facets/schema/fields/1"
+
+
+def test_null_array_element_pointer_escapes_keys(signer: Signer) -> None:
+    """Keys holding `/` or `~` are escaped in the pointer as RFC 6901 says."""
+    event = example_run_event()
+    event["run"]["facets"]["x/y~z"] = {"list": [1, None]}
+    with pytest.raises(ValueError) as caught:
+        signer.sign_event(event)
+    assert str(caught.value) == "null array element at /run/facets/x~1y~0z/list/1"
+
+
 def test_signed_event_is_schema_valid(shipped: dict[str, Any]) -> None:
     """The signed event passes the official OpenLineage schema and every facet schema,
     ours included."""
@@ -316,10 +386,60 @@ def test_flipped_bit_in_signature_fails(shipped: dict[str, Any], key: SigningKey
 def test_added_and_removed_keys_fail(shipped: dict[str, Any], key: SigningKey) -> None:
     """Adding a key or removing one (even an empty one) breaks the signature."""
     added = copy.deepcopy(shipped)
-    added["job"]["extra"] = None
+    added["job"]["extra"] = {}
     removed = copy.deepcopy(shipped)
     del removed["outputs"][0]["outputFacets"]
     for event in (added, removed):
+        with pytest.raises(SignatureError) as caught:
+            verify_event(event, key.verify_key)
+        assert caught.value.reason == "signature does not verify"
+
+
+def with_nulls_added(event: dict[str, Any]) -> dict[str, Any]:
+    """`event` with null members at several depths, where Marquez writes them."""
+    nulled = copy.deepcopy(event)
+    nulled["job"]["facets"]["documentation"] = None
+    nulled["run"]["facets"]["nominalTime"] = None
+    nulled["inputs"][0]["facets"]["lifecycleStateChange"] = None
+    nulled["inputs"][0]["facets"]["schema"]["fields"][0]["description"] = None
+    nulled["outputs"][0]["facets"]["documentation"] = None
+    nulled["extra"] = {"nested": {"deeper": None}}
+    return nulled
+
+
+def stripped(value: Any) -> Any:
+    """`value` without null-valued members, written apart from the agent's code."""
+    if isinstance(value, dict):
+        return {name: stripped(item) for name, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [stripped(item) for item in value]
+    return value
+
+
+def test_null_members_read_as_absent(shipped: dict[str, Any], key: SigningKey) -> None:
+    """Null members added at any depth leave the signature valid, as `cryptography` agrees
+    over the `rfc8785` bytes of the event without them."""
+    nulled = with_nulls_added(shipped)
+    nulled["extra"] = None
+    assert verify_event(nulled, key.verify_key).key_id == key_id(key.verify_key)
+    assert verify_event(json.dumps(nulled).encode(), key.verify_key).event == nulled
+    with pytest.raises(InvalidSignature):
+        independent_verify(nulled, key.verify_key)
+    independent_verify(stripped(nulled), key.verify_key)
+
+
+def test_null_members_do_not_hide_a_change(shipped: dict[str, Any], key: SigningKey) -> None:
+    """With nulls added, a changed value, a value made null and a null array element each
+    still break the signature."""
+    changed = with_nulls_added(shipped)
+    changed["inputs"][0]["name"] += "_other"
+    emptied = with_nulls_added(shipped)
+    emptied["job"]["facets"]["sql"] = None
+    appended = copy.deepcopy(shipped)
+    appended["inputs"].append(None)
+    nested = with_nulls_added(shipped)
+    nested["extra"] = {"nested": {}}
+    for event in (changed, emptied, appended, nested):
         with pytest.raises(SignatureError) as caught:
             verify_event(event, key.verify_key)
         assert caught.value.reason == "signature does not verify"

@@ -362,7 +362,7 @@ def test_an_idle_query_still_gets_running_events() -> None:
     check_lifecycle(out)
     query = of_type(out, "STREAMING_QUERY")
     assert [e["eventType"] for e in query] == ["START", "RUNNING", "ABORT"]
-    assert query[1]["eventTime"] == "2026-11-24T04:55:00.000Z"
+    assert query[1]["eventTime"] == "2026-11-24T04:55:00Z"
     assert query[1]["run"]["facets"]["lineageAgent_stream"]["batchId"] == 2
     other = idle_event("00000000-43fe-45cb-9aa9-d07088a60f88", "2026-11-24T04:56:00.000Z")
     assert translator.feed(other) == []  # a run it does not follow: nothing

@@ -82,7 +82,7 @@ def test_non_zero_verdict_fails_the_application() -> None:
         "the command run by lineage-agent exec exited with status 3; the last lines of its "
         f"stderr:\n{TAIL}"
     )
-    assert end[0]["eventTime"] == "2026-11-24T04:40:01.250Z"  # ApplicationEnd's time
+    assert end[0]["eventTime"] == "2026-11-24T04:40:01.25Z"  # ApplicationEnd's time
     for event in events + end:
         validate_run_event(event)
     assert translator.settle(None) == []  # one terminal event only

@@ -137,10 +137,18 @@ def _cmd_pubkey(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    """`verify FILE...` or `verify --marquez URL`: 1 when an event fails or Marquez cannot be
+    read to the end (the problems found until then are printed), 2 for bad arguments."""
     from agent.delivery.signing import load_verify_key
     from agent.delivery.verify import verify_files
-    from agent.errors import KeyFileError
+    from agent.errors import KeyFileError, ReadBackError
 
+    if bool(args.files) == bool(args.marquez):
+        _err("verify: give event FILEs or --marquez URL" + (", not both" if args.files else ""))
+        return EX_USAGE
+    if args.namespace is not None and not args.marquez:
+        _err("verify: --namespace goes with --marquez URL")
+        return EX_USAGE
     try:
         trusted = [load_verify_key(key) for key in args.public_key]
     except KeyFileError as error:
@@ -148,9 +156,30 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return EX_USAGE
     from agent.commands.views import printable
 
-    report = verify_files(args.files, trusted)
-    # A file name or a bad event's fault may carry control characters; shown escaped.
-    print("\n".join(printable(line) for line in report.lines()))
+    if args.files:
+        report = verify_files(args.files, trusted)
+        # A file name or a bad event's fault may carry control characters; shown escaped.
+        print("\n".join(printable(line) for line in report.lines()))
+        return EX_OK if report.passed else EX_FAILED
+    from agent.commands.marquez import marquez_base, verify_marquez
+
+    try:
+        marquez_base(args.marquez)
+    except ReadBackError as error:
+        _err(str(error))
+        return EX_USAGE
+    try:
+        report = verify_marquez(
+            args.marquez,
+            trusted,
+            namespace=args.namespace,
+            # What Marquez gave back may carry control characters too.
+            on_problem=lambda problem: print(printable(problem), flush=True),
+        )
+    except ReadBackError as error:
+        _err(printable(str(error)))
+        return EX_FAILED
+    print(report.lines()[-1])
     return EX_OK if report.passed else EX_FAILED
 
 
@@ -335,8 +364,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pubkey.set_defaults(func=_cmd_pubkey)
 
-    verify = sub.add_parser("verify", help="verify signed events in JSON or JSON-lines files")
-    verify.add_argument("files", nargs="+", metavar="FILE")
+    verify = sub.add_parser(
+        "verify",
+        help="verify signed events in JSON or JSON-lines files, or read back from Marquez",
+        description="Check every event's signature against the trusted public keys: the "
+        "events of FILEs (JSON, JSON lines, rotated events.jsonl.<n>), or with --marquez every "
+        "event Marquez holds, read back through its API (GET /api/v1/events/lineage). Prints "
+        "one line per event that fails (unsigned, unknown keyId, does not verify), then a "
+        "summary. Exit 0 when all verify, 1 when one fails or Marquez cannot be read to the "
+        "end, 2 for bad arguments or keys.",
+    )
+    verify.add_argument("files", nargs="*", metavar="FILE")
+    verify.add_argument(
+        "--marquez",
+        metavar="URL",
+        help="Marquez's address (http://host:5000, or the agent's .../api/v1/lineage endpoint)",
+    )
+    verify.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="with --marquez: only the events of jobs in namespace NS",
+    )
     verify.add_argument(
         "--public-key",
         action="append",

@@ -1,6 +1,8 @@
 """Verifying signed RunEvents: `verify_event` for one event, `verify_files` for JSON and
-JSON-lines files, as `lineage-agent verify` does. A verifier needs only the event and a
-trusted public key (see `signing` for what is signed and how keys are written).
+JSON-lines files, as `lineage-agent verify` does, `verify_events` for events from anywhere
+else (`verify --marquez` names them with `event_label`). A verifier needs only the event and
+a trusted public key (see `signing` for what is signed, how nulls count and how keys are
+written).
 
 Errors:
     SignatureError: an event did not verify; `reason` is the text `lineage-agent verify`
@@ -14,7 +16,7 @@ import binascii
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -28,7 +30,9 @@ from agent.delivery.signing import (
     CANONICALIZATION,
     SIGNATURE_FACET,
     StrPath,
+    holds_null,
     key_id,
+    without_nulls,
     without_signature,
 )
 from agent.errors import CanonicalizationError, SignatureError
@@ -55,9 +59,11 @@ def verify_event(
     object keys and NaN/Infinity are refused, since a parser that kept the other duplicate
     would see an event other than the one verified. Checks, in order: the facet is present,
     `algorithm` and `canonicalization` are ours, `keyId` names a trusted key, and the
-    signature verifies over the canonical bytes of the event without the facet.
+    signature verifies over the canonical bytes of the event without the facet and without
+    null-valued members (read as absent at any depth, so an event Marquez wrote back with
+    nulls for the properties it did not get still verifies).
     """
-    parsed = _parse(event) if isinstance(event, bytes | str) else event
+    parsed = parse_strict(event) if isinstance(event, bytes | str) else event
     return _verify(parsed, _trusted(trusted))
 
 
@@ -95,6 +101,8 @@ def _verify(event: object, keys: Mapping[str, VerifyKey]) -> Verified:
     unsigned, _ = without_signature(event, for_signing=False)
     try:
         payload = canonicalize(unsigned)
+        if holds_null(payload):  # a null member is an absent one (Marquez writes them)
+            payload = canonicalize(without_nulls(unsigned))
     except CanonicalizationError as error:
         raise SignatureError(f"cannot canonicalize: {error}") from None
     try:
@@ -117,13 +125,37 @@ def _signature_bytes(value: object) -> bytes:
     return raw
 
 
+def event_label(event: object) -> str:
+    """How `verify --marquez` names an event: `run RUN_ID EVENT_TYPE job NAMESPACE/NAME`,
+    each part as the event says it (escaped and quoted when not plain text), `?` if absent."""
+    if not isinstance(event, Mapping):
+        return "not an object"
+    run, job = event.get("run"), event.get("job")
+    run_id = run.get("runId") if isinstance(run, Mapping) else None
+    namespace, name = (
+        (job.get("namespace"), job.get("name")) if isinstance(job, Mapping) else (None, None)
+    )
+    return (
+        f"run {_plain(run_id)} {_plain(event.get('eventType'))} "
+        f"job {_plain(namespace)}/{_plain(name)}"
+    )
+
+
+def _plain(value: object) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, str) and value.isprintable() and " " not in value and len(value) <= 200:
+        return value
+    return _shown(value)
+
+
 def _shown(value: object) -> str:
     """A field from an untrusted event, made safe (ASCII, escaped) and short to print."""
     text = json.dumps(value, ensure_ascii=True, default=lambda other: type(other).__name__)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _parse(text: bytes | str) -> object:
+def parse_strict(text: bytes | str) -> object:
     """Strict JSON: UTF-8 only, no duplicate keys, no NaN/Infinity; SignatureError if not."""
     try:
         if isinstance(text, bytes):
@@ -185,6 +217,25 @@ class VerifyReport:
         ]
 
 
+def verify_events(
+    events: Iterable[tuple[str, object]],
+    trusted: VerifyKey | Iterable[VerifyKey],
+    on_problem: Callable[[Problem], None] | None = None,
+) -> VerifyReport:
+    """Verify (position, event) pairs, events parsed or as JSON bytes, as they come; each
+    problem goes to `on_problem` as soon as it is found, and into the report."""
+    keys = _trusted(trusted)
+    checked = 0
+    problems: list[Problem] = []
+    for position, event in events:
+        checked += 1
+        for problem in _check_all([(position, event)], keys):
+            problems.append(problem)
+            if on_problem is not None:
+                on_problem(problem)
+    return VerifyReport(checked, checked - len(problems), tuple(problems))
+
+
 def verify_file(path: StrPath, trusted: VerifyKey | Iterable[VerifyKey]) -> list[Problem]:
     """The problems of every event in a JSON file (one event or an array of events) or a
     JSON-lines file (one event per line, blank lines skipped); empty when all verify.
@@ -223,7 +274,7 @@ def _check_file(path: StrPath, keys: Mapping[str, VerifyKey]) -> tuple[int, list
         return 0, [Problem(name, f"cannot read: {error.strerror}")]
     if _LINES_SUFFIXES.isdisjoint(Path(name).suffixes):
         try:
-            document = _parse(data)
+            document = parse_strict(data)
         except SignatureError as error:
             if "Extra data" not in error.reason:
                 return 0, [Problem(name, error.reason)]
@@ -247,7 +298,7 @@ def _check_all(
     problems = []
     for position, event in events:
         try:
-            _verify(_parse(event) if isinstance(event, bytes) else event, keys)
+            _verify(parse_strict(event) if isinstance(event, bytes) else event, keys)
         except SignatureError as error:
             problems.append(Problem(position, error.reason))
     return problems

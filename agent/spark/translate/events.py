@@ -168,7 +168,13 @@ def parent_facet(parent: RunRef, root: RunRef | None = None) -> dict[str, Any]:
 
 
 def iso(ms: int) -> str:
-    """Unix ms -> ISO-8601 UTC with milliseconds and `Z`."""
+    """Unix ms -> ISO-8601 UTC as Java's ISO_OFFSET_DATE_TIME writes it: the fraction
+    without trailing zeros (`.16`, not `.160`), none when it is zero, and `Z`.
+
+    Marquez parses `eventTime` into a ZonedDateTime and Jackson writes it back in that form;
+    an event written so reads back byte for byte, and its signature survives.
+    """
     ms = min(max(ms, 0), MAX_MS)
     moment = _EPOCH + timedelta(milliseconds=ms)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    fraction = f"{ms % 1000:03d}".rstrip("0")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}Z" if fraction else "Z")
