@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -37,11 +38,13 @@ def public_dir(prefix: str) -> Path:
     return path
 
 
-def runtime_distributions(name: str = "edge-lineage-agent") -> list[metadata.Distribution]:
-    """The installed distributions the agent needs at run time: its dependencies, theirs,
-    and so on (extras left out)."""
+def runtime_distributions() -> list[metadata.Distribution]:
+    """The installed distributions the agent needs at run time: the dependencies
+    pyproject.toml names (not the installed metadata, which may predate it), theirs, and so
+    on (extras left out)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     seen: dict[str, metadata.Distribution] = {}
-    todo = [name]
+    todo = [m.group(0) for spec in project["dependencies"] if (m := _NAME.match(spec.strip()))]
     while todo:
         wanted = todo.pop()
         key = wanted.lower().replace("_", "-")
@@ -56,7 +59,6 @@ def runtime_distributions(name: str = "edge-lineage-agent") -> list[metadata.Dis
             match = _NAME.match(spec.strip())
             if match:
                 todo.append(match.group(0))
-    seen.pop(name, None)
     return list(seen.values())
 
 
