@@ -21,7 +21,7 @@ import trustme
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.http import HttpTransport
-from agent.errors import DeliveryError
+from agent.errors import Unconfirmed
 
 Answer = Callable[[int], bytes]  # the answer to the n-th request (0-based) on the server
 
@@ -196,12 +196,13 @@ async def test_garbage_answer_is_network_and_connection_dropped(
     answer: bytes,
     detail: str,
 ) -> None:
-    """An answer that breaks HTTP/1.1 framing is `network`, and its connection is not reused."""
+    """An answer that breaks HTTP/1.1 framing is unconfirmed (`network`), and its connection is
+    not reused."""
     good = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
     server = await serve(lambda n: answer if n == 0 else good)
     transport = HttpTransport(HttpConfig(endpoint=server.url, timeout=2.0), token=None)
     transports.append(transport)
-    with pytest.raises(DeliveryError) as caught:
+    with pytest.raises(Unconfirmed) as caught:
         await transport.send([envelope(1)])
     assert (caught.value.reason, caught.value.detail) == (
         "network",

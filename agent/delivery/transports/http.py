@@ -1,10 +1,15 @@
 """HTTP transport: POST signed events to an OpenLineage collector (Marquez or any other).
 
 Keep-alive connections per transport, at most `HttpConfig.concurrency` at once; TLS
-verification is always on. Every failure becomes a `DeliveryError` whose reason is one of
-`DropReason`; nothing is retried (a request that may have reached the collector is never sent
-twice), and no send lasts longer than `HttpConfig.timeout`, however the time is spent
-(connecting, the TLS handshake, sending, reading the answer).
+verification is always on. No send lasts longer than `HttpConfig.timeout`, however the time is
+spent (connecting, the TLS handshake, sending, reading the answer). A failure says what became
+of the batch, the one thing at-most-once delivery turns on:
+- `NotSent` (connect, tls): no connection or no TLS session, so no byte of the request left;
+  the pipeline keeps the batch and sends it when the collector answers again;
+- `Unconfirmed` (timeout, network): the request began to leave and no full answer came; the
+  collector may have stored it, so it is never sent again;
+- `DeliveryError` (http_4xx, http_5xx): the collector answered no.
+The transport itself never retries.
 
 The wire is h11 (HTTP/1.1 framing: chunked and length-delimited answers, interim 1xx
 answers, `Connection: close`) over plain asyncio streams. One event per POST is this
@@ -32,7 +37,7 @@ import httpx
 from agent import __version__
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
-from agent.errors import DeliveryError, StartError
+from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
 
 #: Level 1 keeps 98% of level 6's size reduction on event JSON (a 6 KB event: 20.2% vs
 #: 18.5% of the original size) at half its CPU time for one event and a third for a batch
@@ -232,7 +237,7 @@ class HttpTransport:
         if not batch:
             return
         if self._closed:
-            raise DeliveryError("connect", "transport closed")
+            raise NotSent("connect", "transport closed")
         if self._batched:
             target = self._batch
             body = b"[" + b",".join(envelope.payload for envelope in batch) + b"]"
@@ -253,25 +258,31 @@ class HttpTransport:
             ],
         )
         connection = self._checkout(target)
+        connected = connection is not None
         try:
             async with asyncio.timeout(self._timeout):
                 if connection is None:
                     connection = await self._connect(target)
+                connected = True
                 response = await connection.exchange(request, body)
         except BaseException as exc:
             # The connection is in an unknown state (cancelled, timed out, broken): never
             # reuse it. Cancellation passes through untouched.
             if connection is not None:
                 connection.close()
-            if isinstance(exc, DeliveryError | asyncio.CancelledError):
+            if isinstance(exc, NotSent | asyncio.CancelledError):
                 raise
             if isinstance(exc, TimeoutError):
-                raise DeliveryError(
+                if not connected:  # still connecting: not a byte of the request left
+                    raise NotSent(
+                        "connect", f"no connection to {target.origin} within {self._timeout:g}s"
+                    ) from None
+                raise Unconfirmed(
                     "timeout",
                     f"no complete response from {target.origin} within {self._timeout:g}s",
                 ) from None
             if isinstance(exc, OSError | h11.ProtocolError | ssl.SSLError):
-                raise DeliveryError(
+                raise Unconfirmed(
                     "network", f"connection to {target.origin} failed mid-request: {_cause(exc)}"
                 ) from None
             raise
@@ -307,17 +318,15 @@ class HttpTransport:
                 reader, writer = await asyncio.open_connection(target.host, target.port)
         except ssl.SSLCertVerificationError as exc:
             message = exc.verify_message or str(exc)
-            raise DeliveryError(
+            raise NotSent(
                 "tls", f"certificate of {target.origin} did not verify: {message}"
             ) from None
         except ssl.SSLError as exc:
-            raise DeliveryError(
+            raise NotSent(
                 "tls", f"TLS handshake with {target.origin} failed: {exc.reason or exc}"
             ) from None
         except OSError as exc:
-            raise DeliveryError(
-                "connect", f"cannot connect to {target.origin}: {_cause(exc)}"
-            ) from None
+            raise NotSent("connect", f"cannot connect to {target.origin}: {_cause(exc)}") from None
         return _Connection(reader, writer)
 
     async def aclose(self) -> None:
