@@ -42,6 +42,7 @@ DROP_REASONS: tuple[DropReason, ...] = get_args(DropReason)
 NotSentReason = Literal[
     "connect",  # refused, unreachable, unresolvable, or no connection within the timeout
     "tls",  # the TLS handshake failed (certificate, protocol): nothing of the request was sent
+    "closed",  # the collector closed the connection before it asked for the request's body
 ]
 NOT_SENT_REASONS: tuple[NotSentReason, ...] = get_args(NotSentReason)
 #: Why a request that left has no answer: the collector may have stored its events, so they

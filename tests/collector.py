@@ -159,8 +159,11 @@ class Collector:
         validate: bool = False,
         port: int = 0,
         record: bool = True,
+        continues: bool = True,
     ) -> None:
         self._behaviour = _checked(behaviour)
+        #: Whether it answers `Expect: 100-continue` (False: as a server that ignores it).
+        self._continues = continues
         self._tls = tls
         self._validate = validate
         self._validator: Callable[[Any], Any] | None = None
@@ -352,6 +355,9 @@ class Collector:
             return False
         try:
             method, path, version, headers = _parse_head(head)
+            if headers.get("expect", "").lower() == "100-continue" and self._continues:
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await writer.drain()
             body = await _read_body(reader, headers)
             content = _decode(body, headers)
         except _BadRequest as exc:
