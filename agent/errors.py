@@ -9,7 +9,10 @@
     ├── ControlError             a control request answered with ok: false
     ├── ReplayError              a `replay` log argument or output file that cannot be used
     ├── ReadBackError            events cannot be read back from Marquez (`verify --marquez`)
-    ├── DeliveryError            a batch that did not reach its transport (`reason`: DropReason)
+    ├── TransportFailure         a transport's send that did not end in delivery
+    │   ├── DeliveryError        refused or failed for good: dropped (`reason`: DropReason)
+    │   ├── NotSent              provably never left (`reason`: NotSentReason): stays queued
+    │   └── Unconfirmed          may have reached the collector (`reason`: UnconfirmedReason)
     ├── CanonicalizationError    a value with no RFC 8785 form (also a ValueError)
     └── CodecError               event-log decoding
         ├── UnknownCodec         a codec name Spark does not write
@@ -24,21 +27,33 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-#: Why an event did not reach a transport: the `reason` label of the drop counters.
+#: Why an event will never reach a transport: the `reason` label of the drop counters.
 DropReason = Literal[
     "http_4xx",  # the collector refused the event (400, 401, 403, 413, ...)
     "http_5xx",  # the collector failed (500, 503, ...)
-    "timeout",  # no full answer within the per-request timeout
-    "connect",  # refused or unreachable before anything was sent
-    "network",  # reset or broken mid-request
-    "tls",  # certificate did not verify
     "write_error",  # the file transport could not write (disk full, permission, size limit)
     "queue_full",  # the bounded queue was full when the event was offered
     "shutdown",  # still queued when the drain deadline passed, or its transport was removed
     "invalid",  # the event could not be serialized or signed (it is logged, never shipped)
-    "internal",  # a transport raised something other than DeliveryError (a bug; logged)
+    "internal",  # a transport raised something other than a TransportFailure (a bug; logged)
 ]
 DROP_REASONS: tuple[DropReason, ...] = get_args(DropReason)
+#: Why a request provably never left: its events stay queued and go when the collector
+#: answers again (not a delivery attempt, so at-most-once allows it).
+NotSentReason = Literal[
+    "connect",  # refused, unreachable, unresolvable, or no connection within the timeout
+    "tls",  # the TLS handshake failed (certificate, protocol): nothing of the request was sent
+    "closed",  # the collector closed the connection before it asked for the request's body
+]
+NOT_SENT_REASONS: tuple[NotSentReason, ...] = get_args(NotSentReason)
+#: Why a request that left has no answer: the collector may have stored its events, so they
+#: are never sent again, and count apart from drops (`lineage_events_unconfirmed_total`).
+UnconfirmedReason = Literal[
+    "timeout",  # no complete answer within the per-request timeout
+    "network",  # the connection broke after the request began to leave
+    "shutdown",  # still in flight when the drain deadline cancelled it
+]
+UNCONFIRMED_REASONS: tuple[UnconfirmedReason, ...] = get_args(UnconfirmedReason)
 
 
 class AgentError(Exception):
@@ -81,13 +96,36 @@ class ReadBackError(AgentError):
     """Marquez cannot be reached or did not answer as Marquez does; the message says which."""
 
 
-class DeliveryError(AgentError):
-    """A batch was not delivered; nothing of it will be sent again."""
+class TransportFailure(AgentError):
+    """A send that did not end in delivery; the subclass says what became of the batch."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.detail = detail
+
+
+class DeliveryError(TransportFailure):
+    """A batch was refused or failed for good: dropped, never sent again."""
 
     def __init__(self, reason: DropReason, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
+        super().__init__(reason, detail)
         self.reason: DropReason = reason
-        self.detail = detail
+
+
+class NotSent(TransportFailure):
+    """Nothing of the request left (no connection, no TLS session): the batch may go again."""
+
+    def __init__(self, reason: NotSentReason, detail: str) -> None:
+        super().__init__(reason, detail)
+        self.reason: NotSentReason = reason
+
+
+class Unconfirmed(TransportFailure):
+    """The request left but no answer came: the collector may have the batch; never resent."""
+
+    def __init__(self, reason: UnconfirmedReason, detail: str) -> None:
+        super().__init__(reason, detail)
+        self.reason: UnconfirmedReason = reason
 
 
 class CanonicalizationError(AgentError, ValueError):

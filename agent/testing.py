@@ -13,7 +13,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent.delivery.envelope import Envelope
-from agent.errors import DropReason
+from agent.errors import (
+    DeliveryError,
+    DropReason,
+    NotSent,
+    NotSentReason,
+    Unconfirmed,
+    UnconfirmedReason,
+)
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER
 from agent.source import Sink
 
@@ -114,22 +121,29 @@ class MemorySource:
 
 @dataclass
 class RecordingTransport:
-    """A transport that keeps what it is sent; `fail` makes it raise DeliveryError."""
+    """A transport that keeps what it is sent; `fail` makes it fail with that reason, as the
+    kind of failure the reason belongs to (dropped, never sent, or unconfirmed)."""
 
     name: str = "memory"
     sent: list[Envelope] = field(default_factory=list)
-    fail: DropReason | None = None
+    fail: DropReason | NotSentReason | UnconfirmedReason | None = None
     delay: float = 0.0
     closed: bool = False
+    attempts: int = 0
 
     async def send(self, batch: Sequence[Envelope]) -> None:
-        from agent.errors import DeliveryError
-
+        self.attempts += 1
         if self.delay:
             await asyncio.sleep(self.delay)
-        if self.fail:
-            raise DeliveryError(self.fail, "configured to fail")
-        self.sent.extend(batch)
+        match self.fail:
+            case None:
+                self.sent.extend(batch)
+            case "connect" | "tls" | "closed" as reason:
+                raise NotSent(reason, "configured to fail")
+            case "timeout" | "network" as reason:
+                raise Unconfirmed(reason, "configured to fail")
+            case reason:
+                raise DeliveryError(reason, "configured to fail")
 
     async def aclose(self) -> None:
         self.closed = True

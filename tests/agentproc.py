@@ -170,19 +170,32 @@ def metric(samples: Mapping[str, float], name: str, **labels: str) -> float:
     return samples.get(key, 0.0)
 
 
-def accounting(samples: Mapping[str, float], transport: str) -> tuple[float, float, float, float]:
-    """(produced, delivered, dropped for this transport, queued) from one scrape."""
+def accounting(
+    samples: Mapping[str, float], transport: str
+) -> tuple[float, float, float, float, float]:
+    """(produced, delivered, dropped, unconfirmed for this transport, queued) from one scrape."""
     produced = sum(v for k, v in samples.items() if k.startswith("lineage_events_emitted_total{"))
     delivered = metric(samples, "lineage_events_delivered_total", transport=transport)
-    dropped = sum(
-        v
-        for k, v in samples.items()
-        if k.startswith("lineage_events_dropped_by_reason_total{") and f"transport={transport}" in k
-    )
+    dropped = labelled(samples, "lineage_events_dropped_by_reason_total", transport)
+    unconfirmed = labelled(samples, "lineage_events_unconfirmed_total", transport)
     queued = metric(samples, "lineage_queue_depth", transport=transport)
-    return produced, delivered, dropped, queued
+    return produced, delivered, dropped, unconfirmed, queued
+
+
+def labelled(samples: Mapping[str, float], name: str, transport: str) -> float:
+    """The sum of a counter's series of one transport, over every reason."""
+    return sum(
+        v for k, v in samples.items() if k.startswith(name + "{") and f"transport={transport}" in k
+    )
 
 
 def assert_identity(samples: Mapping[str, float], transport: str) -> None:
-    produced, delivered, dropped, queued = accounting(samples, transport)
-    assert produced == delivered + dropped + queued, (produced, delivered, dropped, queued)
+    """produced = delivered + dropped + unconfirmed + queued, for one transport."""
+    produced, delivered, dropped, unconfirmed, queued = accounting(samples, transport)
+    assert produced == delivered + dropped + unconfirmed + queued, (
+        produced,
+        delivered,
+        dropped,
+        unconfirmed,
+        queued,
+    )

@@ -159,8 +159,11 @@ class Collector:
         validate: bool = False,
         port: int = 0,
         record: bool = True,
+        continues: bool = True,
     ) -> None:
         self._behaviour = _checked(behaviour)
+        #: Whether it answers `Expect: 100-continue` (False: as a server that ignores it).
+        self._continues = continues
         self._tls = tls
         self._validate = validate
         self._validator: Callable[[Any], Any] | None = None
@@ -184,6 +187,8 @@ class Collector:
         self._started = threading.Event()
         self._start_error: BaseException | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._busy: set[asyncio.Task[None]] = set()  # read a request, not answered yet
+        self._graceful = False
 
     # -- public API ------------------------------------------------------------------------
 
@@ -229,11 +234,14 @@ class Collector:
             raise RuntimeError(f"collector failed to start: {self._start_error}")
         return self
 
-    def stop(self) -> None:
-        """Close every connection (hung ones too) and stop the thread; idempotent."""
+    def stop(self, *, graceful: bool = False) -> None:
+        """Close every connection (hung ones too) and stop the thread; idempotent. With
+        `graceful`, as a server that restarts: stop accepting, answer the requests already
+        read, then close (idle keep-alive connections at once)."""
         loop, stopping, thread = self._loop, self._stopping, self._thread
         if loop is None or stopping is None or thread is None:
             return
+        self._graceful = graceful
         with contextlib.suppress(RuntimeError):  # the loop already ended
             loop.call_soon_threadsafe(stopping.set)
         thread.join()
@@ -294,6 +302,12 @@ class Collector:
             await self._stopping.wait()
         finally:
             server.close()
+            if self._graceful:
+                for task in list(self._tasks - self._busy):
+                    task.cancel()  # idle between requests
+                busy = list(self._busy)
+                if busy:
+                    await asyncio.wait(busy, timeout=30)
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -321,7 +335,7 @@ class Collector:
         finally:
             self._tasks.discard(task)
             assert self._stopping is not None
-            if self._stopping.is_set():
+            if self._stopping.is_set() and not self._graceful:
                 writer.transport.abort()  # no TLS goodbye with a client that may be gone
             else:
                 writer.close()
@@ -341,18 +355,33 @@ class Collector:
             return False
         try:
             method, path, version, headers = _parse_head(head)
+            if headers.get("expect", "").lower() == "100-continue" and self._continues:
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await writer.drain()
             body = await _read_body(reader, headers)
             content = _decode(body, headers)
         except _BadRequest as exc:
             writer.write(_response(400, "Connection: close\r\n"))
             self.errors.append(f"bad request: {exc}")
             return False
-        request = Request(method, path, headers, body, content)
+        task = asyncio.current_task()
+        assert task is not None
+        self._busy.add(task)
+        try:
+            return await self._take(Request(method, path, headers, body, content), writer, version)
+        finally:
+            self._busy.discard(task)
+
+    async def _take(self, request: Request, writer: asyncio.StreamWriter, version: str) -> bool:
+        """Record and answer one request read whole; False when the connection must end."""
+        headers = request.headers
         if self._record:
             with self._changed:
                 self.requests.append(request)
                 self._changed.notify_all()
         keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        assert self._stopping is not None
+        keep_alive = keep_alive and not self._stopping.is_set()  # a graceful stop's last answer
         return await self._answer(request, writer, keep_alive)
 
     async def _answer(

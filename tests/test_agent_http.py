@@ -20,15 +20,6 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def wait_dropped(agent: AgentProcess, count: int, seconds: float = 20) -> dict[str, float]:
-    """Scrape until `count` events were dropped; the last scrape."""
-    deadline = time.monotonic() + seconds
-    while (samples := agent.scrape()) and metric(samples, "lineage_events_dropped_total") < count:
-        assert time.monotonic() < deadline, samples
-        time.sleep(0.1)
-    return samples
-
-
 def http_lineage(url: str, **extra: object) -> dict[str, object]:
     return {"enabled": True, "transport": "http", "http": {"endpoint": url, **extra}}
 
@@ -54,57 +45,60 @@ def test_events_arrive_valid_and_verified(workdir: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("behaviour", "reason"),
+    ("behaviour", "counter", "reason"),
     [
-        (400, "http_4xx"),
-        (401, "http_4xx"),
-        (500, "http_5xx"),
-        (slow(2.0), "timeout"),
-        ("reset", "network"),
+        (400, "lineage_events_dropped_by_reason_total", "http_4xx"),
+        (401, "lineage_events_dropped_by_reason_total", "http_4xx"),
+        (500, "lineage_events_dropped_by_reason_total", "http_5xx"),
+        (slow(2.0), "lineage_events_unconfirmed_total", "timeout"),
+        ("reset", "lineage_events_unconfirmed_total", "network"),
     ],
 )
-def test_collector_faults_drop_with_reason(workdir: Path, behaviour: object, reason: str) -> None:
-    """Each collector fault drops the events with its reason; the agent stays up."""
+def test_collector_faults_are_counted_with_reason(
+    workdir: Path, behaviour: object, counter: str, reason: str
+) -> None:
+    """A collector that answers no drops the events with its reason; one that took the
+    request and gave no answer leaves them unconfirmed; the agent stays up."""
     with Collector(behaviour) as collector:  # type: ignore[arg-type]
         config = write_config(workdir, http_lineage(collector.url, timeout="300ms"))
         with run_agent(config, events=6) as agent:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 samples = agent.scrape()
-                if metric(samples, "lineage_events_dropped_total") == 6:
+                if metric(samples, counter, transport="http", reason=reason) == 6:
                     break
                 time.sleep(0.1)
-            assert (
-                metric(
-                    samples,
-                    "lineage_events_dropped_by_reason_total",
-                    transport="http",
-                    reason=reason,
-                )
-                == 6
-            )
+            assert metric(samples, counter, transport="http", reason=reason) == 6
             assert metric(samples, "lineage_events_delivered_total", transport="http") == 0
             assert_identity(samples, "http")
             assert agent.proc.poll() is None
             assert agent.stop() == 0
 
 
-def test_connection_refused_drops_as_connect(workdir: Path) -> None:
-    """A collector that is not there: events dropped as `connect`, the agent carries on."""
+def test_connection_refused_keeps_events_queued(workdir: Path) -> None:
+    """A collector that is not there: nothing left, so nothing is dropped; the events wait
+    in the queue (attempts counted as `connect`) until the drain deadline drops them."""
     url = f"http://127.0.0.1:{closed_port()}/api/v1/lineage"
-    config = write_config(workdir, http_lineage(url))
+    config = write_config(workdir, {**http_lineage(url), "drain_timeout": "500ms"})
     with run_agent(config, events=10) as agent:
-        samples = wait_dropped(agent, 10)
-        assert (
-            metric(
-                samples,
-                "lineage_events_dropped_by_reason_total",
-                transport="http",
-                reason="connect",
-            )
-            == 10
-        )
+        samples = wait_not_sent(agent, "connect")
+        assert metric(samples, "lineage_events_dropped_total") == 0
+        assert metric(samples, "lineage_queue_depth", transport="http") == 10
+        assert_identity(samples, "http")
         assert agent.stop() == 0
+        stopped = agent.wait_log("agent_stopped")
+    assert stopped["undelivered"] == {"http": 10}
+    assert agent.wait_log("transport_failing")["reason"] == "connect"
+
+
+def wait_not_sent(agent: AgentProcess, reason: str, seconds: float = 20) -> dict[str, float]:
+    """Scrape until an attempt that never left was counted with `reason`; the last scrape."""
+    deadline = time.monotonic() + seconds
+    name = "lineage_delivery_not_sent_total"
+    while not metric(samples := agent.scrape(), name, transport="http", reason=reason):
+        assert time.monotonic() < deadline, samples
+        time.sleep(0.1)
+    return samples
 
 
 def test_https_bearer_token_sent_and_never_logged(workdir: Path) -> None:
@@ -131,25 +125,20 @@ def test_https_bearer_token_sent_and_never_logged(workdir: Path) -> None:
     assert collector.invalid == []
 
 
-def test_untrusted_certificate_drops_as_tls(workdir: Path) -> None:
-    """A certificate the agent does not trust is a `tls` drop, not a crash."""
+def test_untrusted_certificate_keeps_events_queued(workdir: Path) -> None:
+    """A certificate the agent does not trust: nothing of the request left, so the events
+    wait in the queue (`tls` attempts), not a crash and not a drop."""
     ca = trustme.CA()
     server_context = __import__("ssl").create_default_context(__import__("ssl").Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(server_context)
     with Collector(tls=server_context) as collector:
-        config = write_config(workdir, http_lineage(collector.url))
+        config = write_config(workdir, {**http_lineage(collector.url), "drain_timeout": "500ms"})
         with run_agent(config, events=2) as agent:
-            samples = wait_dropped(agent, 2)
-            assert (
-                metric(
-                    samples,
-                    "lineage_events_dropped_by_reason_total",
-                    transport="http",
-                    reason="tls",
-                )
-                == 2
-            )
+            samples = wait_not_sent(agent, "tls")
+            assert metric(samples, "lineage_events_dropped_total") == 0
+            assert metric(samples, "lineage_queue_depth", transport="http") == 2
             assert agent.stop() == 0
+        assert collector.requests == []
 
 
 def test_http_with_auth_refused_at_start(workdir: Path) -> None:
@@ -181,7 +170,8 @@ def test_missing_token_variable_refused_at_start(workdir: Path) -> None:
 
 
 def test_overflow_and_drain_exact_counts(workdir: Path) -> None:
-    """A hung collector: past the queue everything is dropped, the rest at the drain deadline."""
+    """A hung collector: past the queue everything is dropped, what waits at the drain
+    deadline too; the request in flight then is unconfirmed."""
     with Collector("hang") as collector:
         lineage = {
             **http_lineage(collector.url, timeout="30s", concurrency=1),
@@ -211,10 +201,11 @@ def test_overflow_and_drain_exact_counts(workdir: Path) -> None:
             took = time.monotonic() - began
             stopped = agent.wait_log("agent_stopped")
     assert took < 1.0 + 2.0
-    assert stopped["undelivered"] == {"http": 10}
+    assert stopped["undelivered"] == {"http": 9}
     assert stopped["accounting"]["http"] == {
         "offered": 100,
         "delivered": 0,
-        "dropped": 100,
+        "dropped": 99,
+        "unconfirmed": 1,
         "queued": 0,
     }

@@ -55,7 +55,7 @@ def test_seed_flow_http_config() -> None:
         http=HttpConfig(endpoint="http://localhost:5000/api/v1/lineage"),
     )
     assert config.lineage.http is not None
-    assert config.lineage.http.timeout == 3.0
+    assert config.lineage.http.timeout == 10.0
     assert config.lineage.queue_size == 1024
     assert config.source == "config.yaml"
 

@@ -48,11 +48,13 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float:
 def identity_holds(pipeline: Pipeline) -> None:
     for name, counts in pipeline.accounting().items():
         assert counts["offered"] == pipeline.produced, name
-        assert counts["offered"] == counts["delivered"] + counts["dropped"] + counts["queued"]
+        resolved = counts["delivered"] + counts["dropped"] + counts["unconfirmed"]
+        assert counts["offered"] == resolved + counts["queued"], name
 
 
 async def test_overflow_drops_exact_count() -> None:
-    """With the transport stalled, everything past the capacity is dropped and counted."""
+    """With the transport stalled, everything past the capacity is dropped and counted; at
+    the drain deadline the waiting events are dropped, the one in flight is unconfirmed."""
     slow = RecordingTransport(name="slow", delay=10)
     pipeline, metrics, health = build(slow, capacity=10)
     for delivery in pipeline.deliveries.values():
@@ -70,9 +72,11 @@ async def test_overflow_drops_exact_count() -> None:
     )
     assert health.get("app-1").dropped == {"queue_full": 90}
     left = await pipeline.deliveries["slow"].drain(time.monotonic() + 0.05)
-    assert left == 10
+    assert left == 9
     identity_holds(pipeline)
-    assert sample(metrics, "lineage_events_dropped_total") == 100
+    assert sample(metrics, "lineage_events_dropped_total") == 99
+    unconfirmed = "lineage_events_unconfirmed_total"
+    assert sample(metrics, unconfirmed, transport="slow", reason="shutdown") == 1
 
 
 async def test_failures_dropped_with_reason_and_health() -> None:
@@ -165,3 +169,80 @@ async def test_swap_closes_old_transport_after_in_flight() -> None:
     await delivery.drain(time.monotonic() + 1)
     assert [e.event_type for e in old.sent] == ["START"]
     assert [e.event_type for e in new.sent] == ["COMPLETE"]
+
+
+async def test_what_never_left_stays_queued_and_leaves_in_order() -> None:
+    """Attempts that provably never left (`connect`) keep the events queued, not dropped;
+    once the collector answers they leave, each run's events in their order."""
+    down = RecordingTransport(name="http", fail="connect")
+    pipeline, metrics, health = build(down, lanes=4)
+    pipeline.deliveries["http"].start()
+    events = list(sample_run_events(40))
+    for event in events:
+        pipeline.submit("app-1", event)
+    deadline = time.monotonic() + 5
+    while down.attempts < 12 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert down.sent == []
+    assert sample(metrics, "lineage_events_dropped_total") == 0
+    assert pipeline.accounting()["http"]["queued"] == 40
+    assert (
+        sample(metrics, "lineage_delivery_not_sent_total", transport="http", reason="connect") >= 12
+    )
+    assert health.get("app-1").healthy
+    identity_holds(pipeline)
+    down.fail = None
+    while len(down.sent) < 40 and time.monotonic() < deadline + 10:
+        await asyncio.sleep(0.05)
+    assert len(down.sent) == len({e.digest for e in down.sent}) == 40  # each once
+    for run in {e.run_id for e in down.sent}:
+        order = [e.event_type for e in down.sent if e.run_id == run]
+        assert order == [str(ev["eventType"]) for ev in events if ev["run"]["runId"] == run]
+    assert pipeline.accounting()["http"] == {
+        "offered": 40,
+        "delivered": 40,
+        "dropped": 0,
+        "unconfirmed": 0,
+        "queued": 0,
+    }
+
+
+async def test_unconfirmed_is_counted_apart_and_never_resent() -> None:
+    """A request that left without an answer is unconfirmed: counted apart from drops, in
+    the health tracker and the accounting, and never sent again."""
+    hung = RecordingTransport(name="http", fail="timeout")
+    pipeline, metrics, health = build(hung)
+    pipeline.deliveries["http"].start()
+    for event in sample_run_events(3):
+        pipeline.submit("app-2", event)
+    await asyncio.sleep(0.05)
+    assert hung.attempts == 3
+    counted = sample(
+        metrics, "lineage_events_unconfirmed_total", transport="http", reason="timeout"
+    )
+    assert counted == 3
+    assert sample(metrics, "lineage_events_dropped_total") == 0
+    assert pipeline.accounting()["http"]["unconfirmed"] == 3
+    assert health.get("app-2").unconfirmed == {"timeout": 3}
+    assert not health.get("app-2").healthy
+    identity_holds(pipeline)
+
+
+async def test_a_batch_that_never_left_is_dropped_at_the_drain_deadline() -> None:
+    """Events still waiting for a collector that never answered are dropped as `shutdown`
+    when the drain deadline passes: counted, not lost silently."""
+    down = RecordingTransport(name="http", fail="connect")
+    pipeline, metrics, _health = build(down)
+    pipeline.deliveries["http"].start()
+    for event in sample_run_events(5):
+        pipeline.submit("app-3", event)
+    await asyncio.sleep(0.05)
+    left = await pipeline.deliveries["http"].drain(time.monotonic() + 0.3)
+    assert left == 5
+    assert (
+        sample(
+            metrics, "lineage_events_dropped_by_reason_total", transport="http", reason="shutdown"
+        )
+        == 5
+    )
+    identity_holds(pipeline)

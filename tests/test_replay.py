@@ -420,6 +420,7 @@ def test_send_to_collector(tmp_path: Path, key: Path, public: Ed25519PublicKey) 
                 "delivered": 14,
                 "dropped": 0,
                 "dropped_by_reason": {},
+                "unconfirmed": 0,
             }
         ]
         events = collector.wait_for(14)

@@ -130,9 +130,9 @@ def test_ledger_records_outcomes_and_stays_bounded(tmp_path: Path) -> None:
     for i in range(8):
         envelope = Envelope(b"{}", f"run-{i}", "START", "app-1", f"digest-{i}", 0.0)
         db.record(
-            envelope, "http", "dropped" if i % 2 else "delivered", "timeout" if i % 2 else None
+            envelope, "http", "unconfirmed" if i % 2 else "delivered", "timeout" if i % 2 else None
         )
     rows = db.ledger_for("app-1")
     assert [row["digest"] for row in rows] == [f"digest-{i}" for i in range(3, 8)]
-    assert rows[0]["outcome"] == "dropped" and rows[0]["reason"] == "timeout"
+    assert rows[0]["outcome"] == "unconfirmed" and rows[0]["reason"] == "timeout"
     db.close()

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import trustme
@@ -21,7 +21,7 @@ from agent import __version__
 from agent.config.model import HttpAuth, HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.http import HttpTransport, check_endpoint
-from agent.errors import DeliveryError, StartError
+from agent.errors import DeliveryError, NotSent, StartError, TransportFailure, Unconfirmed
 from tests.collector import Collector, closed_port, slow
 from tests.olschema import example_run_event
 
@@ -85,15 +85,24 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
+_Failure = TypeVar("_Failure", DeliveryError, NotSent, Unconfirmed)
+
+
 def server_context(ca: trustme.CA, *names: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert(*names).configure_cert(context)
     return context
 
 
-async def failure(transport: HttpTransport, batch: list[Envelope]) -> DeliveryError:
-    with pytest.raises(DeliveryError) as caught:
+async def failure(
+    transport: HttpTransport, batch: list[Envelope], kind: type[_Failure]
+) -> _Failure:
+    """The failure a send raises, which must be of `kind`: dropped (DeliveryError), never
+    sent (NotSent) or unconfirmed (Unconfirmed)."""
+    with pytest.raises(TransportFailure) as caught:
         await transport.send(batch)
+    assert type(caught.value) is kind, caught.value
+    assert isinstance(caught.value, kind)
     return caught.value
 
 
@@ -134,7 +143,7 @@ async def test_error_status_maps_to_reason(
 ) -> None:
     """4xx and 5xx answers raise DeliveryError with their reason and the status as detail."""
     collector.set_behaviour(status)
-    error = await failure(make(collector.url), [envelope(1)])
+    error = await failure(make(collector.url), [envelope(1)], DeliveryError)
     assert (error.reason, error.detail, str(error)) == (reason, detail, f"{reason}: {detail}")
     assert len(collector.requests) == 1  # never retried
 
@@ -143,7 +152,7 @@ async def test_error_answer_keeps_connection(collector: Collector, make: Factory
     """After an error status the connection is reused; failures cost no reconnect."""
     transport = make(collector.url)
     collector.set_behaviour(503)
-    await failure(transport, [envelope(1)])
+    await failure(transport, [envelope(1)], DeliveryError)
     collector.set_behaviour(201)
     await transport.send([envelope(2)])
     assert collector.connections == 1
@@ -152,7 +161,7 @@ async def test_error_answer_keeps_connection(collector: Collector, make: Factory
 async def test_redirect_is_not_followed(collector: Collector, make: Factory) -> None:
     """A 302 is refused as http_4xx naming the redirect, and nothing is sent to its target."""
     collector.set_behaviour(302)
-    error = await failure(make(collector.url), [envelope(1)])
+    error = await failure(make(collector.url), [envelope(1)], DeliveryError)
     assert error.reason == "http_4xx"
     assert error.detail == (
         f"unexpected redirect 302 Found to {collector.base_url}/moved/api/v1/lineage"
@@ -161,11 +170,12 @@ async def test_redirect_is_not_followed(collector: Collector, make: Factory) -> 
 
 
 async def test_slow_answer_times_out_on_time(collector: Collector, make: Factory) -> None:
-    """An answer slower than the timeout raises `timeout` within the timeout plus a margin."""
+    """An answer slower than the timeout is unconfirmed (`timeout`: the collector may store
+    it) within the timeout plus a margin."""
     collector.set_behaviour(slow(2.0))
     transport = make(collector.url, timeout=0.3)
     began = time.monotonic()
-    error = await failure(transport, [envelope(1)])
+    error = await failure(transport, [envelope(1)], Unconfirmed)
     took = time.monotonic() - began
     assert (error.reason, error.detail) == (
         "timeout",
@@ -175,19 +185,20 @@ async def test_slow_answer_times_out_on_time(collector: Collector, make: Factory
 
 
 async def test_hung_collector_times_out(collector: Collector, make: Factory) -> None:
-    """A collector that never answers raises `timeout`, and the next send works again."""
+    """A collector that never answers leaves the send unconfirmed (`timeout`), and the next
+    send works again."""
     collector.set_behaviour("hang")
     transport = make(collector.url, timeout=0.2)
-    assert (await failure(transport, [envelope(1)])).reason == "timeout"
+    assert (await failure(transport, [envelope(1)], Unconfirmed)).reason == "timeout"
     collector.set_behaviour(201)
     await transport.send([envelope(2)])
     assert collector.events == [json.loads(run_event(2))]
 
 
 async def test_refused_connection_is_connect(make: Factory) -> None:
-    """Nothing listening on the port raises `connect` with the OS error text."""
+    """Nothing listening on the port: never sent (`connect`), with the OS error text."""
     port = closed_port()
-    error = await failure(make(f"http://127.0.0.1:{port}/api/v1/lineage"), [envelope(1)])
+    error = await failure(make(f"http://127.0.0.1:{port}/api/v1/lineage"), [envelope(1)], NotSent)
     assert (error.reason, error.detail) == (
         "connect",
         f"cannot connect to 127.0.0.1:{port}: Connection refused",
@@ -195,9 +206,9 @@ async def test_refused_connection_is_connect(make: Factory) -> None:
 
 
 async def test_reset_is_network(collector: Collector, make: Factory) -> None:
-    """A connection reset after the request was read raises `network`."""
+    """A connection reset after the request was read is unconfirmed (`network`)."""
     collector.set_behaviour("reset")
-    error = await failure(make(collector.url), [envelope(1)])
+    error = await failure(make(collector.url), [envelope(1)], Unconfirmed)
     assert (error.reason, error.detail) == (
         "network",
         f"connection to 127.0.0.1:{collector.port} failed mid-request: Connection reset by peer",
@@ -205,9 +216,9 @@ async def test_reset_is_network(collector: Collector, make: Factory) -> None:
 
 
 async def test_truncated_answer_is_network(collector: Collector, make: Factory) -> None:
-    """A response cut off in its body raises `network`."""
+    """A response cut off in its body is unconfirmed (`network`)."""
     collector.set_behaviour("close_mid_response")
-    error = await failure(make(collector.url), [envelope(1)])
+    error = await failure(make(collector.url), [envelope(1)], Unconfirmed)
     assert (error.reason, error.detail) == (
         "network",
         f"connection to 127.0.0.1:{collector.port} failed mid-request: peer closed connection "
@@ -237,15 +248,15 @@ async def test_refusal_detail_never_holds_token(
     ca.cert_pem.write_to_path(str(ca_file))
     with Collector(401, tls=server_context(ca, "127.0.0.1")) as collector:
         transport = make(collector.url, token=TOKEN, ca_file=str(ca_file))
-        error = await failure(transport, [envelope(1)])
+        error = await failure(transport, [envelope(1)], DeliveryError)
     assert str(error) == "http_4xx: HTTP 401 Unauthorized"
     assert TOKEN not in repr(error.__dict__)
 
 
 async def test_untrusted_certificate_is_tls(ca: trustme.CA, make: Factory) -> None:
-    """A certificate from a CA the system does not trust raises `tls`; nothing is sent."""
+    """A certificate from a CA the system does not trust: never sent (`tls`)."""
     with Collector(tls=server_context(ca, "127.0.0.1")) as collector:
-        error = await failure(make(collector.url), [envelope(1)])
+        error = await failure(make(collector.url), [envelope(1)], NotSent)
         assert collector.requests == []
     assert (error.reason, error.detail) == (
         "tls",
@@ -255,11 +266,12 @@ async def test_untrusted_certificate_is_tls(ca: trustme.CA, make: Factory) -> No
 
 
 async def test_wrong_host_certificate_is_tls(ca: trustme.CA, make: Factory, tmp_path: Path) -> None:
-    """A trusted certificate for another host name raises `tls`: hostnames are checked."""
+    """A trusted certificate for another host name: never sent (`tls`); hostnames are
+    checked."""
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     with Collector(tls=server_context(ca, "collector.example")) as collector:
-        error = await failure(make(collector.url, ca_file=str(ca_file)), [envelope(1)])
+        error = await failure(make(collector.url, ca_file=str(ca_file)), [envelope(1)], NotSent)
     assert (error.reason, error.detail) == (
         "tls",
         f"certificate of 127.0.0.1:{collector.port} did not verify: "
@@ -270,12 +282,16 @@ async def test_wrong_host_certificate_is_tls(ca: trustme.CA, make: Factory, tmp_
 async def test_https_url_on_plain_port_times_out_connecting(
     collector: Collector, make: Factory
 ) -> None:
-    """An https URL on a plain-HTTP port stalls in the handshake and ends as `timeout` in time."""
+    """An https URL on a plain-HTTP port stalls in the handshake: never sent (`connect`: no
+    connection within the timeout), in time."""
     transport = make(collector.url.replace("http://", "https://"), timeout=0.5)
     began = time.monotonic()
-    error = await failure(transport, [envelope(1)])
+    error = await failure(transport, [envelope(1)], NotSent)
     # The plain server waits for a request line that the TLS client never sends.
-    assert error.reason == "timeout"
+    assert (error.reason, error.detail) == (
+        "connect",
+        f"no connection to 127.0.0.1:{collector.port} within 0.5s",
+    )
     assert time.monotonic() - began < 0.5 + 0.3
 
 
@@ -349,12 +365,13 @@ async def test_concurrency_sends_in_parallel(collector: Collector, make: Factory
 
 
 async def test_aclose_is_idempotent_and_final(collector: Collector, make: Factory) -> None:
-    """aclose twice is fine; a send after it fails as DeliveryError, not a crash."""
+    """aclose twice is fine; a send after it is never sent (the pipeline keeps the batch for
+    the transport that replaced it), not a crash."""
     transport = make(collector.url)
     await transport.send([envelope(1)])
     await transport.aclose()
     await transport.aclose()
-    error = await failure(transport, [envelope(2)])
+    error = await failure(transport, [envelope(2)], NotSent)
     assert (error.reason, error.detail) == ("connect", "transport closed")
     assert len(collector.requests) == 1
 

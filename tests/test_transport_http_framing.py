@@ -21,7 +21,7 @@ import trustme
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.http import HttpTransport
-from agent.errors import DeliveryError
+from agent.errors import NotSent, Unconfirmed
 
 Answer = Callable[[int], bytes]  # the answer to the n-th request (0-based) on the server
 
@@ -196,12 +196,13 @@ async def test_garbage_answer_is_network_and_connection_dropped(
     answer: bytes,
     detail: str,
 ) -> None:
-    """An answer that breaks HTTP/1.1 framing is `network`, and its connection is not reused."""
+    """An answer that breaks HTTP/1.1 framing is unconfirmed (`network`), and its connection is
+    not reused."""
     good = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
     server = await serve(lambda n: answer if n == 0 else good)
     transport = HttpTransport(HttpConfig(endpoint=server.url, timeout=2.0), token=None)
     transports.append(transport)
-    with pytest.raises(DeliveryError) as caught:
+    with pytest.raises(Unconfirmed) as caught:
         await transport.send([envelope(1)])
     assert (caught.value.reason, caught.value.detail) == (
         "network",
@@ -285,3 +286,52 @@ async def test_aclose_is_bounded_when_a_tls_peer_ignores_the_goodbye(tmp_path: P
         stalled.set()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_connection_closed_before_the_body_left_is_not_sent(
+    transports: list[HttpTransport],
+) -> None:
+    """A collector that closes the connection after the request's head, before it asked for
+    the body (a restart, an idle timeout), received no event: `NotSent` (`closed`), which the
+    pipeline sends again, not unconfirmed."""
+    received: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        config = HttpConfig(endpoint=f"http://127.0.0.1:{port}/api/v1/lineage", timeout=2.0)
+        transport = HttpTransport(config, token=None)
+        transports.append(transport)
+        with pytest.raises(NotSent) as caught:
+            await transport.send([envelope(1)])
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert caught.value.reason == "closed"
+    assert caught.value.detail.startswith(f"127.0.0.1:{port} closed the connection: ")
+    [head] = received
+    assert b"expect: 100-continue" in head.lower()
+
+
+async def test_a_collector_ignoring_expect_gets_the_body_and_is_asked_no_more(
+    serve: Serve, transports: list[HttpTransport]
+) -> None:
+    """A collector that never answers `100 Continue` still gets the body, after the wait,
+    and later requests to it go without `Expect`, at full speed."""
+    ok = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+    server = await serve(always(ok))
+    transport = HttpTransport(HttpConfig(endpoint=server.url, timeout=1.0), token=None)
+    transports.append(transport)
+    began = time.monotonic()
+    await transport.send([envelope(1)])
+    first = time.monotonic() - began
+    began = time.monotonic()
+    await transport.send([envelope(2)])
+    second = time.monotonic() - began
+    assert b"expect: 100-continue" in server.requests[0].lower()
+    assert b"expect:" not in server.requests[1].lower()
+    assert first >= 0.5 > second  # the wait is half the timeout, at most a second

@@ -285,7 +285,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if report.errors:
         code = EX_USAGE
     else:
-        code = EX_OK if report.passed and not report.dropped else EX_FAILED
+        code = EX_OK if report.passed and not (report.dropped or report.unconfirmed) else EX_FAILED
     print(render(report, code, as_json=args.json))
     return code
 

@@ -349,7 +349,14 @@ async def replay_send(
             with contextlib.suppress(Exception):
                 await delivery.aclose()
     results = tuple(
-        DeliveryResult(d.name, d.offered, d.delivered, d.dropped, _drops(metrics.registry, d.name))
+        DeliveryResult(
+            d.name,
+            d.offered,
+            d.delivered,
+            d.dropped,
+            _drops(metrics.registry, d.name),
+            d.unconfirmed,
+        )
         for d in pipeline.deliveries.values()
     )
     return ReplayReport(tuple(apps), results)

@@ -165,6 +165,7 @@ def summary(report: ReplayReport) -> str:
         notes.append(
             f"sent through {d.transport}: {d.delivered} delivered, {d.dropped} dropped"
             + (f" ({reasons})" if reasons else "")
+            + (f", {d.unconfirmed} unconfirmed" if d.unconfirmed else "")
         )
     notes += [f"warning: {a.log}: {w}" for a in apps for w in a.warnings]
     notes += [f"error: {e}" for e in report.errors]
@@ -178,8 +179,10 @@ def summary(report: ReplayReport) -> str:
         verdict = f"incomplete: {len(report.errors)} error(s)"
     elif failed:
         verdict = f"failed: {len(failed)} run(s) ended FAIL or ABORT"
-    elif report.dropped:
-        verdict = f"failed: {report.dropped} event(s) dropped"
+    elif report.dropped or report.unconfirmed:
+        verdict = f"failed: {report.dropped} event(s) dropped" + (
+            f", {report.unconfirmed} unconfirmed" if report.unconfirmed else ""
+        )
     else:
         verdict = "passed" + (f" ({running} run(s) still running)" if running else "")
     notes = [printable(note) for note in notes]  # app ids, job names and errors come from logs

@@ -65,6 +65,7 @@ class DeliveryResult:
     delivered: int
     dropped: int
     dropped_by_reason: Mapping[str, int] = field(default_factory=dict)
+    unconfirmed: int = 0  # left without an answer: the collector may have them
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,10 @@ class ReplayReport:
     @property
     def dropped(self) -> int:
         return sum(d.dropped for d in self.deliveries)
+
+    @property
+    def unconfirmed(self) -> int:
+        return sum(d.unconfirmed for d in self.deliveries)
 
     def to_json(self, exit_code: int) -> dict[str, Any]:
         """The report as JSON values (`--json`): every field, the derived counts and the exit

@@ -74,7 +74,16 @@ def status(answer: dict[str, Any]) -> str:
         "",
         "transports",
         table(
-            ["name", "queued", "capacity", "delivered", "dropped", "drops by reason", "last error"],
+            [
+                "name",
+                "queued",
+                "capacity",
+                "delivered",
+                "dropped",
+                "drops by reason",
+                "unconfirmed",
+                "last error",
+            ],
             [
                 [
                     t["name"],
@@ -83,6 +92,7 @@ def status(answer: dict[str, Any]) -> str:
                     t["delivered"],
                     t["dropped"],
                     ", ".join(f"{k}={v:g}" for k, v in t["dropped_by_reason"].items()) or "-",
+                    t.get("unconfirmed", 0),
                     f"{t['last_error']} at {_when(t['last_error_time'])}"
                     if t["last_error"]
                     else "-",

@@ -3,30 +3,43 @@
 Flow: `submit` (the source's sink) signs and serializes an event once, then offers the same
 Envelope to every transport's queue. A `Delivery` per transport takes batches from its queue
 and hands them to the transport. Every event ends in exactly one of: delivered, dropped (with
-a reason, counted in `lineage_events_dropped_total`, recorded in the health tracker), or still
-queued, per transport; nothing is ever sent twice.
+a reason, counted in `lineage_events_dropped_total`, recorded in the health tracker),
+unconfirmed (the request left and no answer came: the collector may have it), or still
+queued, per transport; nothing that may have reached a collector is ever sent twice.
+
+A batch that provably never left (`NotSent`: no connection, no TLS session) is no attempt:
+it stays at the head of its lane and goes again after a capped, jittered backoff, so a
+collector that restarts or is briefly unreachable loses nothing the queue can hold. A lane
+sends its next batch only after the previous one is resolved, and a run always maps to the
+same lane: a run's later event never leaves while an earlier one is in flight or waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
 
 from agent.delivery.envelope import Envelope
 from agent.delivery.queue import BoundedQueue
 from agent.delivery.transports.base import Transport
-from agent.errors import DeliveryError
+from agent.errors import DeliveryError, NotSent, Unconfirmed
 from agent.telemetry.health import HealthTracker, Incident
 from agent.telemetry.metrics import Metrics
 
 log = structlog.get_logger("agent.pipeline")
+
+#: Waits between attempts of a batch that never left: the first, then doubling up to the
+#: cap, each drawn between half and all of it so that lanes and agents do not knock in step.
+RETRY_FIRST: Final = 0.2
+RETRY_CAP: Final = 5.0
 
 
 class Ledger(Protocol):
@@ -76,9 +89,11 @@ class Delivery:
         self._workers: list[asyncio.Task[None]] = []
         self.last_error: str | None = None
         self.last_error_time: float | None = None
+        self._not_sent = metrics.not_sent
         self.offered = 0
         self.delivered = 0
         self.dropped = 0
+        self.unconfirmed = 0
         self.dropped_at_shutdown = 0
 
     def start(self) -> None:
@@ -141,29 +156,56 @@ class Delivery:
             batch = await self.queue.take(lane, self.batch_size)
             if not batch:
                 return
-            transport = self.transport
+            try:
+                await self._deliver(batch)
+            finally:
+                self.queue.resolved(lane, len(batch))
+
+    async def _deliver(self, batch: Sequence[Envelope]) -> None:
+        """Resolve one batch: delivered, dropped or unconfirmed; tried again, in place, for
+        as long as it provably never left (until the drain deadline cancels the wait)."""
+        wait = RETRY_FIRST
+        while True:
+            transport = self.transport  # a reload may have swapped it since the last attempt
             key = id(transport)
             self._in_flight[key] = self._in_flight.get(key, 0) + 1
             try:
                 await transport.send(batch)
+            except NotSent as error:
+                self._failing(error.reason, error.detail, len(batch))
+                self._not_sent.labels(transport=self.name, reason=error.reason).inc()
+            except Unconfirmed as error:
+                self._failing(error.reason, error.detail, len(batch))
+                self.unconfirm(batch, error.reason, error.detail)
+                return
             except DeliveryError as error:
-                self._fail(batch, error.reason, error.detail)
+                self._failing(error.reason, error.detail, len(batch))
+                self.drop(batch, error.reason, error.detail)
+                return
             except asyncio.CancelledError:
-                self._fail(batch, "shutdown", "in flight at the drain deadline")
+                self.unconfirm(batch, "shutdown", "in flight at the drain deadline")
                 raise
             except Exception as error:  # a transport bug must not stop delivery
                 log.exception("transport_error", transport=self.name)
-                self._fail(batch, "internal", f"{type(error).__name__}: {error}")
+                self._failing("internal", f"{type(error).__name__}: {error}", len(batch))
+                self.drop(batch, "internal", f"{type(error).__name__}: {error}")
+                return
             else:
                 self._succeed(batch)
+                return
             finally:
-                self.queue.resolved(lane, len(batch))
                 self._in_flight[key] -= 1
                 if not self._in_flight[key]:
                     del self._in_flight[key]
                     idle = self._idle.pop(key, None)
                     if idle is not None:
                         idle.set()
+            try:
+                await asyncio.sleep(wait * random.uniform(0.5, 1.0))
+            except asyncio.CancelledError:
+                self.drop(batch, "shutdown", "never sent: the collector did not answer in time")
+                raise
+            wait = min(wait * 2, RETRY_CAP)
 
     def _succeed(self, batch: Sequence[Envelope]) -> None:
         now = time.monotonic()
@@ -178,18 +220,24 @@ class Delivery:
             log.info("transport_recovered", transport=self.name, after=self.last_error)
             self.last_error = None
 
-    def _fail(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
+    def _failing(self, reason: str, detail: str, events: int) -> None:
+        """One log line per change of what goes wrong, not one per batch."""
         if self.last_error != reason:
             log.warning(
                 "transport_failing",
                 transport=self.name,
                 reason=reason,
                 detail=detail,
-                events=len(batch),
+                events=events,
             )
         self.last_error = reason
         self.last_error_time = time.time()
-        self.drop(batch, reason, detail)
+
+    def unconfirm(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
+        """Count and record events whose request left without an answer: never resent."""
+        self._metrics.unconfirmed.labels(transport=self.name, reason=reason).inc(len(batch))
+        self.unconfirmed += len(batch)
+        self._record(batch, "unconfirmed", reason, detail)
 
     def drop(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
         """Count, record and forget events that will never reach this transport."""
@@ -197,14 +245,20 @@ class Delivery:
         self.dropped += len(batch)
         if reason == "shutdown":
             self.dropped_at_shutdown += len(batch)
+        self._record(batch, "dropped", reason, detail)
+
+    def _record(self, batch: Sequence[Envelope], outcome: str, reason: str, detail: str) -> None:
+        """Health incidents and ledger rows of events that were not delivered."""
         now = time.time()
         for envelope in batch:
             self._health.record(
                 envelope.app_id,
-                Incident(now, reason, self.name, envelope.event_type, envelope.run_id, detail),
+                Incident(
+                    now, reason, self.name, envelope.event_type, envelope.run_id, detail, outcome
+                ),
             )
             if self._ledger is not None:
-                self._ledger.record(envelope, self.name, "dropped", reason)
+                self._ledger.record(envelope, self.name, outcome, reason)
 
 
 class Pipeline:
@@ -299,15 +353,16 @@ class Pipeline:
         """A retiring delivery drained and closed: keep only its totals."""
         self._retiring = tuple(d for d in self._retiring if d is not delivery)
         totals = self._retired.setdefault(
-            delivery.name, {"offered": 0, "delivered": 0, "dropped": 0}
+            delivery.name, {"offered": 0, "delivered": 0, "dropped": 0, "unconfirmed": 0}
         )
         totals["offered"] += delivery.offered
         totals["delivered"] += delivery.delivered
         totals["dropped"] += delivery.dropped
+        totals["unconfirmed"] += delivery.unconfirmed
 
     def accounting(self) -> dict[str, dict[str, int]]:
         """Per transport name, over all its incarnations (reloads may remove and add it):
-        offered = delivered + dropped + queued, at every instant.
+        offered = delivered + dropped + unconfirmed + queued, at every instant.
 
         `offered` equals `produced` for every transport configured since the start.
         """
@@ -316,10 +371,12 @@ class Pipeline:
             result[name] = {**totals, "queued": 0}
         for delivery in (*self._retiring, *self._deliveries.values()):
             numbers = result.setdefault(
-                delivery.name, {"offered": 0, "delivered": 0, "dropped": 0, "queued": 0}
+                delivery.name,
+                {"offered": 0, "delivered": 0, "dropped": 0, "unconfirmed": 0, "queued": 0},
             )
             numbers["offered"] += delivery.offered
             numbers["delivered"] += delivery.delivered
             numbers["dropped"] += delivery.dropped
+            numbers["unconfirmed"] += delivery.unconfirmed
             numbers["queued"] += delivery.queue.depth
         return result

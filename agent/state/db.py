@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS ledger (
     event_type TEXT NOT NULL,
     digest TEXT NOT NULL,
     transport TEXT NOT NULL,
-    outcome TEXT NOT NULL,           -- delivered | dropped
+    outcome TEXT NOT NULL,           -- delivered | dropped | unconfirmed
     reason TEXT
 );
 CREATE INDEX IF NOT EXISTS ledger_execution ON ledger (execution);

@@ -1,4 +1,5 @@
-"""Per-application lineage health: which events of which Spark application were lost, and why."""
+"""Per-application lineage health: which events of which Spark application were lost, or left
+without an answer, and why."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class Incident:
     event_type: str
     run_id: str
     detail: str
+    outcome: str = "dropped"  # or "unconfirmed": the collector may have it
     component: str = COMPONENT
 
     def as_dict(self) -> dict[str, Any]:
@@ -26,6 +28,7 @@ class Incident:
             "component": self.component,
             "time": self.time,
             "reason": self.reason,
+            "outcome": self.outcome,
             "transport": self.transport,
             "eventType": self.event_type,
             "runId": self.run_id,
@@ -38,16 +41,18 @@ class AppHealth:
     """What went wrong for one application: totals by reason and the most recent incidents."""
 
     dropped: Counter[str] = field(default_factory=Counter)
+    unconfirmed: Counter[str] = field(default_factory=Counter)
     recent: deque[Incident] = field(default_factory=lambda: deque(maxlen=50))
 
     @property
     def healthy(self) -> bool:
-        return not self.dropped
+        return not self.dropped and not self.unconfirmed
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "healthy": self.healthy,
             "dropped": dict(self.dropped),
+            "unconfirmed": dict(self.unconfirmed),
             "recent": [error.as_dict() for error in self.recent],
         }
 
@@ -67,7 +72,8 @@ class HealthTracker:
                 self._apps.popitem(last=False)
         else:
             self._apps.move_to_end(app_id)
-        health.dropped[incident.reason] += 1
+        counts = health.unconfirmed if incident.outcome == "unconfirmed" else health.dropped
+        counts[incident.reason] += 1
         health.recent.append(incident)
 
     def get(self, app_id: str) -> AppHealth:

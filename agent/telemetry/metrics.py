@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from agent import __version__
+from agent.errors import NOT_SENT_REASONS, UNCONFIRMED_REASONS
 from agent.telemetry.scrapeserver import QuietHandler, ScrapeServer, ScrapeServer6
 
 # Delivery latency of one event, from entering the pipeline to the transport's answer.
@@ -34,6 +35,20 @@ class Metrics:
             ["transport", "reason"],
             registry=registry,
         )
+        self.unconfirmed = Counter(
+            "lineage_events_unconfirmed",
+            "Events whose request left without an answer (timeout, broken connection): the "
+            "collector may have stored them; never sent again and not counted as dropped.",
+            ["transport", "reason"],
+            registry=registry,
+        )
+        self.not_sent = Counter(
+            "lineage_delivery_not_sent",
+            "Requests that provably never left (no connection, no TLS session); their events "
+            "stayed queued and went again. Counts attempts, not events.",
+            ["transport", "reason"],
+            registry=registry,
+        )
         self.emitted = Counter(
             "lineage_events_emitted",
             "RunEvents produced and signed by the agent, by OpenLineage event type.",
@@ -43,7 +58,8 @@ class Metrics:
         self.offered = Counter(
             "lineage_events_offered",
             "Events offered to a transport's queue: those produced while it was configured. "
-            "Per transport, offered = delivered + dropped + queue depth at every scrape.",
+            "Per transport, offered = delivered + dropped + unconfirmed + queue depth at every "
+            "scrape.",
             ["transport"],
             registry=registry,
         )
@@ -55,7 +71,8 @@ class Metrics:
         )
         self.queue_depth = Gauge(
             "lineage_queue_depth",
-            "Events accepted and not yet delivered or dropped (waiting or in flight).",
+            "Events accepted and not yet resolved (waiting, in flight, or waiting for a "
+            "collector that did not answer to try again).",
             ["transport"],
             registry=registry,
         )
@@ -106,6 +123,10 @@ class Metrics:
         self.delivered.labels(transport=transport)
         self.queue_depth.labels(transport=transport).set(0)
         self.queue_capacity.labels(transport=transport).set(capacity)
+        for reason in UNCONFIRMED_REASONS:
+            self.unconfirmed.labels(transport=transport, reason=reason)
+        for not_sent in NOT_SENT_REASONS:
+            self.not_sent.labels(transport=transport, reason=not_sent)
 
     def drop(self, transport: str, reason: str, count: int = 1) -> None:
         self.dropped.inc(count)

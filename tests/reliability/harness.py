@@ -3,8 +3,8 @@ accounting, and checks on what arrived (schema-valid, signature verified).
 
 Every scenario ends with the same three questions, answered here:
 * is the agent still healthy (`/healthz` says ok, the process runs)?
-* is the accounting exact (per transport: produced = delivered + dropped + queued, in the
-  metrics while it runs and in the `agent_stopped` line when it exits)?
+* is the accounting exact (per transport: produced = delivered + dropped + unconfirmed +
+  queued, in the metrics while it runs and in the `agent_stopped` line when it exits)?
 * is every event that arrived schema-valid and signed by the agent's key?
 """
 
@@ -32,7 +32,7 @@ import httpx
 import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from agent.errors import DROP_REASONS
+from agent.errors import DROP_REASONS, UNCONFIRMED_REASONS
 from tests.agentproc import AgentProcess, accounting
 from tests.collector import Behaviour, Collector, Request, Slow
 from tests.independent import public_key, verify
@@ -157,27 +157,28 @@ def settle(
     process: AgentProcess, transport: str, produced: float | None = None
 ) -> dict[str, float]:
     """Scrape until every event offered to `transport` so far is resolved (nothing queued,
-    delivered + dropped = offered) and at least `produced` events were made. Returns that
-    scrape, in which offered = delivered + dropped + queued holds exactly."""
+    delivered + dropped + unconfirmed = offered) and at least `produced` events were made.
+    Returns that scrape, in which the accounting identity holds exactly."""
     deadline = time.monotonic() + PATIENCE
     settled: tuple[float, ...] | None = None
     while True:
         samples = process.scrape()
-        made, delivered, dropped, queued = accounting(samples, transport)
+        made, delivered, dropped, unconfirmed, queued = accounting(samples, transport)
         offered = offered_to(samples, transport)
-        if queued == 0 and delivered + dropped == offered and made >= (produced or 0):
+        resolved = delivered + dropped + unconfirmed
+        if queued == 0 and resolved == offered and made >= (produced or 0):
             # A scrape is not atomic (an event is counted as produced a moment before it is
             # offered): the same numbers twice in a row mean nothing is moving.
-            if settled == (made, offered, delivered, dropped):
+            if settled == (made, offered, delivered, dropped, unconfirmed):
                 return samples
-            settled = (made, offered, delivered, dropped)
+            settled = (made, offered, delivered, dropped, unconfirmed)
         else:
             settled = None
         if time.monotonic() > deadline:
             raise AssertionError(
                 f"{transport}: produced {made}, offered {offered}, delivered {delivered}, "
-                f"dropped {dropped}, queued {queued} after {PATIENCE:g}s\n"
-                f"{process.raw_output()[-3000:]}"
+                f"dropped {dropped}, unconfirmed {unconfirmed}, queued {queued} after "
+                f"{PATIENCE:g}s\n{process.raw_output()[-3000:]}"
             )
         if process.proc.poll() is not None:
             raise AssertionError(f"agent exited {process.proc.poll()}:\n{process.raw_output()}")
@@ -190,27 +191,42 @@ def offered_to(samples: Mapping[str, float], transport: str) -> float:
 
 def drops(samples: Mapping[str, float], transport: str) -> dict[str, float]:
     """Dropped events of `transport` by reason (non-zero only)."""
+    found = by_reason(samples, "lineage_events_dropped_by_reason_total", transport)
+    assert set(found) <= set(DROP_REASONS), found
+    return found
+
+
+def unconfirmed(samples: Mapping[str, float], transport: str) -> dict[str, float]:
+    """Unconfirmed events of `transport` by reason (non-zero only)."""
+    found = by_reason(samples, "lineage_events_unconfirmed_total", transport)
+    assert set(found) <= set(UNCONFIRMED_REASONS), found
+    return found
+
+
+def by_reason(samples: Mapping[str, float], name: str, transport: str) -> dict[str, float]:
+    """A reason-labelled counter's non-zero series of one transport."""
     found: dict[str, float] = {}
     for key, value in samples.items():
-        match = re.fullmatch(r"lineage_events_dropped_by_reason_total\{(.*)\}", key)
+        match = re.fullmatch(re.escape(name) + r"\{(.*)\}", key)
         if match and value:
             labels = dict(part.split("=", 1) for part in match[1].split(","))
             if labels["transport"] == transport:
                 found[labels["reason"]] = value
-    assert set(found) <= set(DROP_REASONS), found
     return found
 
 
 def stop_and_account(process: AgentProcess, timeout: float = 60) -> dict[str, dict[str, int]]:
     """SIGTERM, expect exit 0, return the exact `accounting` of the `agent_stopped` line after
-    checking offered = delivered + dropped + queued (and queued = 0) for every transport."""
+    checking offered = delivered + dropped + unconfirmed + queued (and queued = 0) for every
+    transport."""
     code = process.stop(timeout)
     assert code == 0, process.raw_output()[-4000:]
     line = process.wait_log("agent_stopped", timeout=5)
     result: dict[str, dict[str, int]] = line["accounting"]
     for name, numbers in result.items():
         assert numbers["queued"] == 0, (name, numbers)
-        assert numbers["offered"] == numbers["delivered"] + numbers["dropped"], (name, numbers)
+        resolved = numbers["delivered"] + numbers["dropped"] + numbers["unconfirmed"]
+        assert numbers["offered"] == resolved, (name, numbers)
     return result
 
 

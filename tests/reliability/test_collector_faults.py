@@ -39,12 +39,14 @@ from tests.reliability.harness import (
     restart_on_same_port,
     settle,
     stop_and_account,
+    unconfirmed,
     wait_produced,
     wait_until,
 )
 from tests.spark_logs import spark_env
 
 EVENTS = 450
+NOT_SENT = "lineage_delivery_not_sent_total"  # attempts that never left
 RATE = 300.0
 
 
@@ -64,29 +66,33 @@ def run_phases(
 
 
 @pytest.mark.parametrize(
-    ("fault", "reason", "tallied"),
+    ("fault", "outcome", "reason", "tallied"),
     [
-        (500, "http_5xx", 500),
-        (503, "http_5xx", 503),
-        (400, "http_4xx", 400),
-        (401, "http_4xx", 401),
-        (413, "http_4xx", 413),
-        ("hang", "timeout", "hang"),
-        ("reset", "network", "reset"),
-        ("close_mid_response", "network", "close_mid_response"),
+        (500, "dropped", "http_5xx", 500),
+        (503, "dropped", "http_5xx", 503),
+        (400, "dropped", "http_4xx", 400),
+        (401, "dropped", "http_4xx", 401),
+        (413, "dropped", "http_4xx", 413),
+        ("hang", "unconfirmed", "timeout", "hang"),
+        ("reset", "unconfirmed", "network", "reset"),
+        ("close_mid_response", "unconfirmed", "network", "close_mid_response"),
     ],
 )
 def test_fault_then_recovery_is_counted_exactly(
-    workdir: Path, fault: Behaviour, reason: str, tallied: int | str
+    workdir: Path, fault: Behaviour, outcome: str, reason: str, tallied: int | str
 ) -> None:
-    """A fault between healthy phases: drops equal the refusals, recovery delivers all."""
+    """A fault between healthy phases: what the collector refused is dropped, what it took
+    without answering is unconfirmed, one each per request; recovery delivers all."""
     with TallyCollector(validate=False) as collector:
         config = config_file(workdir, http_lineage(collector.url, timeout="1500ms"))
         with memory_agent(config, EVENTS, RATE) as process:
             samples, recovered_at = run_phases(process, collector, [201, fault, 201])
             assert_healthy(process)
             delivered = metric(samples, "lineage_events_delivered_total", transport="http")
-            assert drops(samples, "http") == {reason: collector.tally(tallied)}
+            counted = {"dropped": drops, "unconfirmed": unconfirmed}
+            assert counted[outcome](samples, "http") == {reason: collector.tally(tallied)}
+            other = "unconfirmed" if outcome == "dropped" else "dropped"
+            assert counted[other](samples, "http") == {}
             assert delivered == collector.tally(201) == collector.accepted
             assert delivered + collector.tally(tallied) == EVENTS
             assert 0 < collector.tally(tallied) < EVENTS
@@ -95,7 +101,8 @@ def test_fault_then_recovery_is_counted_exactly(
         "http": {
             "offered": EVENTS,
             "delivered": delivered,
-            "dropped": EVENTS - delivered,
+            "dropped": EVENTS - delivered if outcome == "dropped" else 0,
+            "unconfirmed": EVENTS - delivered if outcome == "unconfirmed" else 0,
             "queued": 0,
         }
     }
@@ -138,32 +145,71 @@ def test_slow_collector_overflows_the_queue_never_the_source(workdir: Path) -> N
 
 
 def test_collector_down_from_the_start_then_up(workdir: Path) -> None:
-    """Nothing listening gives connect drops; once a collector is up it gets what follows."""
+    """Nothing listening: the events wait in the queue, none dropped; once a collector is up
+    it gets every one, each run's in order."""
     port = closed_port()
     url = f"http://127.0.0.1:{port}/api/v1/lineage"
     config = config_file(workdir, http_lineage(url, timeout="1s"))
     with memory_agent(config, EVENTS, RATE) as process:
         wait_produced(process, EVENTS // 3)
+        assert drops(process.scrape(), "http") == {}
         with TallyCollector(port=port) as collector:
-            up_at = int(produced(process.scrape()))
             samples = settle(process, "http", EVENTS)
             assert_healthy(process)
-            delivered = metric(samples, "lineage_events_delivered_total", transport="http")
-            assert drops(samples, "http") == {"connect": EVENTS - delivered}
-            assert delivered == collector.accepted == collector.tally(201)
+            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
+            assert (
+                metric(
+                    samples, "lineage_delivery_not_sent_total", transport="http", reason="connect"
+                )
+                > 0
+            )
+            assert collector.accepted == collector.tally(201) == EVENTS
             accounting = stop_and_account(process)
     assert accounting["http"] == {
         "offered": EVENTS,
-        "delivered": delivered,
-        "dropped": EVENTS - delivered,
+        "delivered": EVENTS,
+        "dropped": 0,
+        "unconfirmed": 0,
         "queued": 0,
     }
-    assert set(range(up_at, EVENTS)) <= {event_index(event) for event in collector.events}
-    assert check_events(collector.events, workdir / "ed25519.key") == delivered
+    assert {event_index(event) for event in collector.events} == set(range(EVENTS))
+    assert_runs_whole(collector.events)
+    assert check_events(collector.events, workdir / "ed25519.key") == EVENTS
+
+
+def test_collector_restarts_mid_stream_and_loses_nothing(workdir: Path) -> None:
+    """A collector that restarts (answers what it read, then is down 20 s) loses nothing: the
+    events made meanwhile wait and arrive, each run's START first, nothing twice."""
+    first = TallyCollector().start()
+    second: TallyCollector | None = None
+    try:
+        config = config_file(workdir, http_lineage(first.url, timeout="1s"))
+        with memory_agent(config, EVENTS, RATE / 15) as process:  # 30 s of events
+            wait_produced(process, EVENTS // 6)
+            port = first.port
+            first.stop(graceful=True)
+            time.sleep(20)
+            assert drops(process.scrape(), "http") == {}
+            second = TallyCollector(port=port).start()
+            samples = settle(process, "http", EVENTS)
+            assert_healthy(process)
+            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
+            assert first.accepted + second.accepted == EVENTS
+            accounting = stop_and_account(process)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert accounting["http"]["delivered"] == EVENTS
+    events = first.events + second.events
+    assert sorted(event_index(event) for event in events) == list(range(EVENTS))
+    assert_runs_whole(events)
+    assert check_events(events, workdir / "ed25519.key") == EVENTS
 
 
 def test_collector_dies_mid_stream_and_comes_back(workdir: Path) -> None:
-    """A collector gone mid-stream and back on its port: the gap counted, delivery resumes."""
+    """A collector killed mid-stream (connections cut) and back on its port: requests cut
+    in flight are unconfirmed, the rest waits and arrives; nothing is dropped."""
     first = TallyCollector().start()
     second: TallyCollector | None = None
     try:
@@ -173,14 +219,14 @@ def test_collector_dies_mid_stream_and_comes_back(workdir: Path) -> None:
             first.stop()
             wait_produced(process, EVENTS // 2)
             second = restart_on_same_port(first)
-            back_at = int(produced(process.scrape()))
             samples = settle(process, "http", EVENTS)
             assert_healthy(process)
             delivered = metric(samples, "lineage_events_delivered_total", transport="http")
-            lost = drops(samples, "http")
-            assert set(lost) <= {"connect", "network"} and lost.get("connect", 0) > 0
+            assert drops(samples, "http") == {}
+            cut = unconfirmed(samples, "http")
+            assert set(cut) <= {"network"}
             assert delivered == first.accepted + second.accepted
-            assert delivered + sum(lost.values()) == EVENTS
+            assert delivered + sum(cut.values()) == EVENTS
             accounting = stop_and_account(process)
     finally:
         first.stop()
@@ -188,12 +234,13 @@ def test_collector_dies_mid_stream_and_comes_back(workdir: Path) -> None:
             second.stop()
     assert accounting["http"]["delivered"] == delivered
     events = first.events + second.events
-    assert set(range(back_at, EVENTS)) <= {event_index(event) for event in events}
+    assert len({event_index(event) for event in events}) == len(events) == delivered  # once each
     assert check_events(events, workdir / "ed25519.key") == delivered
 
 
 def test_untrusted_certificate_until_the_ca_is_configured(workdir: Path) -> None:
-    """An untrusted certificate gives tls drops, nothing sent; with the CA added, events flow."""
+    """An untrusted certificate: nothing is sent and nothing dropped, the events wait; with
+    the CA added (reload), every one of them arrives."""
     ca = trustme.CA()
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(context)
@@ -204,21 +251,23 @@ def test_untrusted_certificate_until_the_ca_is_configured(workdir: Path) -> None
         with memory_agent(config, EVENTS, RATE) as process:
             wait_produced(process, EVENTS // 3)
             assert collector.requests == []  # nothing was sent before the handshake failed
+            attempts = process.scrape()
+            assert metric(
+                attempts, "lineage_delivery_not_sent_total", transport="http", reason="tls"
+            )
             document = yaml.safe_load(config.read_text())
             document["lineage"]["http"]["ca_file"] = str(ca_file)
             config.write_text(yaml.safe_dump(document))
             process.signal(signal.SIGHUP)
             process.wait_log("reload_ok")
-            trusted_at = int(produced(process.scrape()))
             samples = settle(process, "http", EVENTS)
             assert_healthy(process)
-            delivered = metric(samples, "lineage_events_delivered_total", transport="http")
-            assert drops(samples, "http") == {"tls": EVENTS - delivered}
-            assert delivered == collector.accepted == collector.tally(201)
+            assert drops(samples, "http") == {}
+            assert collector.accepted == collector.tally(201) == EVENTS
             accounting = stop_and_account(process)
-    assert accounting["http"]["delivered"] == delivered
-    assert set(range(trusted_at, EVENTS)) <= {event_index(event) for event in collector.events}
-    assert check_events(collector.events, workdir / "ed25519.key") == delivered
+    assert accounting["http"]["delivered"] == EVENTS
+    assert {event_index(event) for event in collector.events} == set(range(EVENTS))
+    assert check_events(collector.events, workdir / "ed25519.key") == EVENTS
 
 
 # -- one real PySpark pipeline --------------------------------------------------------------
@@ -234,8 +283,26 @@ PHASES: list[tuple[str, bool, Any]] = [
     ("hanging", True, "hang"),
     ("healthy", True, 201),
 ]
-EXPECTED_REASON = {"down": "connect", "failing": "http_5xx", "hanging": "timeout"}
 TALLY_KEY = {"failing": 503, "hanging": "hang", "healthy": 201}
+
+
+def queued_still(process: AgentProcess) -> dict[str, float]:
+    """Scrape until two scrapes in a row agree and the collector was tried and not reached:
+    the events made so far wait in the queue."""
+    before: dict[str, float] | None = None
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        samples = process.scrape()
+        tried = metric(samples, NOT_SENT, transport="http", reason="connect")
+        keys = (
+            "lineage_queue_depth{transport=http}",
+            "lineage_events_offered_total{transport=http}",
+        )
+        if tried and before is not None and all(samples.get(k) == before.get(k) for k in keys):
+            return samples
+        before = samples
+        assert time.monotonic() < deadline, process.raw_output()[-3000:]
+        time.sleep(0.5)
 
 
 def wait_file(path: Path, job: subprocess.Popen[bytes], output: Path) -> dict[str, Any]:
@@ -252,7 +319,9 @@ def wait_file(path: Path, job: subprocess.Popen[bytes], output: Path) -> dict[st
 
 @pytest.mark.spark
 def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
-    """Real PySpark apps finish under a down, failing, hanging collector; exact drops."""
+    """Real PySpark apps finish under a down, failing, hanging collector; exact accounting:
+    what waited for a collector that was down went later, refusals dropped, requests
+    without an answer unconfirmed."""
     keygen(tmp_path)
     watched, quiet, work = tmp_path / "events", tmp_path / "quiet", tmp_path / "work"
     for directory in (watched, quiet, work):
@@ -289,13 +358,16 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
                 if not seen:
                     continue
                 process.wait_log("eventlog_finished", timeout=PATIENCE, app_id=done["app_id"])
-                samples = settle(process, "http")
+                # With nothing listening the events wait in the queue.
+                samples = queued_still(process) if behaviour is None else settle(process, "http")
                 now = {
                     "produced": produced(samples),
                     "delivered": metric(
                         samples, "lineage_events_delivered_total", transport="http"
                     ),
+                    "queued": metric(samples, "lineage_queue_depth", transport="http"),
                     **{f"drop:{k}": v for k, v in drops(samples, "http").items()},
+                    **{f"unconfirmed:{k}": v for k, v in unconfirmed(samples, "http").items()},
                 }
                 done["delta"] = {
                     k: v - before.get(k, 0) for k, v in now.items() if v != before.get(k, 0)
@@ -312,19 +384,32 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
                 collector.stop()
     assert collector is not None
 
-    # Every watched application made the same lineage; each phase lost it for its reason.
+    # Every watched application made the same lineage. With nothing listening it waited in
+    # the queue and went to the failing collector with the next application's; the hanging
+    # collector took its requests without answering (unconfirmed).
     counts = {name: phases[name]["delta"]["produced"] for name, seen, _ in PHASES if seen}
     assert len(set(counts.values())) == 1 and counts["down"] >= 6, counts
     per_app = counts["down"]
-    for name, reason in EXPECTED_REASON.items():
-        assert phases[name]["delta"] == {"produced": per_app, f"drop:{reason}": per_app}, name
+    assert phases["down"]["delta"] == {"produced": per_app, "queued": per_app}
+    assert phases["failing"]["delta"] == {
+        "produced": per_app,
+        "queued": -per_app,
+        "drop:http_5xx": 2 * per_app,
+    }
+    assert phases["hanging"]["delta"] == {"produced": per_app, "unconfirmed:timeout": per_app}
     assert phases["healthy"]["delta"] == {"produced": per_app, "delivered": per_app}
-    assert collector.tally(503) == per_app
+    assert collector.tally(503) == 2 * per_app
     assert collector.tally("hang") == per_app
     assert collector.tally(201) == collector.accepted == per_app
     total = 4 * per_app
     assert accounting == {
-        "http": {"offered": total, "delivered": per_app, "dropped": 3 * per_app, "queued": 0}
+        "http": {
+            "offered": total,
+            "delivered": per_app,
+            "dropped": 2 * per_app,
+            "unconfirmed": per_app,
+            "queued": 0,
+        }
     }
 
     # What arrived is the healthy application's whole lineage: valid, verified, each run
@@ -347,9 +432,8 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
     assert ledger == Counter(
         {
             ("delivered", None): per_app,
-            ("dropped", "connect"): per_app,
-            ("dropped", "http_5xx"): per_app,
-            ("dropped", "timeout"): per_app,
+            ("dropped", "http_5xx"): 2 * per_app,
+            ("unconfirmed", "timeout"): per_app,
         }
     )
 

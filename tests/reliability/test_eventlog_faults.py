@@ -557,6 +557,7 @@ def test_missing_directory_then_thousands_of_logs_at_once(workdir: Path) -> None
         "offered": expected,
         "delivered": expected,
         "dropped": 0,
+        "unconfirmed": 0,
         "queued": 0,
     }
     events = read_jsonl(workdir / "lineage.jsonl")

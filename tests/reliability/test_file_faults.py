@@ -81,6 +81,7 @@ def test_file_size_limit_below_rotation_size_rotates(workdir: Path) -> None:
         "offered": EVENTS,
         "delivered": delivered,
         "dropped": EVENTS - delivered,
+        "unconfirmed": 0,
         "queued": 0,
     }
     assert_lines_are_the_deliveries(files, delivered, workdir / "ed25519.key")

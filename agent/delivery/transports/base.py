@@ -1,9 +1,11 @@
 """The transport seam.
 
-A transport raises `agent.errors.DeliveryError` for a batch that did not reach its
-destination; its `reason` (a `DropReason`) becomes the `reason` label of the drop counters.
-Transports never retry and never block past their timeout; policy (counting, health,
-ledger) is the caller's.
+A transport raises one of `agent.errors.TransportFailure`'s kinds for a batch that was not
+delivered, and the kind says what became of it: `DeliveryError` (dropped: refused or failed
+for good), `NotSent` (provably never left: the pipeline keeps it queued and sends it again)
+or `Unconfirmed` (left, no answer: never sent again). Its `reason` becomes the `reason` label
+of the matching counter. Transports never retry and never block past their timeout; policy
+(retrying what never left, counting, health, ledger) is the caller's.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ class Transport(Protocol):
     name: str
 
     async def send(self, batch: Sequence[Envelope]) -> None:
-        """Deliver the batch in order or raise DeliveryError. Never retries, never blocks
-        past its timeout; a batch that may have reached the destination is not resent."""
+        """Deliver the batch in order or raise a TransportFailure. Never retries, never
+        blocks past its timeout; a batch that may have reached the destination is not resent."""
 
     async def aclose(self) -> None:
         """Release connections and files; idempotent."""

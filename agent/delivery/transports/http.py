@@ -1,10 +1,23 @@
 """HTTP transport: POST signed events to an OpenLineage collector (Marquez or any other).
 
 Keep-alive connections per transport, at most `HttpConfig.concurrency` at once; TLS
-verification is always on. Every failure becomes a `DeliveryError` whose reason is one of
-`DropReason`; nothing is retried (a request that may have reached the collector is never sent
-twice), and no send lasts longer than `HttpConfig.timeout`, however the time is spent
-(connecting, the TLS handshake, sending, reading the answer).
+verification is always on. No send lasts longer than `HttpConfig.timeout`, however the time is
+spent (connecting, the TLS handshake, sending, reading the answer). A failure says what became
+of the batch, the one thing at-most-once delivery turns on:
+- `NotSent` (connect, tls, closed): no connection, no TLS session, or the collector closed
+  the connection before it asked for the body, so no byte of the events left; the pipeline
+  keeps the batch and sends it when the collector answers again;
+- `Unconfirmed` (timeout, network): the request began to leave and no full answer came; the
+  collector may have stored it, so it is never sent again;
+- `DeliveryError` (http_4xx, http_5xx): the collector answered no.
+The transport itself never retries.
+
+Each POST says `Expect: 100-continue` and sends its body only once the collector answers
+`100 Continue`. That is what makes a restarting collector safe: a kept-alive connection it
+closes just as a request goes out (a restart, an idle timeout) then ends before the body left,
+which proves the events were not received, instead of leaving them unconfirmed. A collector
+that ignores the header gets the body after `_CONTINUE_WAIT` anyway (RFC 9110, 10.1.1), and is
+then asked no more.
 
 The wire is h11 (HTTP/1.1 framing: chunked and length-delimited answers, interim 1xx
 answers, `Connection: close`) over plain asyncio streams. One event per POST is this
@@ -32,7 +45,7 @@ import httpx
 from agent import __version__
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
-from agent.errors import DeliveryError, StartError
+from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
 
 #: Level 1 keeps 98% of level 6's size reduction on event JSON (a 6 KB event: 20.2% vs
 #: 18.5% of the original size) at half its CPU time for one event and a third for a batch
@@ -46,6 +59,9 @@ _GZIP_OFFLOAD_BYTES: Final = 256 * 1024
 #: fail as `network`, and is not retried).
 _KEEPALIVE_EXPIRY: Final = 4.0
 _MAX_DETAIL_URL: Final = 200
+#: Seconds to wait for `100 Continue` before sending the body anyway (a collector that ignores
+#: `Expect`); at most half the request's timeout.
+_CONTINUE_WAIT: Final = 1.0
 _CLOSE_WAIT: Final = 1.0  # seconds aclose waits for idle connections to finish closing
 _READ_SIZE: Final = 64 * 1024
 
@@ -142,13 +158,14 @@ class _Target:
 class _Connection:
     """One keep-alive connection: a stream pair and its HTTP/1.1 state machine."""
 
-    __slots__ = ("idle_since", "reader", "wire", "writer")
+    __slots__ = ("body_sent", "idle_since", "reader", "wire", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.wire = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
+        self.body_sent = False  # of the request under way: before it, nothing was received
 
     def usable(self, now: float) -> bool:
         # A server that closed an idle connection has left EOF in the reader by now.
@@ -158,26 +175,80 @@ class _Connection:
             and not self.writer.is_closing()
         )
 
-    async def exchange(self, request: h11.Request, body: bytes) -> h11.Response:
-        """Send one request and read its whole answer; the answer's head is returned."""
+    async def exchange(
+        self, request: h11.Request, body: bytes, continue_wait: float | None
+    ) -> tuple[h11.Response, bool]:
+        """Send one request and read its whole answer: (the answer's head, whether the
+        collector answered `100 Continue` in time). With `continue_wait` the head goes
+        first and the body only after `100 Continue`, or after `continue_wait` seconds
+        without one; `_BodyNotSent` when the connection ends before the body left."""
         wire = self.wire
-        self.writer.write(
-            wire.send(request) + wire.send(h11.Data(data=body)) + wire.send(h11.EndOfMessage())
-        )
+        continued = False
+        self.body_sent = False
+        if continue_wait is None:
+            self.body_sent = True
+            self.writer.write(
+                wire.send(request) + wire.send(h11.Data(data=body)) + wire.send(h11.EndOfMessage())
+            )
+        else:
+            try:
+                self.writer.write(wire.send(request))
+                await self.writer.drain()
+                async with asyncio.timeout(continue_wait):
+                    event = await self._next()
+            except TimeoutError:
+                event = None  # the collector does not answer `Expect`: send the body anyway
+            except (OSError, h11.ProtocolError) as exc:
+                raise _BodyNotSent(_cause(exc)) from None
+            if isinstance(event, h11.Response):  # answered without asking for the body
+                self.writer.close()  # the request is unfinished: never reuse the connection
+                if 200 <= event.status_code < 300:  # it cannot have the events: not sent
+                    raise _BodyNotSent(
+                        f"it answered {event.status_code} before the body", answered=True
+                    )
+                return await self._finish(event), False
+            if isinstance(event, h11.ConnectionClosed):
+                raise _BodyNotSent("the collector closed the connection before the body")
+            continued = event is not None
+            self.body_sent = True
+            self.writer.write(wire.send(h11.Data(data=body)) + wire.send(h11.EndOfMessage()))
         await self.writer.drain()
-        response: h11.Response | None = None
+        while True:
+            event = await self._next()
+            if isinstance(event, h11.ConnectionClosed):
+                raise h11.RemoteProtocolError("peer closed connection without an answer")
+            if isinstance(event, h11.Response):
+                return await self._finish(event), continued
+            # A `100 Continue` that came after the body (a late or unasked one): skipped.
+
+    async def _next(self) -> h11.Response | h11.InformationalResponse | h11.ConnectionClosed:
+        """The next answer head (or the end of the connection); body data is skipped."""
+        wire = self.wire
         while True:
             event = wire.next_event()
             if event is h11.NEED_DATA:
                 wire.receive_data(await self.reader.read(_READ_SIZE))
-            elif isinstance(event, h11.Response):
-                response = event
+            elif isinstance(event, h11.InformationalResponse):
+                if event.status_code == 100:
+                    return event
+                # Other 1xx answers (103 Early Hints) are skipped.
+            elif isinstance(event, h11.Response | h11.ConnectionClosed):
+                return event
+
+    async def _finish(self, response: h11.Response) -> h11.Response:
+        """Read the rest of an answer whose head came (its body drained unread)."""
+        wire = self.wire
+        while True:
+            event = wire.next_event()
+            if event is h11.NEED_DATA:
+                wire.receive_data(await self.reader.read(_READ_SIZE))
             elif isinstance(event, h11.EndOfMessage):
-                assert response is not None  # h11 yields the head before the end
                 return response
             elif isinstance(event, h11.ConnectionClosed):
                 raise h11.RemoteProtocolError("peer closed connection without an answer")
-            # Data is drained unread (only the status matters); 1xx answers are skipped.
+            elif isinstance(event, h11.InformationalResponse | h11.Response):
+                # A `100 Continue` the collector sent when the answer was already on its way.
+                continue
 
     def reusable(self) -> bool:
         """Ready the connection for its next request; False when it must be closed instead
@@ -189,6 +260,16 @@ class _Connection:
 
     def close(self) -> None:
         self.writer.close()
+
+
+class _BodyNotSent(Exception):
+    """The connection ended before the request's body left: the events were not received.
+    `answered`: the collector answered 2xx without asking for the body (it mishandles
+    `Expect`, so it is asked no more)."""
+
+    def __init__(self, detail: str, *, answered: bool = False) -> None:
+        super().__init__(detail)
+        self.answered = answered
 
 
 class HttpTransport:
@@ -226,13 +307,16 @@ class HttpTransport:
         self._capacity = config.concurrency
         self._idle: dict[_Target, list[_Connection]] = {}
         self._closed = False
+        # Whether a target is still asked to say `100 Continue` (False once it ignored it).
+        self._continues: dict[_Target, bool] = {}
+        self._continue_wait = min(_CONTINUE_WAIT, config.timeout / 2)
 
     async def send(self, batch: Sequence[Envelope]) -> None:
         """POST the batch; return when the collector answered 2xx, else raise DeliveryError."""
         if not batch:
             return
         if self._closed:
-            raise DeliveryError("connect", "transport closed")
+            raise NotSent("connect", "transport closed")
         if self._batched:
             target = self._batch
             body = b"[" + b",".join(envelope.payload for envelope in batch) + b"]"
@@ -243,35 +327,54 @@ class HttpTransport:
             raise ValueError(f"batch_size is 1 but the batch holds {len(batch)} events")
         if self._gzip:
             body = await _compress(body)
+        expect = self._continues.get(target, True)
         request = h11.Request(
             method=b"POST",
             target=target.path,
             headers=[
                 (b"Host", target.authority),
                 *self._headers,
+                *([(b"Expect", b"100-continue")] if expect else []),
                 (b"Content-Length", str(len(body)).encode("ascii")),
             ],
         )
         connection = self._checkout(target)
+        connected = connection is not None
         try:
             async with asyncio.timeout(self._timeout):
                 if connection is None:
                     connection = await self._connect(target)
-                response = await connection.exchange(request, body)
+                connected = True
+                wait = self._continue_wait if expect else None
+                response, continued = await connection.exchange(request, body, wait)
+            if expect and not continued and 200 <= response.status_code < 300:
+                self._continues[target] = False  # it took the body without asking for it
         except BaseException as exc:
             # The connection is in an unknown state (cancelled, timed out, broken): never
             # reuse it. Cancellation passes through untouched.
             if connection is not None:
                 connection.close()
-            if isinstance(exc, DeliveryError | asyncio.CancelledError):
+            if isinstance(exc, NotSent | asyncio.CancelledError):
                 raise
+            if isinstance(exc, _BodyNotSent):
+                if exc.answered:
+                    self._continues[target] = False
+                raise NotSent("closed", f"{target.origin} closed the connection: {exc}") from None
             if isinstance(exc, TimeoutError):
-                raise DeliveryError(
+                if not connected:  # still connecting: not a byte of the request left
+                    raise NotSent(
+                        "connect", f"no connection to {target.origin} within {self._timeout:g}s"
+                    ) from None
+                if connection is not None and not connection.body_sent:
+                    raise NotSent(  # still waiting for `100 Continue`: no event left
+                        "closed", f"no answer from {target.origin} within {self._timeout:g}s"
+                    ) from None
+                raise Unconfirmed(
                     "timeout",
                     f"no complete response from {target.origin} within {self._timeout:g}s",
                 ) from None
             if isinstance(exc, OSError | h11.ProtocolError | ssl.SSLError):
-                raise DeliveryError(
+                raise Unconfirmed(
                     "network", f"connection to {target.origin} failed mid-request: {_cause(exc)}"
                 ) from None
             raise
@@ -307,17 +410,15 @@ class HttpTransport:
                 reader, writer = await asyncio.open_connection(target.host, target.port)
         except ssl.SSLCertVerificationError as exc:
             message = exc.verify_message or str(exc)
-            raise DeliveryError(
+            raise NotSent(
                 "tls", f"certificate of {target.origin} did not verify: {message}"
             ) from None
         except ssl.SSLError as exc:
-            raise DeliveryError(
+            raise NotSent(
                 "tls", f"TLS handshake with {target.origin} failed: {exc.reason or exc}"
             ) from None
         except OSError as exc:
-            raise DeliveryError(
-                "connect", f"cannot connect to {target.origin}: {_cause(exc)}"
-            ) from None
+            raise NotSent("connect", f"cannot connect to {target.origin}: {_cause(exc)}") from None
         return _Connection(reader, writer)
 
     async def aclose(self) -> None:

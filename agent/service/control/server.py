@@ -250,6 +250,7 @@ class ControlServer:
                     "delivered": d.delivered,
                     "dropped": d.dropped,
                     "dropped_by_reason": drops.get(name, {}),
+                    "unconfirmed": d.unconfirmed,
                     "last_error": d.last_error,
                     "last_error_time": d.last_error_time,
                 }
