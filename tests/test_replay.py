@@ -317,7 +317,7 @@ def test_help_lists_exit_codes() -> None:
     assert (
         "exit status:\n"
         "  0   every run ended COMPLETE or is still running\n"
-        "  1   a run ended FAIL or ABORT, or (--send) an event was dropped\n"
+        "  1   a run ended FAIL or ABORT, or (--send) an event was dropped or unconfirmed\n"
         "  2   usage: a log that cannot be read, a missing or unusable key, an output file "
         "that exists\n"
         "  78  a configuration error in --config, or a transport that cannot start (EX_CONFIG)\n"

@@ -27,7 +27,7 @@ ids and the same bytes.
 
 exit status:
   0   every run ended COMPLETE or is still running
-  1   a run ended FAIL or ABORT, or (--send) an event was dropped
+  1   a run ended FAIL or ABORT, or (--send) an event was dropped or unconfirmed
   2   usage: a log that cannot be read, a missing or unusable key, an output file that exists
   78  a configuration error in --config, or a transport that cannot start (EX_CONFIG)
 """

@@ -4,7 +4,7 @@ The queue is split into lanes so that several requests can be in flight while th
 of one run still leave in order: a run always hashes to the same lane, and a lane hands out
 its next batch only after the previous one was resolved. Capacity counts every event the
 queue has accepted and not yet resolved (waiting or in flight), so `depth <= capacity`
-holds at all times and "produced = delivered + dropped + depth" is exact.
+holds at all times and "produced = delivered + dropped + unconfirmed + depth" is exact.
 """
 
 from __future__ import annotations

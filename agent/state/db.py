@@ -168,7 +168,7 @@ class StateDB:
         except sqlite3.Error as error:
             os.close(self._lock_fd)
             if getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-                # Not damaged: moving it aside would emit every run again.
+                # Not damaged: the other process must go, not the file.
                 raise StateError(
                     f"{self.path}: state database is locked by another process ({error}); "
                     "stop that process and start the agent again"

@@ -2,8 +2,9 @@
 
 Overflow: the daemon (`tests/bench/agent_child.py`: `run_daemon` with a streaming source of
 sample RunEvents) offers `events` events while the collector is down (its endpoint is a
-closed loopback port), with the default bounded queue. Every event must be dropped and
-counted (produced = delivered + dropped + queued at the end), and the resident set must stay
+closed loopback port), with the default bounded queue. Every event must be held in the queue
+(never sent, so kept for when the collector answers) or dropped and counted (produced =
+delivered + dropped + queued at the end), and the resident set must stay
 under 100 MiB and flat: it is sampled from /proc while the events flow, the baseline being
 the daemon's own footprint before the first event.
 

@@ -55,8 +55,8 @@ GZIP_LEVEL: Final = 1
 #: one large batch does not stall the event loop for milliseconds.
 _GZIP_OFFLOAD_BYTES: Final = 256 * 1024
 #: Idle connections are dropped before the 5 s idle timeout of common collector servers, so
-#: a request is seldom written into a connection the server is just closing (that send would
-#: fail as `network`, and is not retried).
+#: a request is seldom written into a connection the server is just closing (`Expect` makes
+#: that case `NotSent` anyway, unless the collector ignores it).
 _KEEPALIVE_EXPIRY: Final = 4.0
 _MAX_DETAIL_URL: Final = 200
 #: Seconds to wait for `100 Continue` before sending the body anyway (a collector that ignores

@@ -52,8 +52,8 @@ def driver_pids(facts: DriverFacts, paths: Sequence[str], app_id: str) -> tuple[
     if facts.submit_time_ms is None:
         raise ControlError(
             f"application {app_id}: no process the agent may inspect holds its event log, "
-            "and the log has no submission time to match its driver by; run job stop as "
-            f"root or as the driver's user (uid {uid}) ({HELP})"
+            "and the log has no submission time to match its driver by; stop it as the "
+            f"driver's user (uid {uid}) on this node ({HELP})"
         )
     submitted = facts.submit_time_ms
     candidates = sorted(
