@@ -19,11 +19,11 @@ is in their arguments. The table rewrites itself, so every column keeps its own 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from agent import linear
 from agent.spark.plan.columns import ColumnLineage, InputField, OutputColumn
 from agent.spark.plan.expressions import IDENTITY, Transformation, indirect, references
 from agent.spark.plan.schema import Field, split_top
@@ -31,10 +31,10 @@ from agent.spark.plan.text import Attribute, Block, block_detail, bracketed, par
 
 #: The scan id that stands for the table itself in a command's lineage.
 TABLE_SCAN: Final = -1
-_STRUCT_FIELD = re.compile(
-    r"StructField\((?P<name>[^,()]+),(?P<type>\w+?)Type(?P<args>\(\d+,\d+\))?,"
+_STRUCT_FIELD = linear.compile(
+    rf"StructField\((?P<name>[^,()]+),(?P<type>[{linear.WORD}]+?)Type(?P<args>\(\d+,\d+\))?,"
 )
-_ACTION = re.compile(r"^`(?P<column>(?:[^`]|``)+)` = (?P<expr>.*)$", re.DOTALL)
+_ACTION = linear.compile(r"(?s)^`(?P<column>(?:[^`]|``)+)` = (?P<expr>.*)$")
 #: Spark's `<Name>Type` -> its type name (`DataType.typeName`), as schema facets spell it.
 TYPE_NAMES: Final = {
     "Long": "long", "Integer": "integer", "Short": "short", "Byte": "byte",
@@ -178,7 +178,9 @@ def _relation(described: Sequence[Block]) -> list[tuple[str, int]]:
 
 def _long(described: Sequence[Block], name: str) -> bool:
     args = block_detail(described, "LogicalRelation", "Arguments") or ""
-    return re.search(rf"(?<![\w`]){re.escape(name)}#\d+L\b", args) is not None
+    # `name#12L` as a whole word: no word character or backtick before, none after
+    whole = rf"(?:^|[^{linear.WORD}`]){linear.escape(name)}#\d+L(?:$|[^{linear.WORD}])"
+    return linear.compile(whole).search(args) is not None
 
 
 def _column(name: str, found: set[tuple[str, Transformation]]) -> OutputColumn:
@@ -193,7 +195,7 @@ def _fields(
     return tuple(InputField(TABLE_SCAN, name, (how,)) for name in names)
 
 
-def _struct_field(match: re.Match[str]) -> Field:
+def _struct_field(match: linear.Match) -> Field:
     kind = TYPE_NAMES.get(match["type"])
     if kind == "decimal" and match["args"]:
         kind += match["args"]

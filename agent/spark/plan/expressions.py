@@ -136,7 +136,9 @@ def references(text: str) -> References:
     frames: list[tuple[int, str]] = []  # (position of "(", context) for open calls
     cases: list[tuple[int, bool]] = []  # (paren depth, in a WHEN condition) per open CASE
     keywords = {
-        at: word for at, word in _words(text, _KEYWORDS) if not text.startswith("#", at + len(word))
+        at: word
+        for at, word in whole_words(text, _KEYWORDS)
+        if not text.startswith("#", at + len(word))
     }
     refs = _references(text)
     found: list[tuple[int, Transformation]] = []
@@ -226,7 +228,7 @@ def _hidden_spans(text: str) -> list[tuple[int, int]]:
     if "lambda " in text:
         spans += [(m.start(), m.end()) for m in _LAMBDA.finditer(text)]
     skipped_to = 0  # a skipped call inside another is in its span already
-    for start, name in sorted(_words(text, _SKIPPED_CALLS)):
+    for start, name in sorted(whole_words(text, _SKIPPED_CALLS)):
         paren = start + len(name)
         if start >= skipped_to and text.startswith("(", paren):
             end = _closing(text, paren)
@@ -256,7 +258,7 @@ def _references(text: str) -> dict[int, int]:
     return found
 
 
-def _words(text: str, words: Iterable[str]) -> list[tuple[int, str]]:
+def whole_words(text: str, words: Iterable[str]) -> list[tuple[int, str]]:
     """Where each of `words` stands whole in `text` (no word character either side)."""
     found: list[tuple[int, str]] = []
     for word in words:

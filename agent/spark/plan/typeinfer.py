@@ -9,16 +9,19 @@ fields, a bare word (`x AS s#8`: Spark prints string literals unquoted) as a str
 cannot be told for sure (decimal precision after arithmetic, literals of digits that may be
 decimals, doubles or strings, user-defined functions) stays None: an absent type, never a
 wrong one.
+
+Expressions are single lines of untrusted plan text (`$` is their end): the patterns are
+RE2's (`agent.linear`), linear in the text.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Final
 
+from agent import linear
 from agent.spark.plan.columns import PlanGraph
-from agent.spark.plan.expressions import IDENTITY, attribute_id
+from agent.spark.plan.expressions import IDENTITY, attribute_id, whole_words
 from agent.spark.plan.schema import Field, avro_field, field_of, split_top
 
 _STRING: Final = frozenset(
@@ -87,19 +90,28 @@ _COLLECTIONS: Final = frozenset({"collect_list", "collect_set", "array_agg"})
 _COMPARISONS: Final = (" AND ", " OR ", " = ", " <=> ", " > ", " >= ", " < ", " <= ", " != ")
 _ARITHMETIC: Final = (" + ", " - ", " * ", " / ", " % ", " div ")
 _INTEGRAL: Final = ("byte", "short", "integer", "long")
-_CALL = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\)$", re.DOTALL)
-_CAST = re.compile(r"^(?:try_)?cast\((?P<value>.*) as (?P<type>[^()]+(?:\(\d+(?:,\s*\d+)?\))?)\)$")
-_WINDOW = re.compile(r" windowspecdefinition\(.*\)$", re.DOTALL)
-_FILTER = re.compile(r" FILTER \(WHERE .*\)$", re.DOTALL)
+_CALL = linear.compile(r"(?s)^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\)$")
+_CAST = linear.compile(
+    r"^(?:try_)?cast\((?P<value>.*) as "
+    rf"(?P<type>[^()]+(?:\(\d+(?:,[{linear.SPACE}]*\d+)?\))?)\)$"
+)
+_WINDOW = linear.compile(r"(?s) windowspecdefinition\(.*\)$")
+_FILTER = linear.compile(r"(?s) FILTER \(WHERE .*\)$")
 #: `Subquery subquery#164, [id=#1111]`: the subquery's value is attribute 164
 #: What only a string literal prints as: Spark prints them bare (`x AS s#8`). Numbers,
 #: dates, timestamps and binaries start with a digit or a sign, intervals with INTERVAL;
 #: an attribute has `#`, a call or operator brackets.
-_STRING_LITERAL = re.compile(r"(?!INTERVAL )[A-Za-z_][^#()\[\]{}]*")
+_STRING_LITERAL = linear.compile(r"[A-Za-z_][^#()\[\]{}]*")
 _NOT_STRINGS: Final = frozenset({"null", "NaN", "Infinity"})
+_INTEGER_LITERAL = linear.compile(r"-?\d+")
+_LONG_LITERAL = linear.compile(r"-?\d+L")
 #: `o#12.amount`: a field of a struct-typed value
-_FIELD_ACCESS = re.compile(r"^(?P<value>.*[#)\]`\w])\.(?P<field>[A-Za-z_]\w*)$", re.DOTALL)
-_SUBQUERY = re.compile(r"^(?:ReusedSubquery )?Subquery (?P<value>\S+#\d+L?), \[id=#\d+\]$")
+_FIELD_ACCESS = linear.compile(
+    rf"(?s)^(?P<value>.*[#)\]`{linear.WORD}])\.(?P<field>[A-Za-z_][{linear.WORD}]*)$"
+)
+_SUBQUERY = linear.compile(
+    rf"^(?:ReusedSubquery )?Subquery (?P<value>[^{linear.SPACE}]+#\d+L?), \[id=#\d+\]$"
+)
 
 
 class TypeOracle:
@@ -257,13 +269,17 @@ class TypeOracle:
 
 
 def _literal(text: str) -> Field | None:
-    if re.fullmatch(r"-?\d+", text):
+    if _INTEGER_LITERAL.fullmatch(text):
         return Field("", "integer")
-    if re.fullmatch(r"-?\d+L", text):
+    if _LONG_LITERAL.fullmatch(text):
         return Field("", "long")
     if text in ("true", "false"):
         return Field("", "boolean")
-    if _STRING_LITERAL.fullmatch(text) and text not in _NOT_STRINGS:
+    if (
+        _STRING_LITERAL.fullmatch(text)
+        and not text.startswith("INTERVAL ")
+        and text not in _NOT_STRINGS
+    ):
         return Field("", "string")
     return None  # decimals, doubles, dates and strings of digits print alike
 
@@ -331,16 +347,16 @@ def _case_values(body: str) -> list[str]:
     values: list[str] = []
     depth = 0
     start: int | None = None
-    for match in re.finditer(r"[()\[\]]|\b(?:WHEN|THEN|ELSE)\b", body):
-        token = match[0]
-        if token in "([":
+    words = dict(whole_words(body, ("WHEN", "THEN", "ELSE")))
+    for i, ch in enumerate(body):
+        if ch in "([":
             depth += 1
-        elif token in ")]":
+        elif ch in ")]":
             depth -= 1
-        elif depth == 0:
+        elif depth == 0 and i in words:
             if start is not None:
-                values.append(body[start : match.start()].strip())
-            start = match.end() if token in ("THEN", "ELSE") else None
+                values.append(body[start:i].strip())
+            start = i + 4 if words[i] in ("THEN", "ELSE") else None
     if start is not None:
         values.append(body[start:].strip())
     return values
