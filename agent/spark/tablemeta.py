@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from typing import Any, Final
 
+from agent import linear
 from agent.spark.parquetmeta import parquet_schema
 from agent.spark.plan.schema import Field, field_of, spark_struct
 from agent.spark.translate.versions import SchemaSource, TableFormat
 
-_DELTA_COMMIT = re.compile(r"^(\d{20})\.json$")
-_ICEBERG_METADATA = re.compile(r"^v?(\d+)(?:-[0-9a-fA-F-]+)?(?:\.gz)?\.metadata\.json$")
+#: File names in a table's directories (anyone who can write there chooses them).
+_DELTA_COMMIT = linear.compile(r"^(\d{20})\.json$")
+_ICEBERG_METADATA = linear.compile(r"^v?(\d+)(?:-[0-9a-fA-F-]+)?(?:\.gz)?\.metadata\.json$")
 _MAX_COMMITS: Final = 64  # Delta commits read, newest first, before giving up
 _MAX_COMMIT_BYTES: Final = 4 * 1024 * 1024
 _MAX_METADATA_BYTES: Final = 32 * 1024 * 1024
