@@ -19,7 +19,9 @@ patterns here take care of:
 * `\d` is ASCII `[0-9]` (Python's takes any Unicode digit): Spark prints ids, counts and
   versions in ASCII.
 * `$` matches only at the very end of the text (Python's also before a final newline): the
-  patterns read stripped text or single lines, or say `\n?$`.
+  patterns read stripped text or single lines.
+* Text is handed to RE2 as UTF-8, so it must hold no lone surrogate: event-log JSON (orjson)
+  holds none; file names are filtered where they are listed.
 """
 
 from __future__ import annotations
@@ -62,16 +64,27 @@ class Pattern(Protocol):
     def sub(self, repl: str, text: str, count: int = 0) -> str: ...
 
 
-def compile(pattern: str, *, max_mem: int | None = None) -> Pattern:
-    """`pattern` compiled by RE2, with at most `max_mem` bytes for its programs (RE2's
-    default, 8 MiB, when None). Raises PatternError when RE2 cannot compile it, ValueError
-    when it uses an escape whose meaning RE2 changes (see the module docstring)."""
+def compile(pattern: str) -> Pattern:
+    """One of the agent's own patterns, compiled by RE2. Raises ValueError when it uses an
+    escape whose meaning RE2 changes (see the module docstring)."""
     escape = _ascii_only_escape(pattern)
     if escape is not None:
         raise ValueError(
             f"pattern {pattern!r} uses \\{escape}, which RE2 reads as ASCII only: "
             "spell it with linear.WORD or linear.SPACE"
         )
+    return _compiled(pattern, None)
+
+
+def compile_foreign(pattern: str, *, max_mem: int) -> Pattern:
+    """A pattern the event log brings, written for Java (`spark.redaction.regex`), compiled
+    by RE2 with at most `max_mem` bytes for its programs. Its classes are left as written:
+    RE2's ASCII `\\w`, `\\s`, `\\d` and `\\b` are Java's too. Raises PatternError when RE2
+    cannot compile it (a Java-only construct, or a program larger than `max_mem`)."""
+    return _compiled(pattern, max_mem)
+
+
+def _compiled(pattern: str, max_mem: int | None) -> Pattern:
     options = re2.Options()
     options.log_errors = False  # RE2 would write the pattern to stderr, past our logs
     if max_mem is not None:

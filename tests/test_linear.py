@@ -59,12 +59,22 @@ def test_a_pattern_re2_cannot_compile_raises_its_error_and_writes_nothing(
     assert capfd.readouterr() == ("", "")
 
 
-def test_a_memory_budget_refuses_a_pattern_too_large_for_it() -> None:
-    """A pattern whose program exceeds `max_mem` does not compile; RE2's default takes it."""
+def test_a_memory_budget_refuses_a_foreign_pattern_too_large_for_it() -> None:
+    """A foreign pattern whose program exceeds `max_mem` does not compile; with room it does."""
     big = r"(?:[a-z]{1,100}x){1,10}"
     with pytest.raises(linear.PatternError):
-        linear.compile(big, max_mem=1 << 14)
-    assert linear.compile(big).search("abcx") is not None
+        linear.compile_foreign(big, max_mem=1 << 14)
+    assert linear.compile_foreign(big, max_mem=1 << 20).search("abcx") is not None
+
+
+def test_a_foreign_pattern_keeps_its_ascii_classes() -> None:
+    """A pattern written for Java keeps `\\w` and `\\b`, ASCII as in Java (Python's are not)."""
+    pattern = linear.compile_foreign(r"\bkey\w+", max_mem=1 << 20)
+    found = pattern.search("spark.key_store")
+    assert found is not None
+    assert found[0] == "key_store"
+    assert pattern.search("keyé") is None
+    assert pattern.search("monkey_x") is None
 
 
 def test_nested_quantifiers_run_in_linear_time() -> None:
