@@ -208,14 +208,18 @@ def _iceberg(table: str, start_ms: int, end_ms: int) -> str | None:
 
 
 def _names(directory: str) -> list[str]:
-    """Up to `_MAX_ENTRIES` names in a directory (not followed if it is a link)."""
+    """The ASCII names among the first `_MAX_ENTRIES` entries of a directory (not followed
+    if it is a link). The files looked for are named in ASCII; another name, perhaps not
+    even UTF-8 (Python hands it over with lone surrogates, which RE2 cannot take), is none
+    of them."""
     if not stat.S_ISDIR(os.lstat(directory).st_mode):
         return []
     names: list[str] = []
     with os.scandir(directory) as entries:
-        for entry in entries:
-            names.append(entry.name)
-            if len(names) >= _MAX_ENTRIES:
+        for listed, entry in enumerate(entries, 1):
+            if entry.name.isascii():
+                names.append(entry.name)
+            if listed >= _MAX_ENTRIES:
                 break
     return names
 
