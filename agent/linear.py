@@ -93,11 +93,6 @@ def _compiled(pattern: str, max_mem: int | None) -> Pattern:
     return compiled
 
 
-def escape(text: str) -> str:
-    """`text` as a pattern that matches it literally."""
-    return re2.escape(text)
-
-
 def _ascii_only_escape(pattern: str) -> str | None:
     """The first of `\\w \\W \\s \\S \\b \\B` in `pattern` (an escaped backslash is no escape)."""
     i = pattern.find("\\")
