@@ -22,7 +22,7 @@ import zstandard
 
 from agent.facets import FACET_URLS
 from agent.spark.translate import steps
-from agent.spark.translate.appfacets import REDACTION, spark_properties
+from agent.spark.translate.appfacets import REDACTION, redaction, spark_properties
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.naming import MAX_VARIANTS, DatasetName, JobNames, Step
 from agent.spark.translate.options import TranslateOptions
@@ -396,11 +396,11 @@ def test_redaction_pattern_of_the_application_and_spark_default() -> None:
         "spark.c": "*********(redacted)",
         "spark.d": "my-token-value",
     }
-    facet = spark_properties(props, props)
+    facet = spark_properties(props, props, redaction(props["spark.redaction.regex"]))
     assert facet is not None
     assert facet["properties"] == {"spark.a": "ok"}
     assert REDACTION == r"(?i)secret|password|token|access[.]?key"
-    assert spark_properties(props, ("spark.c",)) is None
+    assert spark_properties(props, ("spark.c",), redaction(None)) is None
 
 
 def test_sql_facet_carries_the_statement_a_sql_shell_ran(logs: Logs) -> None:

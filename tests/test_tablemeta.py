@@ -83,6 +83,20 @@ def test_only_regular_files_are_read(tmp_path: Path) -> None:
     assert versions.committed("iceberg", str(tmp_path / "broken"), 0, 5000) is None
 
 
+def test_names_that_are_not_utf8_are_passed_over(tmp_path: Path) -> None:
+    """A file whose name is not UTF-8 beside the commits and metadata files is none of
+    them: versions are read as if it were not there."""
+    delta_commit(tmp_path / "delta", 0, 1000)
+    iceberg_metadata(tmp_path / "iceberg", "v1.metadata.json", [(11, 1000)])
+    for folder in (tmp_path / "delta" / "_delta_log", tmp_path / "iceberg" / "metadata"):
+        (folder / os.fsdecode(b"\xff\xfe.json")).write_text("{}")
+    versions = DiskTableMetadata()
+    assert versions.exists("delta", str(tmp_path / "delta"))
+    assert versions.committed("delta", str(tmp_path / "delta"), 0, 2000) == "0"
+    assert versions.exists("iceberg", str(tmp_path / "iceberg"))
+    assert versions.committed("iceberg", str(tmp_path / "iceberg"), 0, 2000) == "11"
+
+
 def test_a_table_exists_where_its_metadata_is(tmp_path: Path) -> None:
     """A directory holds an Iceberg table when `metadata/` has a metadata file of either
     naming, a Delta table when `_delta_log/` has a commit; anything else holds none."""

@@ -24,10 +24,10 @@ Anything unreadable or malformed tells nothing. Blocking: call it from a worker 
 from __future__ import annotations
 
 import os
-import re
 import stat
 from typing import BinaryIO, Final
 
+from agent import linear
 from agent.spark.parquetmeta import parquet_schema
 from agent.spark.plan.schema import Field
 from agent.spark.tables.delta import Commit, read_commit
@@ -35,8 +35,9 @@ from agent.spark.tables.filecache import FileCache, version_of
 from agent.spark.tables.iceberg import IcebergMetadata, read_metadata
 from agent.spark.translate.versions import SchemaSource, TableFormat
 
-_DELTA_COMMIT = re.compile(r"^(\d{20})\.json$")
-_ICEBERG_METADATA = re.compile(r"^v?(\d+)(?:-[0-9a-fA-F-]+)?(?:\.gz)?\.metadata\.json$")
+#: File names in a table's directories (anyone who can write there chooses them).
+_DELTA_COMMIT = linear.compile(r"^(\d{20})\.json$")
+_ICEBERG_METADATA = linear.compile(r"^v?(\d+)(?:-[0-9a-fA-F-]+)?(?:\.gz)?\.metadata\.json$")
 _MAX_COMMITS: Final = 64  # Delta commits read, newest first, before giving up
 _MAX_COMMIT_BYTES: Final = 4 * 1024 * 1024
 _MAX_METADATA_BYTES: Final = 32 * 1024 * 1024
@@ -175,14 +176,18 @@ def _commit_versions(log: str) -> list[int]:
 
 
 def _names(directory: str) -> list[str]:
-    """Up to `_MAX_ENTRIES` names in a directory (not followed if it is a link)."""
+    """The ASCII names among the first `_MAX_ENTRIES` entries of a directory (not followed
+    if it is a link). The files looked for are named in ASCII; another name, perhaps not
+    even UTF-8 (Python hands it over with lone surrogates, which RE2 cannot take), is none
+    of them."""
     if not stat.S_ISDIR(os.lstat(directory).st_mode):
         return []
     names: list[str] = []
     with os.scandir(directory) as entries:
-        for entry in entries:
-            names.append(entry.name)
-            if len(names) >= _MAX_ENTRIES:
+        for listed, entry in enumerate(entries, 1):
+            if entry.name.isascii():
+                names.append(entry.name)
+            if listed >= _MAX_ENTRIES:
                 break
     return names
 

@@ -225,6 +225,17 @@ def cancel_job(spark: SparkSession, batch: Batch) -> None:
         raise errors[0]
 
 
+#: A literal with a newline: Spark prints it raw into the plan description, so the line after
+#: the newline is the rest of the literal, here shaped like a detail line without its colon
+#: (a capital, 3,000 spaces), the shape on which a backtracking parser took half a minute.
+SPACES_LITERAL = "\nA" + " " * 3000 + "x"
+
+
+def spaces_literal_job(spark: SparkSession, batch: Batch) -> None:
+    rows = spark.read.parquet(str(batch.data / "parquet_in"))
+    rows.where(rows.label != SPACES_LITERAL).write.parquet(str(batch.data / "spaces_out"))
+
+
 def single_file_job(spark: SparkSession, batch: Batch) -> None:
     spark.range(0, 10).selectExpr("id", "id * id AS square").write.json(
         str(batch.data / "single_out")
@@ -275,6 +286,7 @@ def batch_main(out: Path, postgres: dict[str, str] | None) -> None:
         batch.apps["jdbc"] = batch.apps["jdbc_redacted"] = {"skipped": "no PostgreSQL server"}
     batch.run("divide_by_zero", "scenario divide by zero", divide_by_zero_job)
     batch.run("cancelled", "scenario cancelled", cancel_job)
+    batch.run("spaces_literal", "scenario spaces literal", spaces_literal_job)
     batch.run(
         "single_file",
         "scenario single file",

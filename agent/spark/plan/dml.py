@@ -19,11 +19,11 @@ is in their arguments. The table rewrites itself, so every column keeps its own 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from agent import linear
 from agent.spark.plan.columns import ColumnLineage, InputField, OutputColumn
 from agent.spark.plan.expressions import IDENTITY, Transformation, indirect, references
 from agent.spark.plan.schema import Field, split_top
@@ -31,10 +31,10 @@ from agent.spark.plan.text import Attribute, Block, block_detail, bracketed, par
 
 #: The scan id that stands for the table itself in a command's lineage.
 TABLE_SCAN: Final = -1
-_STRUCT_FIELD = re.compile(
-    r"StructField\((?P<name>[^,()]+),(?P<type>\w+?)Type(?P<args>\(\d+,\d+\))?,"
+_STRUCT_FIELD = linear.compile(
+    rf"StructField\((?P<name>[^,()]+),(?P<type>[{linear.WORD}]+?)Type(?P<args>\(\d+,\d+\))?,"
 )
-_ACTION = re.compile(r"^`(?P<column>(?:[^`]|``)+)` = (?P<expr>.*)$", re.DOTALL)
+_ACTION = linear.compile(r"(?s)^`(?P<column>(?:[^`]|``)+)` = (?P<expr>.*)$")
 #: Spark's `<Name>Type` -> its type name (`DataType.typeName`), as schema facets spell it.
 TYPE_NAMES: Final = {
     "Long": "long", "Integer": "integer", "Short": "short", "Byte": "byte",
@@ -65,15 +65,14 @@ def update_lineage(args: str, described: Sequence[Block]) -> DmlLineage | None:
     if values is None or len(values) != len(table):
         return None
     condition = tokens[-1] if tokens and tokens[-1].startswith("(") else ""
-    ids = {attr_id: name for name, attr_id in table}
+    ids = {attr.expr_id: attr.name for attr in table}
     columns = []
-    for (name, _), value in zip(table, values, strict=True):
+    for attr, value in zip(table, values, strict=True):
         found = {(ids[a], how) for a, how in references(value).references if a in ids}
-        found.add((name, IDENTITY))  # rows the condition leaves keep their value
-        columns.append(_column(name, found))
+        found.add((attr.name, IDENTITY))  # rows the condition leaves keep their value
+        columns.append(_column(attr.name, found))
     dataset = _fields(references(condition).references, ids, indirect("CONDITIONAL"))
-    fields = tuple(Field(name, "long" if _long(described, name) else None) for name, _ in table)
-    return DmlLineage(fields, ColumnLineage(tuple(columns), dataset), {})
+    return DmlLineage(_typed(table), ColumnLineage(tuple(columns), dataset), {})
 
 
 def delete_lineage(args: str, described: Sequence[Block]) -> DmlLineage | None:
@@ -83,11 +82,10 @@ def delete_lineage(args: str, described: Sequence[Block]) -> DmlLineage | None:
         return None
     tokens = [t.strip() for t in split_top(args)]
     condition = tokens[-1] if tokens and tokens[-1].startswith("(") else ""
-    ids = {attr_id: name for name, attr_id in table}
-    columns = tuple(_column(name, {(name, IDENTITY)}) for name, _ in table)
+    ids = {attr.expr_id: attr.name for attr in table}
+    columns = tuple(_column(attr.name, {(attr.name, IDENTITY)}) for attr in table)
     dataset = _fields(references(condition).references, ids, indirect("FILTER"))
-    fields = tuple(Field(name, "long" if _long(described, name) else None) for name, _ in table)
-    return DmlLineage(fields, ColumnLineage(columns, dataset), {})
+    return DmlLineage(_typed(table), ColumnLineage(columns, dataset), {})
 
 
 def merge_lineage(args: str) -> DmlLineage | None:
@@ -167,18 +165,17 @@ def _clause(
                 assigned.setdefault(column, []).extend(found)
 
 
-def _relation(described: Sequence[Block]) -> list[tuple[str, int]]:
-    """The table's attributes, as its `LogicalRelation` lists them: (name, id)."""
+def _relation(described: Sequence[Block]) -> list[Attribute]:
+    """The table's attributes, as its `LogicalRelation` lists them."""
     args = block_detail(described, "LogicalRelation", "Arguments") or ""
     tokens = split_top(args)
     listed = bracketed(tokens[1].strip()) if len(tokens) > 1 else None
-    attrs = [parse_attribute(item) for item in listed or []]
-    return [(a.name, a.expr_id) for a in attrs if a is not None]
+    return [a for a in map(parse_attribute, listed or []) if a is not None]
 
 
-def _long(described: Sequence[Block], name: str) -> bool:
-    args = block_detail(described, "LogicalRelation", "Arguments") or ""
-    return re.search(rf"(?<![\w`]){re.escape(name)}#\d+L\b", args) is not None
+def _typed(table: Sequence[Attribute]) -> tuple[Field, ...]:
+    """The table's columns, typed long where the relation prints them so (`id#12L`)."""
+    return tuple(Field(attr.name, "long" if attr.is_long else None) for attr in table)
 
 
 def _column(name: str, found: set[tuple[str, Transformation]]) -> OutputColumn:
@@ -193,7 +190,7 @@ def _fields(
     return tuple(InputField(TABLE_SCAN, name, (how,)) for name in names)
 
 
-def _struct_field(match: re.Match[str]) -> Field:
+def _struct_field(match: linear.Match) -> Field:
     kind = TYPE_NAMES.get(match["type"])
     if kind == "decimal" and match["args"]:
         kind += match["args"]

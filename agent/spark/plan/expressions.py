@@ -20,13 +20,19 @@ reference to #38; the ids inside their names are not read. Lambda variables
 references. A string literal that happens to look like ``x#12`` is read as a reference: the
 text cannot tell them apart. ``... N more fields`` (Spark cut the expression at
 `spark.sql.debug.maxToStringFields`) sets `References.truncated`: the references are incomplete.
+
+The text is untrusted: every scan here is linear in it (hand-written over `str` methods, or
+RE2 through `agent.linear`), brackets are matched in one pass, and nested skipped calls are
+measured once.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from agent import linear
 
 Kind = Literal["DIRECT", "INDIRECT"]
 
@@ -59,12 +65,10 @@ MASKING: Final = frozenset(
 RANKING: Final = frozenset(
     {"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile"}
 )
-_REFERENCE = re.compile(r"#(\d+)L?(?![\w#])")
-_TRAILING = re.compile(r"#(\d+)L?$")
-_LAMBDA = re.compile(r"lambda [^\s,()]+#(\d+)L?")
-_KEYWORD = re.compile(r"\b(CASE|WHEN|THEN|ELSE|END)\b(?!#)")
-_TRUNCATED = re.compile(r"\.\.\. \d+ more fields")
-_SKIPPED_CALLS: Final = frozenset({"dynamicpruningexpression"})
+_LAMBDA = linear.compile(rf"lambda [^{linear.SPACE},()]+#\d+L?")
+_TRUNCATED = linear.compile(r"\.\.\. \d+ more fields")
+_KEYWORDS: Final = ("CASE", "WHEN", "THEN", "ELSE", "END")
+_SKIPPED_CALLS: Final = ("dynamicpruningexpression",)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -113,14 +117,14 @@ class References:
 def attribute_id(text: str) -> int | None:
     """The id of `text` when it is exactly one attribute (``name#12L``), else None."""
     text = text.strip()
-    match = _TRAILING.search(text)
-    if match is None or match.start() == 0:
+    name, sep, tail = text.rpartition("#")
+    number = tail.removesuffix("L")
+    if not (sep and name and _is_number(number)):
         return None
-    name = text[: match.start()]
     # a name holds no operator outside its own brackets: `a#1 + b` is not one attribute
     if name.endswith((")", "]")):
-        return int(match[1]) if _name_start(text, match.start()) == 0 else None
-    return int(match[1]) if " " not in name and "(" not in name else None
+        return int(number) if _name_start(text, len(name)) == 0 else None
+    return int(number) if " " not in name and "(" not in name else None
 
 
 def references(text: str) -> References:
@@ -131,8 +135,12 @@ def references(text: str) -> References:
     hidden = _hidden_spans(text)
     frames: list[tuple[int, str]] = []  # (position of "(", context) for open calls
     cases: list[tuple[int, bool]] = []  # (paren depth, in a WHEN condition) per open CASE
-    keywords = {m.start(): m[1] for m in _KEYWORD.finditer(text)}
-    refs = {m.start(): m for m in _REFERENCE.finditer(text)}
+    keywords = {
+        at: word
+        for at, word in whole_words(text, _KEYWORDS)
+        if not text.startswith("#", at + len(word))
+    }
+    refs = _references(text)
     found: list[tuple[int, Transformation]] = []
     i = 0
     hidden_index = 0
@@ -149,10 +157,10 @@ def references(text: str) -> References:
         elif i in keywords:
             _case_keyword(keywords[i], len(frames), cases)
         elif i in refs and _is_reference(text, i):
-            match = refs[i]
-            found.append((int(match[1]), _classify(frames, cases)))
+            found.append((refs[i], _classify(frames, cases)))
         i += 1
-    return References(tuple(found), truncated=_TRUNCATED.search(text) is not None)
+    truncated = "more fields" in text and _TRUNCATED.search(text) is not None
+    return References(tuple(found), truncated=truncated)
 
 
 def _context(text: str, paren: int) -> str:
@@ -209,16 +217,23 @@ def _hidden_spans(text: str) -> list[tuple[int, int]]:
     """Spans to skip, sorted: names of attributes named after expressions (`sum(a#1)#9`, the
     `#9` stays), lambda variables, and calls never read (dynamic pruning)."""
     spans: list[tuple[int, int]] = []
-    for match in _REFERENCE.finditer(text):
-        start = match.start()
+    openers: dict[int, int] | None = None  # matched once, when a name needs it
+    for start in _references(text):
         if start and text[start - 1] in ")]":
-            name_start = _name_start(text, start)
+            openers = _openers(text) if openers is None else openers
+            opener = openers.get(start - 1)
+            name_start = None if opener is None else _identifier_start(text, opener)
             if name_start is not None and name_start < start:
                 spans.append((name_start, start))
-    spans += [(m.start(), m.end()) for m in _LAMBDA.finditer(text)]
-    for match in re.finditer(r"\b(?:" + "|".join(_SKIPPED_CALLS) + r")\(", text):
-        end = _closing(text, match.end() - 1)
-        spans.append((match.start(), end + 1 if end is not None else len(text)))
+    if "lambda " in text:
+        spans += [(m.start(), m.end()) for m in _LAMBDA.finditer(text)]
+    skipped_to = 0  # a skipped call inside another is in its span already
+    for start, name in sorted(whole_words(text, _SKIPPED_CALLS)):
+        paren = start + len(name)
+        if start >= skipped_to and text.startswith("(", paren):
+            end = _closing(text, paren)
+            skipped_to = end + 1 if end is not None else len(text)
+            spans.append((start, skipped_to))
     spans.sort()
     merged: list[tuple[int, int]] = []
     for start, end in spans:  # nested or overlapping spans collapse into the outer one
@@ -227,6 +242,65 @@ def _hidden_spans(text: str) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+def _references(text: str) -> dict[int, int]:
+    """Where each `#N` (or `#NL`) that no word character or `#` follows is -> N."""
+    found: dict[int, int] = {}
+    at = text.find("#")
+    while at != -1:
+        end = _digits_end(text, at + 1)
+        after = end + 1 if text.startswith("L", end) else end
+        glued = after < len(text) and (_is_word(text[after]) or text[after] == "#")
+        if end > at + 1 and not glued:
+            found[at] = int(text[at + 1 : end])
+        at = text.find("#", at + 1)
+    return found
+
+
+def whole_words(text: str, words: Iterable[str]) -> list[tuple[int, str]]:
+    """Where each of `words` stands whole in `text` (no word character either side)."""
+    found: list[tuple[int, str]] = []
+    for word in words:
+        at = text.find(word)
+        while at != -1:
+            end = at + len(word)
+            if (at == 0 or not _is_word(text[at - 1])) and (
+                end == len(text) or not _is_word(text[end])
+            ):
+                found.append((at, word))
+            at = text.find(word, at + 1)
+    return found
+
+
+def _openers(text: str) -> dict[int, int]:
+    """Each closing bracket's position -> its opening bracket's, round and square alike."""
+    found: dict[int, int] = {}
+    open_at: list[int] = []
+    for i, ch in enumerate(text):
+        if ch in "([":
+            open_at.append(i)
+        elif ch in ")]" and open_at:
+            found[i] = open_at.pop()
+    return found
+
+
+def _is_word(ch: str) -> bool:
+    """Whether `ch` is a word character, as Python's `\\w` says."""
+    return ch.isalnum() or ch == "_"
+
+
+def _is_number(text: str) -> bool:
+    """One or more ASCII digits (Spark prints expression ids so)."""
+    return text.isascii() and text.isdigit()
+
+
+def _digits_end(text: str, start: int) -> int:
+    """Where the run of ASCII digits at `start` ends (`start` when there is none)."""
+    end = start
+    while end < len(text) and "0" <= text[end] <= "9":
+        end += 1
+    return end
 
 
 def _name_start(text: str, end: int) -> int | None:

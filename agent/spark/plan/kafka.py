@@ -14,18 +14,21 @@ says what was not understood.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
+from agent import linear
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.schema import split_top
 from agent.spark.plan.text import Block, bracketed, parse_attribute
 
-_RELATION = re.compile(r"^Scan KafkaRelation\(strategy=(?P<kind>\w+)\[(?P<items>[^\]]*)\]")
-_PARTITION = re.compile(r"^(?P<topic>.+)-\d+$")
+_RELATION = linear.compile(
+    rf"^Scan KafkaRelation\(strategy=(?P<kind>[{linear.WORD}]+)\[(?P<items>[^\]]*)\]"
+)
+#: Items and expressions are stripped: `$` is their end.
+_PARTITION = linear.compile(r"^(?P<topic>.+)-\d+$")
 #: A legal Kafka topic name: what a string literal naming a topic prints as.
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_ATTRIBUTE_REF = re.compile(r"^\w+#(?P<id>\d+)L?$")
+_TOPIC = linear.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_ATTRIBUTE_REF = linear.compile(rf"^[{linear.WORD}]+#(?P<id>\d+)L?$")
 _MAX_DEPTH = 32  # aliases and nested CASE / IF followed at most, against hostile plans
 
 

@@ -28,10 +28,10 @@ V1 `…Command` forms, each with its `lifecycleStateChange`.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from agent import linear
 from agent.spark.plan.datasets import DatasetRef, WrittenLineage
 from agent.spark.plan.dml import (
     TABLE_SCAN,
@@ -46,17 +46,24 @@ from agent.spark.plan.schema import Field, split_top
 from agent.spark.plan.tables import TableIdent, parse_table_ident
 from agent.spark.plan.text import Block, block_detail, parse_plan
 
-_DELTA_VERSIONED = re.compile(r"Delta\[version=(?P<version>\d+), (?P<location>[^\]]+)\]")
-_DELTA_TABLE_V2 = re.compile(r"^DeltaTableV2\([^,]*,(?P<location>[^,]+),")
-_CATALOG_TABLE = re.compile(r"\nDatabase: (?P<db>[^\n]+)\nTable: (?P<table>[^\n]+)\n")
-_CATALOG_NAME = re.compile(r"Catalog: (?P<catalog>[^\n]+)\n")
-_ICEBERG_WRITE = re.compile(r"IcebergWrite\(table=(?P<table>[^,()]+),")
-_SNAPSHOT = re.compile(r"\bsnapshotId=(?P<id>-?\d+)")
-_COLUMN = re.compile(r"ColumnImpl\((?P<name>[^,()]+),(?P<type>\w+?)Type(?P<args>\(\d+,\d+\))?,")
-_TABLE_SPEC = re.compile(
-    r"TableSpec\(Map\([^)]*\),(?:Some\((?P<provider>\w+)\)|None),Map\([^)]*\),"
+_DELTA_VERSIONED = linear.compile(r"Delta\[version=(?P<version>\d+), (?P<location>[^\]]+)\]")
+_DELTA_TABLE_V2 = linear.compile(r"^DeltaTableV2\([^,]*,(?P<location>[^,]+),")
+_CATALOG_TABLE = linear.compile(r"\nDatabase: (?P<db>[^\n]+)\nTable: (?P<table>[^\n]+)\n")
+_CATALOG_NAME = linear.compile(r"Catalog: (?P<catalog>[^\n]+)\n")
+_ICEBERG_WRITE = linear.compile(r"IcebergWrite\(table=(?P<table>[^,()]+),")
+#: `snapshotId=` where a word starts: at the start, or after a character no word holds
+_SNAPSHOT = linear.compile(rf"(?:^|[^{linear.WORD}])snapshotId=(?P<id>-?\d+)")
+_COLUMN = linear.compile(
+    rf"ColumnImpl\((?P<name>[^,()]+),(?P<type>[{linear.WORD}]+?)Type(?P<args>\(\d+,\d+\))?,"
 )
-_SPEC_LOCATION = re.compile(r"(?:Some\((?P<location>[^()]+)\)|None)")
+_TABLE_SPEC = linear.compile(
+    rf"TableSpec\(Map\([^)]*\),(?:Some\((?P<provider>[{linear.WORD}]+)\)|None),Map\([^)]*\),"
+)
+_SPEC_LOCATION = linear.compile(r"(?:Some\((?P<location>[^()]+)\)|None)")
+#: A Delta path table as its `SubqueryAlias` prints it (stripped).
+_DELTA_PATH = linear.compile(r"spark_catalog\.delta\.`(?P<path>.+)`")
+#: A table name that is a URI (`s3a://b/t`, `file:/t`).
+_URI = linear.compile(rf"^[A-Za-z][{linear.WORD}+.-]*:")
 #: The Iceberg metadata tables (`<table>.<name>`): reading one reads the table's metadata.
 ICEBERG_METADATA_TABLES: Final = frozenset(
     {
@@ -94,7 +101,7 @@ DELTA_COMMANDS: Final[dict[str, str | None]] = {
     "CreateDeltaTableCommand": "CREATE",
 }
 _MAX_WALKED: Final = 10_000  # a bound on the walk through one plan description
-_RESTORED = re.compile(r"DeltaTimeTravelSpec\([^,]*,Some\((?P<version>\d+)\)")
+_RESTORED = linear.compile(r"DeltaTimeTravelSpec\([^,]*,Some\((?P<version>\d+)\)")
 #: Table DDL by the first word of the command (V2 exec and V1 `…Command` forms).
 _DDL: Final = (
     ("CreateTable", "CREATE"),
@@ -129,7 +136,7 @@ def delta_dml(command: str, args: str, described: Sequence[Block]) -> list[Datas
     version = versioned["version"] if versioned else None
     if location is None:  # DELETE: the table as its SubqueryAlias
         alias = (block_detail(described, "SubqueryAlias", "Arguments") or "").strip()
-        path = re.fullmatch(r"spark_catalog\.delta\.`(?P<path>.+)`", alias)
+        path = _DELTA_PATH.fullmatch(alias)
         if path is not None:
             location = path["path"]
         elif table is None:
@@ -354,10 +361,10 @@ def table_ddl(
 
 def _is_path(name: str) -> bool:
     """Whether a table name is a path (`/data/t`, `s3a://b/t`, `file:/t`)."""
-    return name.startswith("/") or re.match(r"^[A-Za-z][\w+.-]*:", name) is not None
+    return name.startswith("/") or _URI.match(name) is not None
 
 
-def _column(match: re.Match[str]) -> Field:
+def _column(match: linear.Match) -> Field:
     kind = TYPE_NAMES.get(match["type"])
     if kind == "decimal" and match["args"]:
         kind += match["args"]

@@ -38,11 +38,11 @@ row hash), and stays reported incomplete.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from agent import linear
 from agent.spark.plan.expressions import (
     IDENTITY,
     TRANSFORMATION,
@@ -67,12 +67,12 @@ from agent.spark.plan.text import Attribute, PlanNode, PlanText, bracketed, pars
 _DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
 #: The column a source filter tests: its first argument (`GreaterThan(amount,30)`,
 #: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
-_PUSHED_COLUMN = re.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")
-_REUSED = re.compile(r"\[Reuses operator id: (\d+)\]")
+_PUSHED_COLUMN = linear.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")
+_REUSED = linear.compile(r"\[Reuses operator id: (\d+)\]")
 #: The node of a V2 JDBC catalog's scan, and the names and string literals of its SQL filters.
 V2_JDBC_SCAN: Final = "Scan JDBC v1 Relation from v2 scan "
-_SQL_NAME = re.compile(r'`(?:[^`]|``)+`|"[^"]+"|[A-Za-z_][A-Za-z0-9_]*')
-_SQL_STRING = re.compile(r"'(?:[^']|'')*'")
+_SQL_NAME = linear.compile(r'`(?:[^`]|``)+`|"[^"]+"|[A-Za-z_][A-Za-z0-9_]*')
+_SQL_STRING = linear.compile(r"'(?:[^']|'')*'")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,12 +9,18 @@ integration does.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
+from agent import linear
 from agent.spark.plan.tables import normalize
 
+#: RDD classes named after themselves (`MapPartitionsRDD`), and the suffix their step drops.
+_RDD_CLASS = linear.compile(rf"[A-Z][{linear.WORD}]*RDD\d*")
+_RDD_SUFFIX = linear.compile(r"RDD\d*$")
+#: The `name` of an RDD's scope, a JSON text in the event log.
+_SCOPE_NAME = linear.compile(r'"name":"((?:[^"\\]|\\.)*)"')
+_URI = linear.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:/")
 _FILE_RDD_SCOPES: Final = frozenset(
     {
         "textFile",
@@ -99,8 +105,8 @@ def _name_rdd(rdd_id: int, rdds: Mapping[int, Mapping[str, Any]], depth: int) ->
     rdd = rdds[rdd_id]
     name = rdd.get("Name") if isinstance(rdd.get("Name"), str) else ""
     parents = [p for p in _int_list(rdd.get("Parent IDs")) if p in rdds and p != rdd_id]
-    if re.fullmatch(r"[A-Z]\w*RDD\d*", name or ""):
-        own = normalize(re.sub(r"RDD\d*$", "", name or ""))
+    if _RDD_CLASS.fullmatch(name or ""):
+        own = normalize(_RDD_SUFFIX.sub("", name or ""))
     elif not name or _looks_like_location(name):
         same_as_parent = any(rdds[p].get("Name") == name for p in parents)
         own = "map_partitions" if same_as_parent else "hadoop"
@@ -124,12 +130,12 @@ def _rdds(stage_infos: object) -> Iterator[Mapping[str, Any]]:
 def _scope_name(scope: object) -> str | None:
     if not isinstance(scope, str):
         return None
-    match = re.search(r'"name":"((?:[^"\\]|\\.)*)"', scope)
+    match = _SCOPE_NAME.search(scope)
     return match[1] if match else None
 
 
 def _looks_like_location(name: str) -> bool:
-    return name.startswith("/") or re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:/", name) is not None
+    return name.startswith("/") or _URI.match(name) is not None
 
 
 def _int_list(value: object) -> list[int]:

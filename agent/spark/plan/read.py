@@ -16,10 +16,10 @@ and DDL commands contribute nothing.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
+from agent import linear
 from agent.spark.plan import lineage
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
 from agent.spark.plan.lakehouse import (
@@ -48,9 +48,16 @@ from agent.spark.plan.writes import write_datasets
 #: Operators that only wrap the node that names an execution.
 _WRAPPERS: Final = ("AdaptiveSparkPlan", "ResultQueryStage", "WholeStageCodegen", "InputAdapter")
 _MAX_NODES: Final = 100_000
-_DELTA_STATE = re.compile(r"^Scan ExistingRDD Delta Table State .*? - (?P<table>.+)/_delta_log$")
-_MICRO_BATCH_SCAN_TABLE = re.compile(r"^\w*Scan\(table=([^,()\s]+)", re.MULTILINE)
-_STRUCT_FIELD = re.compile(r"StructField\(([^,()]+),(\w+)Type(\(\d+,\d+\))?,(?:true|false)\)")
+_DELTA_STATE_SCAN: Final = "Scan ExistingRDD Delta Table State "
+_DELTA_STATE = linear.compile(rf"^{_DELTA_STATE_SCAN}.*? - (?P<table>.+)/_delta_log$")
+_MICRO_BATCH_SCAN_TABLE = linear.compile(
+    rf"(?m)^[{linear.WORD}]*Scan\(table=([^,(){linear.SPACE}]+)"
+)
+_STRUCT_FIELD = linear.compile(
+    rf"StructField\(([^,()]+),([{linear.WORD}]+)Type(\(\d+,\d+\))?,(?:true|false)\)"
+)
+#: `cast(... as decimal(10,2))`, the whole of an item's expression
+_CAST = linear.compile(rf"(?s)cast\(.* as (?P<type>[^()]+(?:\(\d+(?:,[{linear.SPACE}]*\d+)?\))?)\)")
 _ROW_TYPES: Final = {
     "Long": "long", "Integer": "integer", "Short": "short", "Byte": "byte", "Double": "double",
     "Float": "float", "String": "string", "Boolean": "boolean", "Date": "date",
@@ -82,7 +89,8 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
 def _delta_logs(node: Mapping[str, Any], name: str) -> list[str]:
     """The tables whose transaction log a scan reads: `DeltaLogFileIndex [<t>/_delta_log/…]`
     or `Scan ExistingRDD Delta Table State #n - <t>/_delta_log`."""
-    state = _DELTA_STATE.match(name.strip())
+    stripped = name.strip()  # a node name: `$` is its end
+    state = _DELTA_STATE.match(stripped) if stripped.startswith(_DELTA_STATE_SCAN) else None
     if state is not None:
         return [state["table"]]
     raw_meta = node.get("metadata")
@@ -180,9 +188,7 @@ def _attribute_types(described: Sequence[Block]) -> dict[int, Field]:
             for item in block_list([block], block.name, key):
                 expr, sep, alias = item.rpartition(" AS ")
                 attr = parse_attribute(alias) if sep else None
-                cast = re.fullmatch(
-                    r"cast\(.* as (?P<type>[^()]+(?:\(\d+(?:,\s*\d+)?\))?)\)", expr, re.DOTALL
-                )
+                cast = _CAST.fullmatch(expr) if expr.startswith("cast(") else None
                 if attr is not None and cast is not None and attr.expr_id not in types:
                     with contextlib.suppress(ValueError):  # an exotic type stays unknown
                         types[attr.expr_id] = field_of(attr.name, cast["type"].strip())

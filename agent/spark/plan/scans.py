@@ -6,10 +6,10 @@ with). Delta's reads of its own transaction log are no datasets (`delta_index`).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from agent import linear
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.kafka import kafka_scan
 from agent.spark.plan.lakehouse import iceberg_scan
@@ -36,16 +36,18 @@ _INPUT_METRICS: Final = {
 }
 DELTA_LOG: Final = "_delta_log"
 _METADATA_COLUMNS: Final = frozenset({"_file", "_pos", "_spec_id", "_partition", "_deleted"})
-_LOCATION = re.compile(r"^\w+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$", re.DOTALL)
+#: Location texts are stripped, node names too: `$` is their end.
+_LOCATION = linear.compile(rf"(?s)^[{linear.WORD}]+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$")
 #: the description prints `InMemoryFileIndex [p1, p2]`, without the count
-_LOCATION_DESCRIBED = re.compile(r"^\w+ \[(?P<paths>.*)\]$", re.DOTALL)
-_LOCATION_TEXT = re.compile(r"Location: (\w+\(\d+ paths?\)\[[^\]]*\])")
-_READ_SCHEMA_TEXT = re.compile(r"ReadSchema: (struct<.*>)")
+_LOCATION_DESCRIBED = linear.compile(rf"(?s)^[{linear.WORD}]+ \[(?P<paths>.*)\]$")
+_LOCATION_TEXT = linear.compile(rf"Location: ([{linear.WORD}]+\(\d+ paths?\)\[[^\]]*\])")
+_READ_SCHEMA_TEXT = linear.compile(r"ReadSchema: (struct<.*>)")
 #: The scan of a V2 JDBC catalog's table (`derby.APP.T`): `Scan JDBCRelation(...)` names only
 #: the table, this one its catalog too (Spark 4).
-_JDBC_SCAN: Final = re.compile(r"Scan JDBCRelation\((?P<table>.*)\) \[numPartitions=\d+\]$")
-_V2_JDBC_SCAN: Final = re.compile(
-    r"Scan JDBC v1 Relation from v2 scan (?P<catalog>`(?:[^`]|``)+`|[^.\s`]+)\.(?P<table>\S+)$"
+_JDBC_SCAN: Final = linear.compile(r"Scan JDBCRelation\((?P<table>.*)\) \[numPartitions=\d+\]$")
+_V2_JDBC_SCAN: Final = linear.compile(
+    r"Scan JDBC v1 Relation from v2 scan "
+    rf"(?P<catalog>`(?:[^`]|``)+`|[^.{linear.SPACE}`]+)\.(?P<table>[^{linear.SPACE}]+)$"
 )
 
 
@@ -210,6 +212,6 @@ def text_of(value: object) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def _search(pattern: re.Pattern[str], text: str) -> str | None:
+def _search(pattern: linear.Pattern, text: str) -> str | None:
     match = pattern.search(text)
     return match[1] if match else None

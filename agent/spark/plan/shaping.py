@@ -8,13 +8,16 @@ of its tree, and returns the attributes the operator produces.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
+from agent import linear
 from agent.spark.plan.kinds import PYTHON_EVAL
 from agent.spark.plan.schema import split_top
 from agent.spark.plan.text import Attribute, PlanNode, bracketed, parse_attribute
+
+#: The result id a Python UDF call ends with (`udf(a#1)#3L`).
+_RESULT_ID = linear.compile(r"#\d+L?$")
 
 
 class Walk(Protocol):
@@ -127,7 +130,7 @@ def python(
     if calls is None or len(calls) != len(results):
         return graph.unrecognized_node(node, first)
     for call, attr in zip(calls, results, strict=True):
-        body = re.sub(r"#\d+L?$", "", call.strip())
+        body = _RESULT_ID.sub("", call.strip())
         graph.define(f"{body} AS {attr.name}#{attr.expr_id}", generated=True)
     return [*first, *results]
 

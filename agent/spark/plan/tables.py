@@ -4,9 +4,10 @@ snake-cased the way the OpenLineage integration does."""
 from __future__ import annotations
 
 import functools
-import re
 import unicodedata
 from dataclasses import dataclass
+
+from agent import linear
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,15 @@ class TableIdent:
         return f"{self.database}.{self.table}" if self.database else self.table
 
 
+#: ASCII classes: names become ASCII snake case.
+_LEADING = linear.compile(r"^[^A-Za-z0-9_]+")
+_TRAILING = linear.compile(r"[^A-Za-z0-9_]+$")
+_CAMEL = linear.compile(r"([a-z])([A-Z])")
+_ACRONYM_END = linear.compile(r"([A-Z])([a-z])")
+_DIGIT_WORD = linear.compile(r"(\d)([A-Z])")
+_OTHERS = linear.compile(r"[^a-zA-Z0-9]+")
+
+
 @functools.lru_cache(maxsize=4096)  # the same few command and application names, per event
 def normalize(text: str) -> str:
     """Snake-case a Spark application or plan-node name, as the OpenLineage integration does.
@@ -30,13 +40,13 @@ def normalize(text: str) -> str:
     Non-word characters at both ends go, accents are stripped, camelCase and acronym
     boundaries become word breaks, and every run of other characters becomes one `_`.
     """
-    trimmed = re.sub(r"[^\w]+$", "", re.sub(r"^[^\w]+", "", text, flags=re.ASCII), flags=re.ASCII)
+    trimmed = _TRAILING.sub("", _LEADING.sub("", text))
     decomposed = unicodedata.normalize("NFKD", trimmed)
     plain = "".join(ch for ch in decomposed if not unicodedata.category(ch).startswith("M"))
-    words = re.sub(r"([a-z])([A-Z])", r"\1 \2", plain)
-    words = re.sub(r"(?<!^)([A-Z])([a-z])", r" \1\2", words)
-    words = re.sub(r"(\d)([A-Z])", r"\1 \2", words)
-    return re.sub(r"[^a-zA-Z0-9]+", "_", words.lower())
+    words = _CAMEL.sub(r"\1 \2", plain)
+    words = words[:1] + _ACRONYM_END.sub(r" \1\2", words[1:])  # not before the first letter
+    words = _DIGIT_WORD.sub(r"\1 \2", words)
+    return _OTHERS.sub("_", words.lower())
 
 
 def parse_table_ident(text: str) -> TableIdent | None:

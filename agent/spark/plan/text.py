@@ -31,27 +31,28 @@ that only the initial plan defines. Attributes are printed `name#id` with `L` fo
 (`k#4L`); expression ids are unique within an execution, which is what lineage follows.
 
 Nothing here raises on unexpected text: lines that fit no shape are skipped, and a plan
-without operator ids (another `spark.sql.ui.explainMode`) gives an empty `PlanText`.
+without operator ids (another `spark.sql.ui.explainMode`) gives an empty `PlanText`. The
+text is untrusted and every line is read, so the shapes are read by hand-written scanners,
+each a few passes of `str` methods over its line: linear in the text, and cheaper per line
+than a call into RE2 (`agent.linear`).
 """
 
 from __future__ import annotations
 
-import re
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from agent.spark.plan.schema import split_top
 
-_ATTRIBUTE = re.compile(r"^(?P<name>.+)#(?P<id>\d+)(?P<long>L)?$", re.DOTALL)
-_HEADER = re.compile(r"^\((?P<id>\d+)\) (?P<name>.*?)(?: \[codegen id : \d+\])?$")
-_DETAIL = re.compile(r"^(?P<key>[A-Z][A-Za-z ]*?)\s*(?:\[(?P<count>\d+)\])?\s*: ?(?P<value>.*)$")
-_TREE_MARKER = re.compile(r"^[ :]*?[+:]- ")  # `   :  +- ` before a child operator
-_TREE_NODE = re.compile(r"^(?:\* )?(?P<name>.+?) \((?P<id>\d+)\)(?:,.*)?$")
-_TREE_SECTION = re.compile(r"^== (?P<section>.+) ==$")
-_SUBQUERY = re.compile(r"^Subquery:\d+ Hosting operator id = (?P<host>\d+) Hosting Expression = ")
 #: The plan section of an adaptive plan that ran, best first.
 _SECTIONS: Final = ("Final Plan", "Current Plan")
+_CODEGEN: Final = " [codegen id : "
+_HOSTING: Final = " Hosting operator id = "
+_HOSTED: Final = " Hosting Expression = "
+_KEY_START: Final = frozenset(string.ascii_uppercase)
+_KEY_CHARS: Final = string.ascii_letters + " "
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +119,12 @@ class PlanText:
 def parse_attribute(text: str) -> Attribute | None:
     """``k#4L`` -> Attribute('k', 4, True); ``a + 1 AS b#7`` -> Attribute('b', 7)."""
     text = text.strip().rpartition(" AS ")[2]
-    match = _ATTRIBUTE.match(text)
-    if match is None:
+    name, sep, tail = text.rpartition("#")
+    is_long = tail.endswith("L")
+    number = tail[:-1] if is_long else tail
+    if not (sep and name and _is_number(number)):
         return None
-    return Attribute(match["name"], int(match["id"]), match["long"] is not None)
+    return Attribute(name, int(number), is_long)
 
 
 def bracketed(value: str | None) -> list[str] | None:
@@ -140,21 +143,21 @@ def parse_description(text: str) -> list[Block]:
     details: dict[str, str] = {}
     counts: dict[str, int] = {}
     for line in text.splitlines():
-        header = _HEADER.match(line)
+        header = _header(line)
         if header:
             if name is not None:
                 blocks.append(Block(name, details, op_id, counts))
-            name, op_id, details, counts = header["name"].strip(), int(header["id"]), {}, {}
+            op_id, name, details, counts = header[0], header[1].strip(), {}, {}
             continue
         if name is None:
             continue
-        detail = _DETAIL.match(line)
+        detail = _detail(line)
         if detail is None and line.strip() and "" not in details:
             details[""] = line.strip()  # a line without a key: a V2 scan's description
-        if detail and detail["key"].strip() not in details:
-            details[detail["key"].strip()] = detail["value"]
-            if detail["count"] is not None:
-                counts[detail["key"].strip()] = int(detail["count"])
+        if detail and detail[0] not in details:
+            key, count, details[key] = detail
+            if count is not None:
+                counts[key] = count
     if name is not None:
         blocks.append(Block(name, details, op_id, counts))
     return blocks
@@ -182,10 +185,10 @@ def parse_plan(text: str) -> PlanText:
         if line.startswith("== Physical Plan =="):
             current = []
             trees.append((None, current))
-        elif _SUBQUERY.match(line):
+        elif _hosting(line):
             current = []
             trees.append((line, current))
-        elif not line.strip() or _HEADER.match(line):
+        elif not line.strip() or _header(line):
             current = None  # a tree ends at the first blank line
         elif current is not None:
             current.append(line)
@@ -197,9 +200,9 @@ def parse_plan(text: str) -> PlanText:
         if hosting is None:
             root = root or tree
             continue
-        match = _SUBQUERY.match(hosting)
-        assert match is not None
-        subqueries.append(Subquery(int(match["host"]), hosting[match.end() :], tree))
+        host = _hosting(hosting)
+        assert host is not None
+        subqueries.append(Subquery(host[0], hosting[host[1] :], tree))
     return PlanText(root, tuple(subqueries), tuple(initial))
 
 
@@ -211,22 +214,20 @@ def _build_tree(
     stack: list[tuple[int, PlanNode]] = []  # (text column, node)
     top: PlanNode | None = None
     for line in lines:
-        marker = _TREE_MARKER.match(line)
-        text_column = marker.end() if marker else len(line) - len(line.lstrip(" :"))
-        start = text_column - 3 if marker else text_column
+        start, text_column = _tree_columns(line)
         content = line[text_column:]
-        section = _TREE_SECTION.match(content)
-        match = section or _TREE_NODE.match(content)
-        if match is None:
-            continue
+        section = _tree_section(content)
+        operator = None if section is not None else _tree_node(content)
         if section is not None:
-            node = PlanNode(-1, section["section"], {}, section=section["section"])
-        else:
-            op_id = int(match["id"])
+            node = PlanNode(-1, section, {}, section=section)
+        elif operator is not None:
+            op_id = operator[1]
             block = blocks.get(op_id)
-            name = block.name if block else match["name"].strip()
+            name = block.name if block else operator[0].strip()
             node = PlanNode(op_id, name, block.details if block else {})
             node.counts = block.counts if block else {}
+        else:
+            continue
         while stack and stack[-1][0] > start:
             stack.pop()
         if stack:
@@ -256,3 +257,98 @@ def _choose_sections(root: PlanNode, initial: list[PlanNode]) -> None:
             node.children = [c for c in node.children if c.section is None] + chosen.children
             todo.extend(c for s in sections if s is not chosen for c in s.children)
         todo.extend(node.children)
+
+
+# -- the shapes of lines, each read by hand in linear time -----------------------------------
+
+
+def _header(line: str) -> tuple[int, str] | None:
+    """`(6) Project [codegen id : 1]` -> (6, 'Project'); None for another line."""
+    if not line.startswith("("):
+        return None
+    number, sep, name = line[1:].partition(") ")
+    if not (sep and _is_number(number)):
+        return None
+    head, codegen, tail = name.rpartition(_CODEGEN)
+    if codegen and tail.endswith("]") and _is_number(tail[:-1]):
+        name = head
+    return int(number), name
+
+
+def _detail(line: str) -> tuple[str, int | None, str] | None:
+    """`Output [2]: [a#1, b#2]` -> ('Output', 2, '[a#1, b#2]'): a key of letters and spaces
+    that starts with a capital, an optional count, a colon; None for another line."""
+    if not line or line[0] not in _KEY_START:
+        return None
+    letters = len(line) - len(line.lstrip(_KEY_CHARS))  # the key and the spaces after it
+    key = line[:letters].rstrip(" ")
+    rest = line[len(key) :].lstrip()
+    count = None
+    if rest.startswith("["):
+        number, sep, after = rest[1:].partition("]")
+        if not (sep and _is_number(number)):
+            return None
+        count, rest = int(number), after.lstrip()
+    if not rest.startswith(":"):
+        return None
+    return key, count, rest[2:] if rest.startswith(": ") else rest[1:]
+
+
+def _tree_columns(line: str) -> tuple[int, int]:
+    """Where a tree line's `+-` / `:-` marker (else its text) starts, and where its text
+    starts: the marker follows the `   :  ` that draws the branches to its left."""
+    drawn = len(line) - len(line.lstrip(" :"))
+    if line.startswith("+- ", drawn):
+        return drawn, drawn + 3
+    if drawn and line[drawn - 1] == ":" and line.startswith("- ", drawn):
+        return drawn - 1, drawn + 2
+    return drawn, drawn
+
+
+def _tree_section(content: str) -> str | None:
+    """`== Final Plan ==` -> 'Final Plan'; None for another text."""
+    if len(content) > 6 and content.startswith("== ") and content.endswith(" =="):
+        return content[3:-3]
+    return None
+
+
+def _tree_node(content: str) -> tuple[str, int] | None:
+    """`* Project (6)` or `Exchange (4), ...` -> ('Project', 6): the name up to the first
+    ` (N)` that ends the text or precedes a comma; None for another text."""
+    for start in (2, 0) if content.startswith("* ") else (0,):
+        at = content.find(" (", start + 1)
+        while at != -1:
+            end = _digits_end(content, at + 2)
+            closed = end > at + 2 and content.startswith(")", end)
+            if closed and (end + 1 == len(content) or content[end + 1] == ","):
+                return content[start:at], int(content[at + 2 : end])
+            at = content.find(" (", at + 1)
+    return None
+
+
+def _hosting(line: str) -> tuple[int, int] | None:
+    """`Subquery:1 Hosting operator id = 6 Hosting Expression = ...` -> (6, where the
+    expression starts); None for another line."""
+    if not line.startswith("Subquery:"):
+        return None
+    host = _digits_end(line, 9)
+    if host == 9 or not line.startswith(_HOSTING, host):
+        return None
+    host += len(_HOSTING)
+    end = _digits_end(line, host)
+    if end == host or not line.startswith(_HOSTED, end):
+        return None
+    return int(line[host:end]), end + len(_HOSTED)
+
+
+def _is_number(text: str) -> bool:
+    """One or more ASCII digits (Spark prints its ids and counts so)."""
+    return text.isascii() and text.isdigit()
+
+
+def _digits_end(text: str, start: int) -> int:
+    """Where the run of ASCII digits at `start` ends (`start` when there is none)."""
+    end = start
+    while end < len(text) and "0" <= text[end] <= "9":
+        end += 1
+    return end

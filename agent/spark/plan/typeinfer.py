@@ -9,16 +9,21 @@ fields, a bare word (`x AS s#8`: Spark prints string literals unquoted) as a str
 cannot be told for sure (decimal precision after arithmetic, literals of digits that may be
 decimals, doubles or strings, user-defined functions) stays None: an absent type, never a
 wrong one.
+
+Expressions are single lines of untrusted plan text (`$` is their end): the patterns are
+RE2's (`agent.linear`), linear in the text. Each nested expression is read again from its
+own text, so nesting is followed `_MAX_NESTING` levels deep at most: typing one expression
+takes time linear in its length, however deep a crafted one nests.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Final
 
+from agent import linear
 from agent.spark.plan.columns import PlanGraph
-from agent.spark.plan.expressions import IDENTITY, attribute_id
+from agent.spark.plan.expressions import IDENTITY, attribute_id, whole_words
 from agent.spark.plan.schema import Field, avro_field, field_of, split_top
 
 _STRING: Final = frozenset(
@@ -86,20 +91,32 @@ _SAME_AS_ARGUMENT: Final = frozenset(
 _COLLECTIONS: Final = frozenset({"collect_list", "collect_set", "array_agg"})
 _COMPARISONS: Final = (" AND ", " OR ", " = ", " <=> ", " > ", " >= ", " < ", " <= ", " != ")
 _ARITHMETIC: Final = (" + ", " - ", " * ", " / ", " % ", " div ")
+_OPERATORS: Final = (*_COMPARISONS, *_ARITHMETIC)
+#: Nested expressions typed at most (a sum of 64 terms nests 64 deep); deeper ones stay None.
+_MAX_NESTING: Final = 64
 _INTEGRAL: Final = ("byte", "short", "integer", "long")
-_CALL = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\)$", re.DOTALL)
-_CAST = re.compile(r"^(?:try_)?cast\((?P<value>.*) as (?P<type>[^()]+(?:\(\d+(?:,\s*\d+)?\))?)\)$")
-_WINDOW = re.compile(r" windowspecdefinition\(.*\)$", re.DOTALL)
-_FILTER = re.compile(r" FILTER \(WHERE .*\)$", re.DOTALL)
+_CALL = linear.compile(r"(?s)^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\)$")
+_CAST = linear.compile(
+    r"^(?:try_)?cast\((?P<value>.*) as "
+    rf"(?P<type>[^()]+(?:\(\d+(?:,[{linear.SPACE}]*\d+)?\))?)\)$"
+)
+_WINDOW = linear.compile(r"(?s) windowspecdefinition\(.*\)$")
+_FILTER = linear.compile(r"(?s) FILTER \(WHERE .*\)$")
 #: `Subquery subquery#164, [id=#1111]`: the subquery's value is attribute 164
 #: What only a string literal prints as: Spark prints them bare (`x AS s#8`). Numbers,
 #: dates, timestamps and binaries start with a digit or a sign, intervals with INTERVAL;
 #: an attribute has `#`, a call or operator brackets.
-_STRING_LITERAL = re.compile(r"(?!INTERVAL )[A-Za-z_][^#()\[\]{}]*")
+_STRING_LITERAL = linear.compile(r"[A-Za-z_][^#()\[\]{}]*")
 _NOT_STRINGS: Final = frozenset({"null", "NaN", "Infinity"})
+_INTEGER_LITERAL = linear.compile(r"-?\d+")
+_LONG_LITERAL = linear.compile(r"-?\d+L")
 #: `o#12.amount`: a field of a struct-typed value
-_FIELD_ACCESS = re.compile(r"^(?P<value>.*[#)\]`\w])\.(?P<field>[A-Za-z_]\w*)$", re.DOTALL)
-_SUBQUERY = re.compile(r"^(?:ReusedSubquery )?Subquery (?P<value>\S+#\d+L?), \[id=#\d+\]$")
+_FIELD_ACCESS = linear.compile(
+    rf"(?s)^(?P<value>.*[#)\]`{linear.WORD}])\.(?P<field>[A-Za-z_][{linear.WORD}]*)$"
+)
+_SUBQUERY = linear.compile(
+    rf"^(?:ReusedSubquery )?Subquery (?P<value>[^{linear.SPACE}]+#\d+L?), \[id=#\d+\]$"
+)
 
 
 class TypeOracle:
@@ -140,6 +157,13 @@ class TypeOracle:
 
     def expression(self, text: str) -> Field | None:
         """The type of an expression's value."""
+        return self._typed(text, 0)
+
+    def _typed(self, text: str, nesting: int) -> Field | None:
+        """The type of an expression `nesting` levels inside the one typed."""
+        if nesting > _MAX_NESTING:
+            return None
+        inner = nesting + 1
         text = _FILTER.sub("", _WINDOW.sub("", text.strip()))
         subquery = _SUBQUERY.match(text)
         alone = attribute_id(subquery["value"] if subquery else text)
@@ -147,13 +171,13 @@ class TypeOracle:
             return self.of(alone)
         access = _FIELD_ACCESS.match(text)
         if access is not None and "#" in access["value"]:
-            found = self._field_of(access["value"], access["field"])
+            found = self._field_of(access["value"], access["field"], inner)
             if found is not None:
                 return found
         if text.startswith("(") and text.endswith(")") and _closes_at_end(text):
-            return self._binary(text[1:-1])
+            return self._binary(text[1:-1], inner)
         if text.startswith("CASE WHEN ") and text.endswith(" END"):
-            return self._first_known(_case_values(text[5:-4]))
+            return self._first_known(_case_values(text[5:-4]), inner)
         if text.startswith("NOT ") or " IN (" in text or " LIKE " in text:
             return Field("", "boolean")
         cast = _CAST.match(text)
@@ -164,10 +188,10 @@ class TypeOracle:
                 return None
         call = _CALL.match(text)
         if call is not None:
-            return self._call(call["name"].lower(), split_top(call["args"]))
+            return self._call(call["name"].lower(), split_top(call["args"]), inner)
         return _literal(text)
 
-    def _call(self, name: str, args: list[str]) -> Field | None:
+    def _call(self, name: str, args: list[str], nesting: int) -> Field | None:
         for prefix in ("partial_", "merge_", "try_"):
             name = name.removeprefix(prefix)
         for names, type_name in (
@@ -181,7 +205,7 @@ class TypeOracle:
         ):
             if name in names:
                 return Field("", type_name)
-        first = self.expression(args[0]) if args else None
+        first = self._typed(args[0], nesting) if args else None
         if name in _SAME_AS_ARGUMENT:
             return first
         if name == "sum":
@@ -193,7 +217,9 @@ class TypeOracle:
         if name in ("struct", "named_struct"):
             pairs = zip(args[0::2], args[1::2], strict=False)
             return Field(
-                "", "struct", tuple(_named(self.expression(v), n.strip()) for n, v in pairs)
+                "",
+                "struct",
+                tuple(_named(self._typed(v, nesting), n.strip()) for n, v in pairs),
             )
         if name == "from_avro" and len(args) >= 2:  # the Avro schema the value is read with
             try:
@@ -201,12 +227,12 @@ class TypeOracle:
             except ValueError:
                 return None
         if name == "if" and len(args) == 3:
-            return self._first_known(args[1:])
+            return self._first_known(args[1:], nesting)
         return None
 
-    def _field_of(self, value: str, name: str) -> Field | None:
+    def _field_of(self, value: str, name: str, nesting: int) -> Field | None:
         """The type of a field of a struct-typed value (`o#12.amount`)."""
-        struct = self.expression(value)
+        struct = self._typed(value, nesting)
         if struct is None or struct.type != "struct":
             return None
         for child in struct.fields:
@@ -237,33 +263,37 @@ class TypeOracle:
             return inner[position] if position < len(inner) else None
         return None
 
-    def _binary(self, inner: str) -> Field | None:
-        for operator in _COMPARISONS:
-            if _top_level(inner, operator):
-                return Field("", "boolean")
+    def _binary(self, inner: str, nesting: int) -> Field | None:
+        at = _top_level(inner)
+        if any(operator in at for operator in _COMPARISONS):
+            return Field("", "boolean")
         for operator in _ARITHMETIC:
-            parts = _top_level(inner, operator)
-            if parts:
-                left, right = self.expression(parts[0]), self.expression(parts[1])
+            if operator in at:
+                left = self._typed(inner[: at[operator]], nesting)
+                right = self._typed(inner[at[operator] + len(operator) :], nesting)
                 return _promote(left, right, operator.strip())
-        return self.expression(inner)
+        return self._typed(inner, nesting)
 
-    def _first_known(self, values: list[str]) -> Field | None:
+    def _first_known(self, values: list[str], nesting: int) -> Field | None:
         for value in values:
-            found = self.expression(value)
+            found = self._typed(value, nesting)
             if found is not None and found.type is not None:
                 return found
         return None
 
 
 def _literal(text: str) -> Field | None:
-    if re.fullmatch(r"-?\d+", text):
+    if _INTEGER_LITERAL.fullmatch(text):
         return Field("", "integer")
-    if re.fullmatch(r"-?\d+L", text):
+    if _LONG_LITERAL.fullmatch(text):
         return Field("", "long")
     if text in ("true", "false"):
         return Field("", "boolean")
-    if _STRING_LITERAL.fullmatch(text) and text not in _NOT_STRINGS:
+    if (
+        _STRING_LITERAL.fullmatch(text)
+        and not text.startswith("INTERVAL ")
+        and text not in _NOT_STRINGS
+    ):
         return Field("", "string")
     return None  # decimals, doubles, dates and strings of digits print alike
 
@@ -310,20 +340,21 @@ def _closes_at_end(text: str) -> bool:
     return False
 
 
-def _top_level(text: str, operator: str) -> tuple[str, str] | None:
-    """Split `a <op> b` at the first `operator` outside brackets."""
+def _top_level(text: str) -> dict[str, int]:
+    """Where each operator first stands outside brackets, in one pass (they all start with a
+    space)."""
+    found: dict[str, int] = {}
     depth = 0
-    i = 0
-    while i < len(text):
-        ch = text[i]
+    for i, ch in enumerate(text):
         if ch in "([":
             depth += 1
         elif ch in ")]":
             depth -= 1
-        elif depth == 0 and text.startswith(operator, i):
-            return text[:i], text[i + len(operator) :]
-        i += 1
-    return None
+        elif ch == " " and depth == 0:
+            for operator in _OPERATORS:
+                if operator not in found and text.startswith(operator, i):
+                    found[operator] = i
+    return found
 
 
 def _case_values(body: str) -> list[str]:
@@ -331,16 +362,16 @@ def _case_values(body: str) -> list[str]:
     values: list[str] = []
     depth = 0
     start: int | None = None
-    for match in re.finditer(r"[()\[\]]|\b(?:WHEN|THEN|ELSE)\b", body):
-        token = match[0]
-        if token in "([":
+    words = dict(whole_words(body, ("WHEN", "THEN", "ELSE")))
+    for i, ch in enumerate(body):
+        if ch in "([":
             depth += 1
-        elif token in ")]":
+        elif ch in ")]":
             depth -= 1
-        elif depth == 0:
+        elif depth == 0 and i in words:
             if start is not None:
-                values.append(body[start : match.start()].strip())
-            start = match.end() if token in ("THEN", "ELSE") else None
+                values.append(body[start:i].strip())
+            start = i + 4 if words[i] in ("THEN", "ELSE") else None
     if start is not None:
         values.append(body[start:].strip())
     return values

@@ -11,10 +11,10 @@ give a dataset with `unknown_reason` and a note, never silence.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from agent import linear
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.kafka import kafka_save
 from agent.spark.plan.lakehouse import (
@@ -70,7 +70,9 @@ _OUTPUT_METRICS: Final = {
     "written output": "bytes",
     "number of written files": "files",
 }
-_JDBC_TABLE = re.compile(r"JDBCTable\((?P<table>[^,()]+),")
+_JDBC_TABLE = linear.compile(r"JDBCTable\((?P<table>[^,()]+),")
+#: the table a Hive CTAS prints: `[Database: db, TableName: t, ...]`
+_HIVE_CTAS = linear.compile(r"Database: ([^,\]]+), TableName: ([^,\]]+)")
 
 
 def write_datasets(
@@ -275,7 +277,7 @@ def _ctas(
     tokens = [t.strip() for t in split_top(args)]
     table = parse_table_ident(tokens[0]) if tokens else None
     if table is None:  # Hive CTAS prints [Database: db, TableName: t, ...]
-        match = re.search(r"Database: ([^,\]]+), TableName: ([^,\]]+)", args)
+        match = _HIVE_CTAS.search(args)
         table = TableIdent(match[2].strip(), match[1].strip()) if match else None
     columns = tuple(Field(n) for n in _column_list(tokens) if "more field" not in n)
     if table is None:

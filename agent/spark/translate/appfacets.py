@@ -11,21 +11,31 @@
   the redaction pattern: the application's own `spark.redaction.regex` when it set one,
   and always Spark's default one (`REDACTION`), so a secret is never shipped even when the
   application narrowed its own pattern. Values Spark already redacted are left out too.
+  The patterns run on RE2 (see `Redaction`).
 * `tags` (standard job facet, every run): the configured `key:value` tags, source `CONFIG`.
 * `sql` (standard job facet): the statement of a run a SQL shell ran (see `steps`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
+from agent import linear
 from agent.facets import facet
 
 #: Spark's default `spark.redaction.regex`.
 REDACTION: Final = r"(?i)secret|password|token|access[.]?key"
+_SPARK_DEFAULT: Final = linear.compile(REDACTION)
+#: What hides a property when the application's own pattern cannot be used (see `Redaction`).
+_CONSERVATIVE: Final = linear.compile(
+    rf"{REDACTION}|passw|pwd|credential|auth|key|sasl|jaas|signature|private|cert"
+    rf"|[A-Za-z][A-Za-z0-9+.-]*://[^/@{linear.SPACE}]*@"
+)
+_OPAQUE: Final = linear.compile(r"[A-Za-z0-9+/=_-]{20,}")
+#: RE2's memory for the application's own pattern: compiling is bounded, and so is matching.
+_OWN_PATTERN_MEMORY: Final = 1 << 20
 #: What Spark writes in place of a redacted value.
 _REDACTED: Final = "*********(redacted)"
 _YARN_PROXY: Final = (
@@ -97,20 +107,73 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def spark_properties(props: Mapping[str, str], allowed: Iterable[str]) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """What hides a property from the `lineageAgent_sparkProperties` facet: a match of its
+    name or value.
+
+    Spark's default pattern always hides, and so does the application's own
+    `spark.redaction.regex`, run by RE2: whatever the application wrote, a match takes time
+    linear in the value (Python's `re` would take minutes on `(x+x+)+y`), and compiling
+    it at most `_OWN_PATTERN_MEMORY` bytes. RE2 reads most Java patterns as Java does (its
+    `\\w`, `\\s`, `\\b` are ASCII, as Java's are). When RE2 cannot compile the application's
+    pattern (lookaround, backreferences, possessive quantifiers: Java-only constructs; or a
+    program too large), a fixed conservative redaction stands in: a property is hidden when
+    its name or value matches Spark's default pattern; or names a credential (`passw`,
+    `pwd`, `credential`, `auth`, `key`, `sasl`, `jaas`, `signature`, `private`, `cert`, in
+    any case); or holds a URL with user information (`scheme://user:password@host`); or
+    holds a run of 20 or more letters, digits, `+`, `/`, `=`, `_`, `-` that mixes letters
+    and digits (an access key, a token, a hash). It hides more than the application's
+    pattern would: a property that should be shown may be missing, a secret is not shown.
+    """
+
+    own: str | None  # the application's pattern, as its log gave it
+    patterns: tuple[linear.Pattern, ...]
+    #: why the application's pattern is not used, for a warning; never quotes the pattern
+    problem: str | None = None
+
+    def hides(self, name: str, value: str) -> bool:
+        """Whether the property `name` = `value` stays out of the facet."""
+        if any(p.search(name) or p.search(value) for p in self.patterns):
+            return True
+        return self.problem is not None and any(map(_mixed, _OPAQUE.findall(value)))
+
+
+def redaction(own: str | None) -> Redaction:
+    """The redaction of an application whose `spark.redaction.regex` is `own` (None: unset)."""
+    if not own:
+        return Redaction(own, (_SPARK_DEFAULT,))
+    try:
+        pattern = linear.compile_foreign(own, max_mem=_OWN_PATTERN_MEMORY)
+    except linear.PatternError as error:
+        return Redaction(own, (_CONSERVATIVE,), _problem(error))
+    return Redaction(own, (_SPARK_DEFAULT, pattern))
+
+
+def _problem(error: linear.PatternError) -> str:
+    """Why RE2 refused a pattern, without the part of the pattern its message quotes."""
+    message = error.args[0] if error.args else ""
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+    reason = text.split(":", 1)[0].strip() or "unreadable"
+    return (
+        f"spark.redaction.regex is not used: RE2 cannot compile it ({reason}); Spark's default "
+        "pattern and a conservative one for credentials hide properties instead"
+    )
+
+
+def _mixed(run: str) -> bool:
+    """Whether a run of token characters holds both letters and digits."""
+    return any(ch.isdigit() for ch in run) and any(ch.isalpha() for ch in run)
+
+
+def spark_properties(
+    props: Mapping[str, str], allowed: Iterable[str], hidden: Redaction
+) -> dict[str, Any] | None:
     """The `lineageAgent_sparkProperties` facet, or None when no allowed property is set."""
-    patterns = [re.compile(REDACTION)]
-    own = props.get("spark.redaction.regex")
-    if own:
-        # a Java-only construct cannot be compiled here: Spark's default still applies
-        with contextlib.suppress(re.error):
-            patterns.append(re.compile(own))
     shown = {
         key: props[key]
         for key in sorted(set(allowed))
-        if key in props
-        and _REDACTED not in props[key]
-        and not any(p.search(key) or p.search(props[key]) for p in patterns)
+        if key in props and _REDACTED not in props[key] and not hidden.hides(key, props[key])
     }
     return facet("lineageAgent_sparkProperties", properties=shown) if shown else None
 

@@ -22,10 +22,10 @@ and a note for the warnings.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Final
 
+from agent import linear
 from agent.spark.plan.datasets import DatasetRef, Role
 from agent.spark.plan.tables import parse_table_ident
 from agent.spark.translate.naming import (
@@ -38,8 +38,11 @@ from agent.spark.translate.runs import CatalogTable
 
 Described = tuple[DatasetRef | DatasetName | CatalogTable, ...]
 
-_KIND: Final = re.compile(r"^(?P<kind>[\w$.]+?)(?:\[(?P<arg>.*?)\]?)?(?:@[0-9a-f]+)?$", re.DOTALL)
-_KAFKA_STRATEGY: Final = re.compile(r"^(?P<strategy>\w+)\[(?P<items>.*)\]$", re.DOTALL)
+#: Descriptions and their arguments are stripped: `$` is their end.
+_KIND: Final = linear.compile(
+    rf"(?s)^(?P<kind>[{linear.WORD}$.]+?)(?:\[(?P<arg>.*?)\]?)?(?:@[0-9a-f]+)?$"
+)
+_KAFKA_STRATEGY: Final = linear.compile(rf"(?s)^(?P<strategy>[{linear.WORD}]+)\[(?P<items>.*)\]$")
 _FILE_SOURCES: Final = frozenset({"FileStreamSource", "DeltaSource"})
 _FILE_SINKS: Final = frozenset({"FileSink", "DeltaSink"})
 _KAFKA_SOURCES: Final = frozenset({"KafkaV2", "KafkaSource", "KafkaMicroBatchStream"})

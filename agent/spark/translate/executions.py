@@ -10,10 +10,10 @@ remembered (recent ones: see `remember`), so a late nested execution cannot reop
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence, ValuesView
 from typing import Any
 
+from agent import linear
 from agent.spark.plan.read import attribute_sources, read_plan, returned_rows
 from agent.spark.translate.brokers import KafkaServers
 from agent.spark.translate.datasets import names_dataset
@@ -22,7 +22,7 @@ from agent.spark.translate.runs import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
 
 #: Delta's description of a nested execution that replays a table's log up to a version.
-_SNAPSHOT = re.compile(r"Compute snapshot for version: (\d+)")
+_SNAPSHOT = linear.compile(r"Compute snapshot for version: (\d+)")
 
 
 class SqlRuns:

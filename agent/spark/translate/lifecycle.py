@@ -18,7 +18,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from agent.spark.translate.appfacets import (
+    Redaction,
     application_details,
+    redaction,
     spark_properties,
     sql_facet,
     tags_facet,
@@ -47,9 +49,13 @@ _FORMATS: Final[dict[str, TableFormat]] = {"delta": "delta", "iceberg": "iceberg
 class Lifecycle:
     """Builds the RunEvents of one application's runs; see the module docstring."""
 
-    def __init__(self, options: TranslateOptions, props: Mapping[str, str]) -> None:
+    def __init__(
+        self, options: TranslateOptions, props: Mapping[str, str], warnings: list[str]
+    ) -> None:
         self.options = options
         self.props = props  # the application's properties, as the translator gathers them
+        self.warnings = warnings  # the translator's: the caller drains and logs them
+        self._redaction: Redaction | None = None  # of the properties facet, once compiled
         self.app: Run | None = None
         self.spark_version: str | None = None
         self.clock = 0  # the latest Spark timestamp seen
@@ -191,10 +197,21 @@ class Lifecycle:
         ids, user = self.identity
         history = self.options.history_server_url
         facets["lineageAgent_application"] = application_details(ids, user, self.props, history)
-        shown = spark_properties(self.props, self.options.properties_facet)
+        allowed = self.options.properties_facet
+        shown = spark_properties(self.props, allowed, self._hidden()) if allowed else None
         if shown is not None:
             facets["lineageAgent_sparkProperties"] = shown
         return facets
+
+    def _hidden(self) -> Redaction:
+        """What hides properties from the facet, compiled once for the application's
+        `spark.redaction.regex`; a pattern RE2 cannot compile is warned about once."""
+        own = self.props.get("spark.redaction.regex")
+        if self._redaction is None or self._redaction.own != own:
+            self._redaction = redaction(own)
+            if self._redaction.problem is not None:
+                self.warnings.append(self._redaction.problem)
+        return self._redaction
 
     def _job_facets(self, run: Run) -> dict[str, Any]:
         """The statement of a run a SQL shell ran, and the configured tags."""

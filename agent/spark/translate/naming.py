@@ -44,16 +44,27 @@ Marquez keeps its history.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Final
 
+from agent import linear
 from agent.spark.plan.tables import TableIdent, default_table_location
 
 UNKNOWN_NAMESPACE: Final = "unknown"
 KAFKA_UNKNOWN: Final = "kafka://unknown"
 
-_URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?://(?P<authority>[^/]*))?(?P<path>.*)$")
+#: Locations and urls are stripped: `$` is their end.
+_URI = linear.compile(
+    r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?://(?P<authority>[^/]*))?(?P<path>.*)$"
+)
+_JDBC_PREFIX = linear.compile(r"(?i)^jdbc:")
+_JDBC_URI = linear.compile(
+    rf"^(?P<scheme>[A-Za-z][{linear.WORD}+:]*?)://(?P<authority>[^/?;]*)/?(?P<database>[^?;/]*)"
+)
+_PORT = linear.compile(r":\d+$")
+_USER_INFO = linear.compile(r"//[^/@]*@")
+_ORACLE_USER = linear.compile(rf"[{linear.WORD}%.$-]+/[{linear.WORD}%.$-]*@")
+_PARAMETERS = linear.compile(r"[?;].*$")
 _OBJECT_STORES: Final = {
     "s3": "s3",
     "s3a": "s3",
@@ -115,11 +126,9 @@ def _trim_path(path: str, *, keep_root: bool) -> str:
 
 def from_jdbc(url: str, table: str) -> DatasetName:
     """Name a JDBC table: `jdbc:postgresql://h:p/db` + `s.t` -> (`postgres://h:p`, `db.s.t`)."""
-    uri = re.sub(r"^jdbc:", "", url.strip(), flags=re.IGNORECASE)
+    uri = _JDBC_PREFIX.sub("", url.strip())
     parts = [p for p in table.split(".") if p]
-    match = re.match(
-        r"^(?P<scheme>[A-Za-z][\w+:]*?)://(?P<authority>[^/?;]*)/?(?P<database>[^?;/]*)", uri
-    )
+    match = _JDBC_URI.match(uri)
     if match is None or not match["authority"]:
         return DatasetName(_strip_credentials(uri), ".".join(parts))
     scheme = match["scheme"].lower()
@@ -132,7 +141,7 @@ def from_jdbc(url: str, table: str) -> DatasetName:
     default_port = _JDBC_DEFAULTS.get(scheme)
     if default_port:
         authority = ",".join(
-            host if re.search(r":\d+$", host) else f"{host}:{default_port}"
+            host if _PORT.search(host) else f"{host}:{default_port}"
             for host in authority.split(",")
         )
     database = match["database"]
@@ -147,15 +156,15 @@ def jdbc_source(url: str) -> str:
     url = url.strip()
     if not url or "redacted" in url.lower():
         return ""
-    uri = re.sub(r"^jdbc:", "", url, flags=re.IGNORECASE)
+    uri = _JDBC_PREFIX.sub("", url)
     return "jdbc:" + _strip_credentials(uri)
 
 
 def _strip_credentials(uri: str) -> str:
     """A JDBC url without `user:password@`, `user/password@` (Oracle) or parameters."""
-    uri = re.sub(r"//[^/@]*@", "//", uri)
-    uri = re.sub(r"[\w%.$-]+/[\w%.$-]*@", "@", uri)
-    return re.sub(r"[?;].*$", "", uri)
+    uri = _USER_INFO.sub("//", uri)
+    uri = _ORACLE_USER.sub("@", uri)
+    return _PARAMETERS.sub("", uri)
 
 
 def datasource_uri(namespace: str) -> str | None:

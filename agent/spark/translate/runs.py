@@ -22,11 +22,11 @@ the plan nodes' SQL metrics, on terminal events.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from agent import linear
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.lineage import Resolved
 from agent.spark.translate.naming import DatasetName
@@ -34,7 +34,7 @@ from agent.spark.translate.values import as_int, as_number, as_str
 
 Outcome = Literal["ok", "failed", "cancelled", "shutdown"]
 
-_CANCELLED: Final = re.compile(r"^(?:\[SPARK_JOB_CANCELLED\] )?Job \d+ cancelled")
+_CANCELLED: Final = linear.compile(r"^(?:\[SPARK_JOB_CANCELLED\] )?Job \d+ cancelled")
 _SHUTDOWN: Final = "cancelled because SparkContext was shut down"
 REMEMBERED: Final = 8192  # ended executions and seen jobs kept to refuse duplicates
 _COUNTER_METRICS: Final = {

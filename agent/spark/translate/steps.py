@@ -45,18 +45,19 @@ its datasets.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from agent import linear
 from agent.spark.plan import read as plans
 from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.naming import Step, job_name
 from agent.spark.translate.runs import Run
 
 #: `details`' first line: the Spark API method the program called.
-_FRAME: Final = re.compile(
-    r"^\s*(?:at\s+)?org\.apache\.spark\.sql\.(?:classic\.)?(?P<cls>\w+)\.(?P<method>\w+)\("
+_FRAME: Final = linear.compile(
+    rf"^[{linear.SPACE}]*(?:at[{linear.SPACE}]+)?org\.apache\.spark\.sql\.(?:classic\.)?"
+    rf"(?P<cls>[{linear.WORD}]+)\.(?P<method>[{linear.WORD}]+)\("
 )
 _READERS: Final = frozenset({"DataFrameReader", "DataStreamReader"})
 _SQL_SHELLS: Final = (

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from agent import linear
 from agent.facets import facet
 from agent.spark.plan.datasets import DatasetRef, Role
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
@@ -40,7 +40,7 @@ from agent.spark.translate.runs import CatalogTable, Failure, Run, StreamQuery, 
 from agent.spark.translate.values import as_int, as_str, as_uuid, mappings
 
 JOB_TYPE: Final = "STREAMING_QUERY"
-_MICRO_BATCH: Final = re.compile(
+_MICRO_BATCH: Final = linear.compile(
     r"(?:^|\n)id = (?P<id>[0-9a-fA-F-]{36})\nrunId = (?P<run>[0-9a-fA-F-]{36})\n"
     r"batch = (?P<batch>\d+)"
 )

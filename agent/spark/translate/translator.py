@@ -88,7 +88,7 @@ class ApplicationTranslator:
         self._props: dict[str, str] = {}
         self._wanted_props = PROPERTIES | DETAIL_PROPERTIES | set(options.properties_facet)
         self._names = JobNames()
-        self._life = Lifecycle(options, self._props)
+        self._life = Lifecycle(options, self._props, self.warnings)
         self.tables = self._life.tables  # table versions and schemas to look up
         self._finished = False
         self._rdd_runs: dict[int, Run] = {}  # open, by job id
