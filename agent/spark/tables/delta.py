@@ -11,7 +11,6 @@ and the schema string are kept, and the schema is read within `SCHEMA_BUDGET`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -23,7 +22,6 @@ from agent.spark.tables.jsonstream import events as json_events
 
 _COMMIT_INFO: Final = b'"commitInfo"'
 _META_DATA: Final = b'"metaData"'
-_LINE_END: Final = re.compile(rb"[\r\n]")  # where bytes.splitlines ends a line
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +83,19 @@ def _marked_lines(raw: bytes, markers: tuple[bytes, ...]) -> Iterator[bytes]:
         if at < 0:
             return
         start = max(raw.rfind(b"\n", done, at), raw.rfind(b"\r", done, at)) + 1
-        end_match = _LINE_END.search(raw, at)
-        end = end_match.start() if end_match is not None else len(raw)
+        end = _line_end(raw, at)
         yield raw[start:end]
         done = end
         found = [
             raw.find(marker, end) if 0 <= i < end else i
             for i, marker in zip(found, markers, strict=True)
         ]
+
+
+def _line_end(raw: bytes, at: int) -> int:
+    """Where the line holding `at` ends (at a CR or LF, as bytes.splitlines sees it)."""
+    ends = [i for i in (raw.find(b"\n", at), raw.find(b"\r", at)) if i >= 0]
+    return min(ends) if ends else len(raw)
 
 
 def _action(line: bytes) -> tuple[int | None, str | None]:
