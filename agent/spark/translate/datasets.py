@@ -80,7 +80,11 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
             "lifecycleStateChange", lifecycleStateChange=ref.lifecycle
         )
         if ref.previous is not None:
-            before = catalog.table_location(ref.previous, ref.format)
+            before = (
+                from_location(ref.previous_location)
+                if ref.previous_location is not None
+                else catalog.table_location(ref.previous, ref.format)
+            )
             previous = {"namespace": before.namespace, "name": before.name}
             facets["lifecycleStateChange"]["previousIdentifier"] = previous
     if ref.version is not None:
