@@ -17,6 +17,7 @@ from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.schemas import MAX_FIELDS, KnownSchemas
+from agent.spark.translate.untyped import drop_untyped
 from agent.spark.translate.versions import SchemaSource, TableFormat
 from tests.applog import read_through, staged, unpacked
 from tests.olschema import validate_run_event
@@ -278,3 +279,39 @@ def test_a_schema_wider_than_the_bound_is_not_remembered() -> None:
     assert len(known) == 0
     known.complete(read)
     assert read.inputs[key]["facets"]["schema"]["fields"] == [{"name": "c1"}]
+
+
+def test_fields_without_a_type_leave_the_schema_facet() -> None:
+    """Untyped fields, nested ones too, leave the schema facet and a facet left without
+    fields goes; the column lineage of an untyped column stays."""
+    lineage = {"fields": {"kind": {"inputFields": [{"namespace": "file", "name": "/in"}]}}}
+    event: Event = {
+        "inputs": [{"namespace": "file", "name": "/in", "facets": {"schema": {"fields": []}}}],
+        "outputs": [
+            {
+                "namespace": "file",
+                "name": "/out",
+                "facets": {
+                    "schema": {
+                        "fields": [
+                            {"name": "id", "type": "long"},
+                            {"name": "kind"},
+                            {"name": "who", "type": "struct", "fields": [{"name": "a"}]},
+                            {"name": "at", "type": ""},
+                        ]
+                    },
+                    "columnLineage": lineage,
+                },
+            },
+            {"namespace": "file", "name": "/x", "facets": {"schema": {"fields": [{"name": "a"}]}}},
+        ],
+    }
+    drop_untyped(event)
+    assert event["inputs"][0]["facets"] == {}
+    first, second = event["outputs"]
+    assert first["facets"]["schema"]["fields"] == [
+        {"name": "id", "type": "long"},
+        {"name": "who", "type": "struct"},
+    ]
+    assert first["facets"]["columnLineage"] == lineage
+    assert second["facets"] == {}
