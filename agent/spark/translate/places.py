@@ -12,11 +12,12 @@ keeps, in log order, where each table was last shown (`place` learns it) and giv
 location to a later reference that names the table alone, so that DDL names the dataset the
 writes named:
 
-* a CREATE or CTAS without a location forgets the table's place: the new table is managed
-  (its insert, if any, shows the place again);
+* a CREATE or CTAS whose plan shows no location forgets the table's place: the new table
+  is managed (a CTAS's insert shows the place again; the session catalog's own CREATE
+  TABLE shows nothing at all, see below);
 * a RENAME takes the place with it when the table was external; a managed table's place
   (its default one) moves to the new name's default place, as Spark moves its directory.
-  Without a known warehouse a place is taken to be external's;
+  Without a known warehouse every place is taken for an external table's;
 * a DROP forgets nothing: a later CREATE of that name does.
 
 Resolution happens when a plan is read, like `jdbc`'s: what a run names never changes
