@@ -49,8 +49,7 @@ def read_through(
         batch = log.read()
         pieces = [RecordBatch(lines=1, records=[r]) for r in batch.records] if apart else [batch]
         for piece in pieces:
-            events += log.feed(piece)
-            log.fill_table_metadata()
+            events += log.finish(log.feed(piece))
         warnings += log.take_warnings()
         if log.reader.caught_up:
             break

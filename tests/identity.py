@@ -2,7 +2,8 @@
 
 Every fixture log (`*.jsonl` / `*.jsonl.zst` under `tests/golden/` and `tests/data/eventlogs/`)
 is replayed through the `lineage-agent replay` command with a fixed signing key, and the
-SHA-256 of every signed event is compared with `tests/data/replay_digests.json`. The command
+SHA-256 of every signed event is compared with `tests/data/replay_digests.json`; `replayed`
+gives the events too, for the properties every fixture event must have. The command
 line is the interface, so the digests were made by whatever code the checkout held then:
 
     .venv/bin/python -m tests.identity --write     # record the digests of this checkout
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import zstandard
 
@@ -32,6 +34,7 @@ SEED = hashlib.sha256(b"lineage-agent replay identity").digest()
 NAMESPACE = "identity"
 #: The fixed mtime of the replayed copies: runs a log leaves open end at its mtime.
 MTIME_NS = 1_800_000_000 * 10**9
+Event = dict[str, Any]
 
 
 def fixture_logs() -> list[Path]:
@@ -53,10 +56,16 @@ def _key(directory: Path) -> Path:
 
 def digests(logs: list[Path]) -> dict[str, list[str]]:
     """Relative log path -> the SHA-256 of each signed event `replay` makes of it, in order."""
+    return {log: found for log, (found, _) in replayed(logs).items()}
+
+
+def replayed(logs: list[Path]) -> dict[str, tuple[list[str], list[Event]]]:
+    """Relative log path -> the SHA-256 of each signed event `replay` makes of it and the
+    events themselves (as written with `--output-dir`), in order."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         key = _key(work)
-        result: dict[str, list[str]] = {}
+        result: dict[str, tuple[list[str], list[Event]]] = {}
         for index, log in enumerate(logs):
             # An uncompressed single-file log under a name Spark could give it.
             target = work / f"local-{index:04d}"
@@ -65,9 +74,11 @@ def digests(logs: list[Path]) -> dict[str, list[str]]:
                 data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
             target.write_bytes(data)
             os.utime(target, ns=(MTIME_NS, MTIME_NS))
+            output = work / f"events-{index:04d}"
+            output.mkdir()
             command = [sys.executable, "-m", "agent", "replay", "--json", "--key", str(key)]
             done = subprocess.run(
-                [*command, "--namespace", NAMESPACE, str(target)],
+                [*command, "--namespace", NAMESPACE, "--output-dir", str(output), str(target)],
                 capture_output=True,
                 text=True,
                 cwd=ROOT,
@@ -76,7 +87,9 @@ def digests(logs: list[Path]) -> dict[str, list[str]]:
             if done.returncode not in (0, 1):
                 raise RuntimeError(f"replay of {log} exited {done.returncode}: {done.stderr}")
             (app,) = json.loads(done.stdout)["applications"]
-            result[str(log.relative_to(ROOT))] = list(app["digests"])
+            (written,) = output.iterdir()
+            events = [json.loads(line) for line in written.read_text().splitlines() if line]
+            result[str(log.relative_to(ROOT))] = (list(app["digests"]), events)
         return result
 
 

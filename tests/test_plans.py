@@ -23,6 +23,7 @@ from agent.spark.plan.typeinfer import TypeOracle
 from tests.samples import sample_lines
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
+MARQUEZ = Path(__file__).resolve().parent / "data" / "eventlogs" / "marquez"
 SQL = "org.apache.spark.sql.execution.ui.SparkListenerSQL"
 
 
@@ -40,6 +41,22 @@ def load_lines(name: str) -> tuple[bytes, ...]:
 def load_events(name: str) -> tuple[Mapping[str, Any], ...]:
     """The parsed events of a sample or golden log."""
     return tuple(json.loads(line) for line in load_lines(name))
+
+
+def marquez_events(shape: str) -> list[Mapping[str, Any]]:
+    """The parsed events of a log of `tests/data/eventlogs/marquez`."""
+    raw = (MARQUEZ / f"{shape}.jsonl.zst").read_bytes()
+    data = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+    return [json.loads(line) for line in data.splitlines() if line]
+
+
+def walk(root: PlanNode) -> list[PlanNode]:
+    """Every operator of a parsed plan description."""
+    found, stack = [], [root]
+    while stack:
+        found.append(stack.pop())
+        stack.extend(found[-1].children)
+    return found
 
 
 def plan_of(log: str, execution: int, kind: str = "ExecutionStart", nth: int = 0) -> PlanSummary:
@@ -326,6 +343,30 @@ def test_scan_listing_fewer_paths_than_it_reads_says_so() -> None:
     )
     assert [d.location for d in summary.datasets] == ["s3a://b/x/part1", "s3a://b/x/part2"]
     assert summary.notes == ("'Scan parquet' reads 3 paths but the plan lists 2",)
+
+
+def test_cut_location_lists_name_no_dataset() -> None:
+    """A long metadata Location ends in `...` and the description keeps only its first path
+    (`[file:<f0>, ... 2 entries]`, as a micro-batch reading three files prints it): the
+    paths listed are read, no mark of those left out is one, the count says they exist."""
+    location = "InMemoryFileIndex(5 paths)[file:/in/f0.json, file:/in/f1.json, ...]"
+    summary = plans.read_plan(
+        node("Scan json ", metadata={"Location": location, "ReadSchema": "struct<a:int>"}), ""
+    )
+    assert [d.location for d in summary.datasets] == ["file:/in/f0.json", "file:/in/f1.json"]
+    assert summary.notes == ("'Scan json' reads 5 paths but the plan lists 2",)
+    (batch,) = [
+        e
+        for e in marquez_events("stream_files")
+        if e["Event"] == SQL + "ExecutionStart" and e["executionId"] == 1
+    ]
+    root = parse_plan(batch["physicalPlanDescription"]).root
+    assert root is not None
+    (scan,) = walk(root)
+    assert scan.details["Location"].endswith("f0.json, ... 2 entries]")
+    assert [d.location for d in scans.scan_datasets(scan, {})] == [
+        "file:/data/marquez/data/in/f0.json"
+    ]
 
 
 def test_a_hostile_tree_is_bounded() -> None:

@@ -9,12 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.spark.plan.schema import Field
 from agent.spark.tablemeta import DiskTableMetadata
 from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.schemas import MAX_FIELDS, KnownSchemas
+from agent.spark.translate.untyped import drop_untyped
 from agent.spark.translate.versions import SchemaSource, TableFormat
 from tests.applog import read_through, staged, unpacked
 from tests.olschema import validate_run_event
@@ -23,6 +26,8 @@ from tests.test_translate import translate
 LAKEHOUSE = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse"
 #: Logs of the side-by-side harness's jobs, and a parquet file one of them read (NOTES.md).
 PEER = LAKEHOUSE.parent / "peer"
+#: Logs of shapes a real Marquez showed wrong, and the parquet files their jobs wrote.
+MARQUEZ = LAKEHOUSE.parent / "marquez"
 Event = dict[str, Any]
 #: The current schema of `lake.db.orders` as Iceberg 1.12 wrote it in the job that wrote
 #: `iceberg_hadoop.jsonl.zst` (`CREATE TABLE ... (id BIGINT, status STRING, amount DOUBLE)`).
@@ -121,6 +126,76 @@ def test_parquet_input_lists_the_columns_spark_wrote_in_its_footer(tmp_path: Pat
     assert schemas(events, job, "inputs") == {people: read}
 
 
+LOCAL = "marquez_local_data.execute_insert_into_hadoop_fs_relation_command."
+
+
+@pytest.mark.parametrize(
+    ("shape", "job", "dataset", "typed"),
+    [
+        (
+            "local_data",
+            LOCAL + "raw_customers",  # createDataFrame, written twice
+            "/data/marquez/data/raw/customers",
+            [("id", "integer"), ("name", "string"), ("city", "string")],
+        ),
+        (
+            "local_data",
+            LOCAL + "data_values",  # SELECT * FROM VALUES (1, 'a', 2.5) AS v(k, v, w)
+            "/data/marquez/data/values",
+            [("k", "integer"), ("v", "string"), ("w", "decimal(2,1)")],
+        ),
+        (
+            "local_data",
+            LOCAL + "data_pivot",
+            "/data/marquez/data/pivot",
+            [("city", "string"), ("ann", "long"), ("bob", "long"), ("cy", "long")],
+        ),
+        (
+            "local_data",
+            LOCAL + "default_t",  # INSERT INTO t VALUES after CREATE TABLE t (k INT, v STRING)
+            "/data/marquez/warehouse/t",
+            [("k", "integer"), ("v", "string")],
+        ),
+        (
+            "stream_files",
+            "marquez_stream_files.streaming_query.each",  # foreachBatch writing parquet
+            "/data/marquez/data/each",
+            [("id", "long"), ("kind", "string"), ("batch", "integer")],
+        ),
+    ],
+)
+def test_writes_of_local_data_are_typed_from_their_parquet_footers(
+    tmp_path: Path, shape: str, job: str, dataset: str, typed: list[tuple[str, str]]
+) -> None:
+    """Rows of `createDataFrame`, `VALUES`, a pivot, `INSERT … VALUES` and a `foreachBatch`
+    DataFrame print no types (`name#1`): the schema Spark wrote into the dataset's parquet
+    footer types every written column, on every event of the job."""
+    events = replay(shape, tmp_path, Relocated(MARQUEZ, "/data/marquez/"), MARQUEZ)
+    found = [
+        [(f["name"], f.get("type")) for f in d["facets"]["schema"]["fields"]]
+        for e in events
+        if e["job"]["name"] == job
+        for d in e["outputs"]
+        if d["name"] == dataset
+    ]
+    assert found
+    assert all(fields == typed for fields in found)
+
+
+def test_create_table_is_typed_from_its_column_list(tmp_path: Path) -> None:
+    """A V2 catalog's CREATE TABLE prints its columns (`ColumnImpl(id,LongType,…)`): the
+    CREATE's output carries them typed. (The session catalog's prints none: see
+    `test_writes_of_local_data_are_typed_from_their_parquet_footers` for its first INSERT.)"""
+    job = "lakehouse_delta_catalog.create_table.default_sales"
+    assert schemas(replay("delta_catalog", tmp_path), job, "outputs") == {
+        "/data/lakehouse/warehouse/sales": [
+            ("id", "long"),
+            ("region", "string"),
+            ("amount", "double"),
+        ]
+    }
+
+
 def test_iceberg_columns_typed_from_the_table_metadata(tmp_path: Path) -> None:
     """Iceberg plans print `status`, `amount` untyped and scans pruned: the table's current
     schema on disk gives inputs every column, typed, outputs their types, and a parquet copy
@@ -204,3 +279,39 @@ def test_a_schema_wider_than_the_bound_is_not_remembered() -> None:
     assert len(known) == 0
     known.complete(read)
     assert read.inputs[key]["facets"]["schema"]["fields"] == [{"name": "c1"}]
+
+
+def test_fields_without_a_type_leave_the_schema_facet() -> None:
+    """Untyped fields, nested ones too, leave the schema facet and a facet left without
+    fields goes; the column lineage of an untyped column stays."""
+    lineage = {"fields": {"kind": {"inputFields": [{"namespace": "file", "name": "/in"}]}}}
+    event: Event = {
+        "inputs": [{"namespace": "file", "name": "/in", "facets": {"schema": {"fields": []}}}],
+        "outputs": [
+            {
+                "namespace": "file",
+                "name": "/out",
+                "facets": {
+                    "schema": {
+                        "fields": [
+                            {"name": "id", "type": "long"},
+                            {"name": "kind"},
+                            {"name": "who", "type": "struct", "fields": [{"name": "a"}]},
+                            {"name": "at", "type": ""},
+                        ]
+                    },
+                    "columnLineage": lineage,
+                },
+            },
+            {"namespace": "file", "name": "/x", "facets": {"schema": {"fields": [{"name": "a"}]}}},
+        ],
+    }
+    drop_untyped(event)
+    assert event["inputs"][0]["facets"] == {}
+    first, second = event["outputs"]
+    assert first["facets"]["schema"]["fields"] == [
+        {"name": "id", "type": "long"},
+        {"name": "who", "type": "struct"},
+    ]
+    assert first["facets"]["columnLineage"] == lineage
+    assert second["facets"] == {}

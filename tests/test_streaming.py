@@ -2,7 +2,8 @@
 
 The logs are `tests/data/eventlogs/lakehouse/stream_*.jsonl.zst` (see NOTES.md there): a file
 source into a parquet sink (`availableNow`), Kafka into a Delta table through `foreachBatch`,
-an endless rate query whose driver got SIGTERM, and a query whose second micro-batch fails.
+an endless rate query whose driver got SIGTERM, and a query whose second micro-batch fails;
+and PySpark 4.3.0's micro-batches reading several files (`eventlogs/marquez/stream_files`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -30,12 +32,15 @@ from agent.spark.translate.options import TranslateOptions, catalog_of
 from agent.spark.translate.queries import APP_ENDED
 from agent.spark.translate.runs import Run, StreamQuery
 from agent.spark.translate.translator import ApplicationTranslator
+from tests.applog import unpacked
 from tests.olschema import AGENT_SCHEMAS, schema_validator, validate_run_event
 from tests.test_lakehouse_logs import QUERY_PROGRESS, QUERY_STARTED, QUERY_TERMINATED, text
 
 Event = dict[str, Any]
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 DATA = "/data/lakehouse/data"
+MARQUEZ = Path(__file__).resolve().parent / "data" / "eventlogs" / "marquez"
+MARQUEZ_DATA = "/data/marquez/data"
 STREAM_SCHEMA = AGENT_SCHEMAS / "lineageAgent_stream.json"
 NO_TABLES = Tables(Catalog())
 SHAPES = (
@@ -171,6 +176,32 @@ def test_file_source_to_parquet_names_the_directories_and_counts_the_batches() -
     assert facet["processedRowsPerSecond"] == pytest.approx(1.5835312747426762)
     run = complete["run"]["facets"]["lineageAgent_run"]
     assert (run["recordsIn"], run["recordsOut"], run["failedTasks"]) == (4, 4, 0)
+
+
+@pytest.mark.parametrize(
+    ("query", "read"),
+    [
+        ("out", [MARQUEZ_DATA + "/in"]),
+        ("joined", [MARQUEZ_DATA + "/in2", MARQUEZ_DATA + "/static"]),
+    ],
+)
+def test_a_micro_batch_of_several_files_is_its_source_directory(
+    query: str, read: list[str]
+) -> None:
+    """A micro-batch reading three (two) files prints `[file:<f0>, ... 2 entries]`: the
+    query reads, and its column lineage names, the source directory (and the static dataset
+    it is joined with), never the mark of the files Spark left out."""
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    raw = unpacked(MARQUEZ / "stream_files.jsonl.zst")
+    events = feed(translator, [line for line in raw.splitlines() if line])
+    (done,) = [
+        e
+        for e in of_type(events, "STREAMING_QUERY")
+        if e["eventType"] == "COMPLETE" and e["job"]["name"].endswith(f".{query}")
+    ]
+    assert names(done["inputs"]) == [("file", name) for name in read]
+    lineage = done["outputs"][0]["facets"]["columnLineage"]["fields"]
+    assert {i["name"] for found in lineage.values() for i in found["inputFields"]} == set(read)
 
 
 def test_kafka_to_delta_through_foreach_batch() -> None:

@@ -193,8 +193,7 @@ class _Replayer:
                 errors += [
                     f"{e.path}: unreadable from byte {e.offset}: {e.detail}" for e in batch.errors
                 ]
-                events += app_log.feed(batch)
-                app_log.fill_table_metadata()
+                events += app_log.finish(app_log.feed(batch))
                 malformed += app_log.take_malformed()
                 self._report(batch.bytes_read)
                 # Caught up: everything written so far is read; an in-progress log ends here.

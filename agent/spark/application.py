@@ -3,11 +3,14 @@ share, so that both make the same events of the same log.
 
 `ApplicationLog.read` does the I/O (call it from a worker thread), `feed` the translation
 (pure; the daemon runs its CPU-bound half, `translate`, in a worker thread too, so that no
-log can hold the event loop), `fill_table_metadata` the look-ups
-in Delta and Iceberg tables' metadata of the versions writes committed, of the catalog
-holding an Iceberg CREATE target and of the tables' schemas (I/O again: a worker thread,
-before the events go on). Both parts are the ones the source
-and `replay` configure from `spark:` through `translate_options`.
+log can hold the event loop), `finish` the look-ups in Delta and Iceberg tables' metadata of
+the versions writes committed, of the catalog holding an Iceberg CREATE target and of the
+tables' and parquet files' schemas (I/O again when `table_metadata_wanted`: a worker thread,
+before the events go on). Both parts are the ones the source and `replay` configure from
+`spark:` through `translate_options`.
+
+Events leave through `finish` and `end` only, and there the rules every consumer relies on
+hold, whatever produced the event: no schema field without a type (`untyped`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from agent.spark.tablemeta import DiskTableMetadata
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
+from agent.spark.translate.untyped import drop_untyped
 from agent.spark.translate.verdict import Verdict
 from agent.spark.translate.versions import Seen, TableMetadata, fill
 
@@ -132,15 +136,19 @@ class ApplicationLog:
 
     @property
     def table_metadata_wanted(self) -> bool:
-        """Whether events from `feed` wait for `fill_table_metadata`."""
+        """Whether `finish` has tables' metadata to look up (blocking I/O)."""
         return bool(self.translator.tables)
 
-    def fill_table_metadata(self) -> None:
-        """Add the committed table versions, the places of Iceberg CREATE targets and the
-        tables' schemas to the events `feed` returned (blocking I/O)."""
-        requests = list(self.translator.tables)
-        self.translator.tables.clear()
-        fill(requests, self.table_metadata, self.tables_seen)
+    def finish(self, events: list[Event]) -> list[Event]:
+        """The events `feed` (or `translate` and `settle`) returned since the last call, as
+        they leave: with the committed table versions, the places of Iceberg CREATE targets
+        and the schemas the tables' metadata and parquet footers tell (blocking I/O when
+        `table_metadata_wanted`), and no schema field without a type."""
+        if self.translator.tables:
+            requests = list(self.translator.tables)
+            self.translator.tables.clear()
+            fill(requests, self.table_metadata, self.tables_seen)
+        return [drop_untyped(event) for event in events]
 
     def take_warnings(self) -> list[str]:
         """What the translator did not understand since the last call."""
@@ -162,12 +170,13 @@ class ApplicationLog:
         verdict = None
         if cause == "driver_lost" and exec_id and self._verdict_lookup is not None:
             verdict = self._verdict_lookup(exec_id)
-        return self.translator.close(
+        events = self.translator.close(
             cause=cause,
             time_ms=self.reader.ref.mtime_ns // 1_000_000,
             message=message,
             verdict=verdict,
         )
+        return [drop_untyped(event) for event in events]
 
     def close(self) -> None:
         self.reader.close()

@@ -259,7 +259,9 @@ class SparkSource:
             events = await self._translate(app, batch)
             events += verdicts.overdue(app, self.spark.exec_verdict_wait)
             if app.log.table_metadata_wanted:  # table metadata on disk: off the event loop
-                await asyncio.to_thread(app.log.fill_table_metadata)
+                events = await asyncio.to_thread(app.log.finish, events)
+            else:
+                events = app.log.finish(events)
             self.problems.report_malformed(app, app.log.take_malformed())
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)

@@ -56,6 +56,7 @@ class DatasetRef:
     version: str | None = None  # the table version read (Delta version, Iceberg snapshot)
     ddl: bool = False  # table DDL (CREATE TABLE, DROP, ...): names its table without an insert
     previous: TableIdent | None = None  # RENAME: the table's name before
+    previous_location: str | None = None  # RENAME: where the table was, when the log showed it
     unknown_reason: str | None = None
     columns: WrittenLineage | None = None  # outputs: lineage of the written columns
     feeds_write: bool = False

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from agent import linear
+from agent.spark.plan.cuts import cut
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.kafka import kafka_scan
 from agent.spark.plan.lakehouse import iceberg_scan
@@ -92,7 +93,7 @@ def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef
     paths = None
     if match is not None:
         items = [p.strip() for p in split_top(match["paths"]) if p.strip()]
-        paths = (len(items), [p for p in items if not p.endswith("...")])
+        paths = (len(items), items)
     attrs = [a for a in map(parse_attribute, node.detail_list("Output") or []) if a]
     fields = tuple(typed(a.name, a, types) for a in attrs)
     schema = node.details.get("ReadSchema", "").strip() or None
@@ -151,11 +152,12 @@ def _scan(
     if isinstance(located, str):
         notes.append(f"unreadable Location of {name!r}: {located[:200]!r}")
     elif located is not None:
-        declared, paths = located
+        declared, listed = located
+        paths = [p for p in listed if not cut(p)]  # a mark of paths left out names none
         if declared > len(paths):
             notes.append(f"{name!r} reads {declared} paths but the plan lists {len(paths)}")
         paths = [p for p in paths if "/_delta_log/" not in p and not p.endswith("/_delta_log")]
-        if len(paths) > 1:
+        if len(paths) > 1 or declared > len(paths):
             metrics = {}  # the node's totals cannot be split between its paths
         return [
             DatasetRef(

@@ -80,7 +80,11 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
             "lifecycleStateChange", lifecycleStateChange=ref.lifecycle
         )
         if ref.previous is not None:
-            before = catalog.table_location(ref.previous, ref.format)
+            before = (
+                from_location(ref.previous_location)
+                if ref.previous_location is not None
+                else catalog.table_location(ref.previous, ref.format)
+            )
             previous = {"namespace": before.namespace, "name": before.name}
             facets["lifecycleStateChange"]["previousIdentifier"] = previous
     if ref.version is not None:
@@ -104,7 +108,7 @@ class RunDatasets:
     tables: dict[DatasetName, TableIdent] = field(default_factory=dict)  # output -> table
     stats: dict[tuple[str, DatasetName], dict[str, int]] = field(default_factory=dict)
     tables_of: dict[DatasetName, str] = field(default_factory=dict)  # dataset -> delta, iceberg
-    files_of: dict[DatasetName, str] = field(default_factory=dict)  # input -> parquet, csv, ...
+    files_of: dict[DatasetName, str] = field(default_factory=dict)  # dataset -> parquet, csv, ...
 
     @property
     def first_output_suffix(self) -> str | None:
@@ -172,7 +176,7 @@ def collect(
             fmt = "iceberg"  # a V2 command on a table of an Iceberg catalog
         if fmt in _TABLE_FORMATS:
             run.tables_of.setdefault(name, fmt)
-        elif fmt is not None and ref.role == "input":
+        elif fmt is not None:
             run.files_of.setdefault(name, fmt)
         if ref.role == "output":
             if ref.table is not None:

@@ -18,6 +18,7 @@ from agent.spark.plan.read import attribute_sources, read_plan, returned_rows
 from agent.spark.translate.brokers import KafkaServers
 from agent.spark.translate.datasets import names_dataset
 from agent.spark.translate.jdbc import JdbcUrls
+from agent.spark.translate.places import TablePlaces
 from agent.spark.translate.runs import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
 
@@ -73,10 +74,13 @@ def add_plan(
     urls: JdbcUrls,
     run: Run | None = None,
     kafka: KafkaServers | None = None,
+    places: TablePlaces | None = None,
 ) -> tuple[list[str], bool]:
     """Merge what the event's plan names onto the execution: (new notes on what could not be
     read, whether the execution now names a dataset). JDBC tables printed without their url
-    take the one the application's log showed (`urls`, which learns this plan's first).
+    take the one the application's log showed (`urls`, which learns this plan's first);
+    session-catalog tables printed without their location, the place it showed (`places`,
+    which learns from each reference in turn).
     When a Delta MERGE of its `run` assigns from attributes, those this plan defines are
     resolved onto the execution. The servers of its Kafka writes go to `kafka`, and a note
     says when its Kafka reads' are unknown."""
@@ -84,6 +88,8 @@ def add_plan(
     for ref in plan.datasets:
         urls.learn(ref)
     datasets = [urls.resolve(ref) for ref in plan.datasets]
+    if places is not None:
+        datasets = [places.place(ref) for ref in datasets]
     with_url = {ref.jdbc[1] for ref in datasets if ref.jdbc is not None and ref.jdbc[0]}
     told = [
         note
@@ -113,6 +119,8 @@ def add_plan(
                 if (execution.refs[key].role, execution.refs[key].node) == (ref.role, ref.node):
                     del execution.refs[key]
         execution.refs[(ref.role, ref.node, ref.location, ref.table, ref.jdbc, ref.kafka)] = ref
+    if places is not None and run is not None:  # a CTAS's table at its insert's path
+        places.created(r for e in run.executions for r in e.refs.values())
     snapshot = (
         _SNAPSHOT.search(description)
         if isinstance(description := event.get("description"), str)

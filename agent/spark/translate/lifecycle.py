@@ -188,6 +188,12 @@ class Lifecycle:
                 continue
             if "schema" in dataset.get("facets", {}):
                 self.tables.append(SchemaRequest(event, dataset, "parquet", name.name, True))
+        for name, dataset in datasets.outputs.items():  # rows of local data print no types:
+            # Spark wrote them into the files' footers (a file sink's format is not in the log)
+            parquet = datasets.files_of.get(name, "parquet") == "parquet"
+            local = name.namespace == "file" and name not in datasets.tables_of
+            if parquet and local and _untyped(dataset):
+                self.tables.append(SchemaRequest(event, dataset, "parquet", name.name, False))
 
     def _run_facets(self, run: Run) -> dict[str, Any]:
         """The application run's details and allow-listed properties."""
@@ -240,3 +246,9 @@ class Lifecycle:
             found["run"] = {"runId": run.query.run_id}
             found["job"] = {"namespace": self.options.namespace, "name": run.query.job_name}
         return found
+
+
+def _untyped(dataset: dict[str, Any]) -> bool:
+    """Whether a dataset's schema facet has a field without a type."""
+    fields = dataset.get("facets", {}).get("schema", {}).get("fields", ())
+    return any(isinstance(f, dict) and "type" not in f for f in fields)

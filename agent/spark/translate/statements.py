@@ -21,6 +21,7 @@ from agent.spark.translate.jdbc import JdbcUrls
 from agent.spark.translate.lifecycle import Lifecycle
 from agent.spark.translate.naming import JobNames
 from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.places import TablePlaces
 from agent.spark.translate.queries import Queries
 from agent.spark.translate.runs import Execution, Failure, Run, classify, remember, terminal_state
 from agent.spark.translate.values import as_int, as_str
@@ -48,6 +49,7 @@ class Statements:
         self._warnings = warnings
         self._internal: set[int] = set()  # recent root executions that are Spark's own
         self._jdbc = JdbcUrls(life.props)  # the JDBC urls the log showed so far
+        self._places = TablePlaces(life.props)  # where the log showed its tables so far
 
     def handlers(self) -> dict[str, Handler]:
         """The translator's handlers for the SQL execution events."""
@@ -107,7 +109,8 @@ class Statements:
     def _read_plan(
         self, execution: Execution, event: Mapping[str, Any], run: Run, out: list[Event]
     ) -> None:
-        notes, names_data = add_plan(execution, event, self._jdbc, run, self._life.kafka_servers)
+        kafka = self._life.kafka_servers
+        notes, names_data = add_plan(execution, event, self._jdbc, run, kafka, self._places)
         self._warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
         self._queries.absorb(run, execution, event)
         if not run.started and names_data and self._queries.own(run) and self._wanted(run):

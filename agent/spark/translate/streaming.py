@@ -141,10 +141,8 @@ def absorb(query: StreamQuery, refs: Iterable[DatasetRef]) -> bool:
     """Add what a micro-batch plan names; False the first time a dataset is left out because
     the query holds `MAX_REFS` already."""
     for ref in refs:
-        if ref.location is not None and (
-            "/_delta_log" in ref.location or ref.location.strip(" .") == ""
-        ):
-            continue  # Delta reading its own log, or a file list Spark cut short (`...`)
+        if ref.location is not None and "/_delta_log" in ref.location:
+            continue  # Delta reading its own log
         ref = _fold(query, ref)
         key = _key(ref)
         if key not in query.refs:

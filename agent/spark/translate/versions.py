@@ -12,15 +12,19 @@ scans pruned to the columns read. The translator stays pure: on a COMPLETE event
 notes a `VersionRequest` for each Delta or Iceberg output on a local file system, on any
 event a `PlaceRequest` for each such unplaced Iceberg output whose catalogs all lay their
 tables out on a local file system, and a `SchemaRequest` for each Delta or Iceberg dataset
-there with a schema facet and each parquet input there (Spark writes the schema into
-parquet footers). The caller fills them (`fill`) through a `TableMetadata`, off the event
-loop, before the events are claimed and signed; a version that cannot be told leaves the
-dataset without the facet, a place that cannot be told leaves it `unknown`, a schema that
-cannot be told leaves the facet as the plan gave it. A table is placed where it is now, else
+there with a schema facet, each parquet input there, and each output there with an untyped
+field that is no table and not written in another format (Spark writes the schema into
+parquet footers; rows of local data, `createDataFrame` or `VALUES`, print no types). The
+caller fills them (`fill`) through a `TableMetadata`, off the event loop, before the events
+are claimed and signed; a version that cannot be told leaves the dataset without the facet,
+a place that cannot be told leaves it `unknown`, a schema that cannot be told leaves the
+facet as the plan gave it. A table is placed where it is now, else
 where the application's earlier events found it (`Seen`): a DROP's COMPLETE, read after the
 table is gone, is named as its START and earlier statements were. An input's schema becomes
-the table's (every column); an output's untyped fields take their column's type; written
-columns copied from a column so typed take its type too (`type_through_lineage`).
+the table's (every column); an output's untyped fields take their column's type (of its
+files on disk when it is looked up: a START read before an overwrite replaced them sees the
+old ones); written columns copied from a column so typed take its type too
+(`type_through_lineage`).
 """
 
 from __future__ import annotations
