@@ -353,21 +353,26 @@ class Collector:
         except asyncio.LimitOverrunError:
             writer.write(_response(431, "Connection: close\r\n"))
             return False
-        try:
-            method, path, version, headers = _parse_head(head)
-            if headers.get("expect", "").lower() == "100-continue" and self._continues:
-                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                await writer.drain()
-            body = await _read_body(reader, headers)
-            content = _decode(body, headers)
-        except _BadRequest as exc:
-            writer.write(_response(400, "Connection: close\r\n"))
-            self.errors.append(f"bad request: {exc}")
-            return False
         task = asyncio.current_task()
         assert task is not None
+        assert self._stopping is not None
+        if self._stopping.is_set():
+            return False  # stopping: a request not begun is not taken (no 100 Continue)
+        # From its head on, a request is under way: a graceful stop lets it finish, as a
+        # server that sent `100 Continue` has taken it on.
         self._busy.add(task)
         try:
+            try:
+                method, path, version, headers = _parse_head(head)
+                if headers.get("expect", "").lower() == "100-continue" and self._continues:
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    await writer.drain()
+                body = await _read_body(reader, headers)
+                content = _decode(body, headers)
+            except _BadRequest as exc:
+                writer.write(_response(400, "Connection: close\r\n"))
+                self.errors.append(f"bad request: {exc}")
+                return False
             return await self._take(Request(method, path, headers, body, content), writer, version)
         finally:
             self._busy.discard(task)
