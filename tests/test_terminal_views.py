@@ -12,11 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent.commands.views import printable, table
-from tests.agentproc import AgentProcess, keygen, stop_process
+from tests.agentproc import AgentProcess, keygen
 from tests.samples import sample_bytes
+from tests.spark_scenarios import daemon_config, spark_daemon
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Clears the screen, then starts a line of its own that looks like a row of the table.
@@ -48,35 +47,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
 @contextmanager
 def log_agent(work: Path, events: Path) -> Iterator[tuple[AgentProcess, Path]]:
     """`lineage-agent run` following `events`, file transport; yields it and its config."""
-    keygen(work)
-    config = work / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "lineage": {"transport": "file", "file": {"path": str(work / "out.jsonl")}},
-                "signing": {"key_path": str(work / "ed25519.key")},
-                "spark": {"event_log_dirs": [str(events)], "poll_interval": "200ms"},
-                "metrics": {"listen": "127.0.0.1:0"},
-                "state_dir": str(work / "state"),
-                "control_socket": str(work / "control.sock"),
-                "logging": {"level": "info", "format": "json"},
-            }
-        )
-    )
-    log_path = work / "agent.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agent", "run", "--config", str(config)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    agent = AgentProcess(proc, log_path)
-    try:
-        agent.wait_started()
+    config = daemon_config(work, events)
+    with spark_daemon(config) as agent:
         yield agent, config
-    finally:
-        stop_process(proc)
 
 
 def raw_controls(output: bytes) -> list[str]:
