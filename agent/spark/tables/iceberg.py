@@ -18,7 +18,7 @@ an object or an array.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
@@ -187,17 +187,25 @@ class _Kept:
         return tuple(kept)
 
 
-def _snapshots(stream: Events, first: Event) -> Snapshots:
-    found = Snapshots()
+def _objects(stream: Events, first: Event) -> Iterator[Event]:
+    """The first event of each object in the array that `first` opens, for the caller to
+    read the object whole before asking for the next; anything else is skipped."""
     if first[0] != "start_array":
         skip(stream, first)
-        return found
+        return
     for kind, value in stream:
         if kind == "end_array":
-            return found
-        if kind != "start_map":
+            return
+        if kind == "start_map":
+            yield kind, value
+        else:
             skip(stream, (kind, value))
-            continue
+    raise ValueError("the JSON text ends inside a value")
+
+
+def _snapshots(stream: Events, first: Event) -> Snapshots:
+    found = Snapshots()
+    for _ in _objects(stream, first):
         snapshot_id: object = None
         stamp: object = None
         schema_id: object = _UNSET
@@ -213,7 +221,7 @@ def _snapshots(stream: Events, first: Event) -> Snapshots:
             elif key == "schema-id":
                 schema_id = member[1] if member[0] not in ("start_map", "start_array") else None
         found.add(snapshot_id, stamp, schema_id)
-    raise ValueError("the JSON text ends inside a value")
+    return found
 
 
 def _schema_id(stream: Events, first: Event) -> Hashable:
@@ -228,20 +236,12 @@ def _schema_id(stream: Events, first: Event) -> Hashable:
 def _schemas(stream: Events, first: Event, kept: _Kept) -> dict[Hashable, tuple[Field, ...] | None]:
     """Each schema of `schemas[]` by its id, the first of each id."""
     found: dict[Hashable, tuple[Field, ...] | None] = {}
-    if first[0] != "start_array":
-        skip(stream, first)
-        return found
-    for kind, value in stream:
-        if kind == "end_array":
-            return found
-        if kind != "start_map":
-            skip(stream, (kind, value))
-            continue
-        document = build(stream, (kind, value), Budget(SCHEMA_BUDGET, "an Iceberg schema"))
+    for opened in _objects(stream, first):
+        document = build(stream, opened, Budget(SCHEMA_BUDGET, "an Iceberg schema"))
         schema_id = document.get("schema-id")
         if isinstance(schema_id, Hashable) and schema_id not in found:
             found[schema_id] = kept.fields(document)
-    raise ValueError("the JSON text ends inside a value")
+    return found
 
 
 def _legacy(stream: Events, first: Event, kept: _Kept) -> tuple[Field, ...] | None:
