@@ -3,7 +3,8 @@
 # (as root, as on CI machines): Java for PySpark, systemd-analyze for the unit checks,
 # PostgreSQL and its JDBC driver for the JDBC scenarios (tests/pg.py starts a throwaway server),
 # Debian's python3.11 with venv and util-linux's setpriv for running the agent as another user
-# (tests/otheruser.py: the checkout may be unreadable to that user).
+# (tests/otheruser.py: the checkout may be unreadable to that user), and Prometheus's promtool
+# for the alert rules under deploy/ (tests/test_alerts.py).
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
@@ -14,6 +15,7 @@ compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need+=(postgresql)
 [[ -x /usr/bin/python3.11 ]] || need+=(python3.11)
 /usr/bin/python3.11 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3.11-venv)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "missing Debian packages: ${need[*]} (run as root or install them)" >&2

@@ -248,7 +248,7 @@ def test_metrics_endpoint_parses_and_names(workdir: Path) -> None:
             "lineage_events_emitted_total{event_type=START}",
             "lineage_delivery_latency_seconds_count{transport=file}",
             "lineage_config_reloads_total{result=ok}",
-            "lineage_agent_build_info{version=0.1.0}",
+            "lineage_build_info{version=0.1.0}",
         ):
             assert name in samples, name
         assert samples["lineage_queue_capacity{transport=file}"] == 1024

@@ -80,11 +80,16 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 async def close_dead(
-    apps: Iterable[Followed], *, stale_after: float, stops: StopLookup
+    apps: Iterable[Followed],
+    *,
+    stale_after: float,
+    stops: StopLookup,
+    on_lost: Callable[[], object] = lambda: None,
 ) -> list[tuple[Followed, list[Event]]]:
     """End the runs of applications whose driver is gone: ABORT after a `job stop` once the
     log stopped growing (a stop recorded before a restart: as soon as no driver is alive),
-    FAIL when an in-progress log is stale and no driver is alive."""
+    FAIL when an in-progress log is stale and no driver is alive (`on_lost` is called then,
+    once per application: the metric the alert on lost drivers reads)."""
     ended: list[tuple[Followed, list[Event]]] = []
     now = time.monotonic()
     for app in apps:
@@ -123,6 +128,7 @@ async def close_dead(
             message=f"the driver is gone: the event log has not grown for {stale_after:g}s, "
             + answer.reason,
         )
+        on_lost()
         log.warning(
             "driver_lost", log=app.log.ref.path, app_id=translator.app_id, runs_ended=len(events)
         )

@@ -318,6 +318,8 @@ class SparkSource:
         if app.log.reader.gone:
             log.warning("eventlog_gone", log=app.log.ref.path)
         ended = app.log.end(cause="driver_lost", message=LOG_ENDED)
+        if ended:
+            self.metrics.applications_ended.labels(cause="log_ended").inc()
         # Both must reach the database before the log counts as finished; until then the
         # next pass tries again (closing twice ends nothing twice).
         if not self._emit(app, ended) or not self.claims.store(self._save, app, True):
@@ -347,6 +349,7 @@ class SparkSource:
             list(self.apps.values()),
             stale_after=self.spark.stale_after,
             stops=self.state.stop_request,
+            on_lost=self.metrics.applications_ended.labels(cause="driver_lost").inc,
         )
         for app, events in ended:
             self._emit(app, events)

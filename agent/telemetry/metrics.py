@@ -1,4 +1,10 @@
-"""Every metric of the agent, on an injected registry, and the loopback scrape endpoint."""
+"""Every metric of the agent, on an injected registry, and the loopback scrape endpoint.
+
+Every name starts with `lineage_`, except the standard `process_*` family (open files against
+the limit, memory, CPU) that dashboards and alerts expect under its usual names. Every
+labelled counter shows each of its documented label values at 0 from the start, so that
+`increase()` sees the first occurrence, and no counter exports a `_created` series.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +14,42 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref.simple_server import make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from agent import __version__
-from agent.errors import NOT_SENT_REASONS, UNCONFIRMED_REASONS
+from agent.errors import DROP_REASONS, NOT_SENT_REASONS, UNCONFIRMED_REASONS
 from agent.telemetry.scrapeserver import QuietHandler, ScrapeServer, ScrapeServer6
 
 # Delivery latency of one event, from entering the pipeline to the transport's answer.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: The `event_type` values of `lineage_events_emitted_total` (OpenLineage's run states).
+EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT")
+#: The `reason` values of `lineage_eventlog_lines_skipped_total` (agent.spark.problems).
+SKIP_REASONS = ("corrupt_json", "malformed_event", "too_long", "read_error", "special_file")
+#: The `cause` values of `lineage_applications_ended_total`: `driver_lost` when an in-progress
+#: log went stale with no driver alive, `log_ended` when a log ended without ApplicationEnd.
+END_CAUSES = ("driver_lost", "log_ended")
 
 
 class Metrics:
     """The agent's metrics; one instance per process, built on the registry it is given."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        # `_created` series double every counter and no alert or panel reads them; the switch
+        # is prometheus_client's only one and is process-wide (every registry of the process).
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry
+        # process_open_fds / process_max_fds: the alert on the open-files limit of the unit.
+        ProcessCollector(registry=registry)
         self.dropped = Counter(
             "lineage_events_dropped",
             "Events that will never be delivered, for any reason (one per event and transport).",
@@ -112,10 +138,23 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
-        self.build = Info("lineage_agent_build", "Build information.", registry=registry)
+        self.applications_ended = Counter(
+            "lineage_applications_ended",
+            "Spark applications whose runs the agent ended itself, without an ApplicationEnd: "
+            "driver_lost (stale in-progress log, no driver alive), log_ended (the log ended).",
+            ["cause"],
+            registry=registry,
+        )
+        self.build = Info("lineage_build", "Build information.", registry=registry)
         self.build.info({"version": __version__})
         for result in ("ok", "error"):
             self.reloads.labels(result=result)
+        for event_type in EVENT_TYPES:
+            self.emitted.labels(event_type=event_type)
+        for skipped in SKIP_REASONS:
+            self.eventlog_lines_skipped.labels(reason=skipped)
+        for cause in END_CAUSES:
+            self.applications_ended.labels(cause=cause)
 
     def register_transport(self, transport: str, capacity: int) -> None:
         """Create a transport's series at zero so that scrapes show them before any traffic."""
@@ -123,6 +162,9 @@ class Metrics:
         self.delivered.labels(transport=transport)
         self.queue_depth.labels(transport=transport).set(0)
         self.queue_capacity.labels(transport=transport).set(capacity)
+        self.latency.labels(transport=transport)
+        for dropped in DROP_REASONS:
+            self.dropped_by_reason.labels(transport=transport, reason=dropped)
         for reason in UNCONFIRMED_REASONS:
             self.unconfirmed.labels(transport=transport, reason=reason)
         for not_sent in NOT_SENT_REASONS:
