@@ -1,10 +1,17 @@
-"""structlog setup: JSON lines for journald, console on a terminal, secrets scrubbed."""
+"""structlog setup: JSON lines for journald, console on a terminal, secrets scrubbed.
+
+When stdout is the journal (systemd sets `JOURNAL_STREAM` to the `device:inode` of the
+stream it connected; a redirect or pipe made later has another identity), every line starts
+with its syslog priority as `<N>` (sd-daemon(3)), which journald strips and records, so that
+`journalctl -p warning` shows warnings and errors. Anywhere else lines are plain.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -42,7 +49,45 @@ def scrub_secrets(
     return event_dict
 
 
-def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
+#: sd-daemon(3) priorities by structlog level: crit 2, err 3, warning 4, info 6, debug 7.
+PRIORITIES = {
+    "critical": 2,
+    "exception": 3,
+    "error": 3,
+    "warning": 4,
+    "warn": 4,
+    "notice": 5,
+    "info": 6,
+    "debug": 7,
+}
+
+
+def is_journal(stream: TextIO, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether `stream` is the journal stream systemd connected (JOURNAL_STREAM=dev:inode)."""
+    device, _, inode = environ.get("JOURNAL_STREAM", "").partition(":")
+    try:
+        info = os.fstat(stream.fileno())
+        return (info.st_dev, info.st_ino) == (int(device), int(inode))
+    except (OSError, ValueError, AttributeError):  # no descriptor, or a malformed variable
+        return False
+
+
+def with_priority(renderer: Callable[..., Any]) -> Callable[..., str]:
+    """`renderer`, its line prefixed with the `<N>` priority of the event's level."""
+
+    def render(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> str:
+        priority = PRIORITIES.get(str(event_dict.get("level", method)), 6)
+        return f"<{priority}>{renderer(logger, method, event_dict)}"
+
+    return render
+
+
+def configure(
+    level: str = "info",
+    fmt: str = "auto",
+    stream: TextIO | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> None:
     """Configure structlog once per process; safe to call again on reload."""
     stream = stream or sys.stdout
     console = fmt == "console" or (fmt == "auto" and stream.isatty())
@@ -51,6 +96,8 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         if console
         else structlog.processors.JSONRenderer()
     )
+    if is_journal(stream, environ):
+        renderer = with_priority(renderer)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
