@@ -61,7 +61,12 @@ class AgentError(Exception):
 
 
 class ConfigError(AgentError):
-    """A configuration file that cannot be used, with file, line and key in the message."""
+    """A configuration file that cannot be used, with file, line and key in the message;
+    one line per problem when the file has several (`messages`)."""
+
+    def __init__(self, *messages: str) -> None:
+        super().__init__("\n".join(messages))
+        self.messages: tuple[str, ...] = messages
 
 
 class StartError(AgentError):

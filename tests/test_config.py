@@ -555,7 +555,8 @@ BROKEN = [
           <<: *defaults
         """,
         "config.yaml:1: defaults: unknown key (expected one of 'lineage', 'signing', 'spark',"
-        " 'metrics', 'state_dir', 'control_socket', 'logging')",
+        " 'metrics', 'state_dir', 'control_socket', 'logging')\n"
+        "config.yaml:3: lineage: YAML merge keys (<<) are not supported",
         id="anchor-holder-key",
     ),
     pytest.param(

@@ -36,6 +36,7 @@ def keyed_config(tmp_path: Path, key: Path) -> Path:
     config = write_config(tmp_path, {"transport": "file", "file": {"path": str(tmp_path / "e")}})
     data = yaml.safe_load(config.read_text())
     data["signing"] = {"key_path": str(key)}
+    data["spark"] = {"event_log_dirs": [str(tmp_path)]}
     config.write_text(yaml.safe_dump(data))
     return config
 
@@ -89,10 +90,13 @@ def test_no_key_where_none_can_be_made_is_refused_by_run_and_check(tmp_path: Pat
     config = keyed_config(tmp_path, key)
     message = f"signing.key_path: {key}: cannot create private key file: Not a directory"
     checked = cli("config", "check", str(config))
+    line = config.read_text().splitlines().index("  key_path: " + str(key)) + 1
     assert (checked.returncode, checked.stdout, checked.stderr) == (
         78,
         "",
-        f"lineage-agent: {message}\n",
+        f"lineage-agent: {config}:{line}: {message}\nlineage-agent: hint: leave the path free "
+        "and the agent makes the key at its first start, or make one now with `lineage-agent "
+        "keygen --out PATH` as the service's user\n",
     )
     with run_agent(config, wait=False) as agent:
         assert agent.proc.wait(60) == 78

@@ -809,8 +809,8 @@ def test_install_refuses_to_stage_an_environment_on_the_build_hosts_python(root:
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_config_passes_config_check(name: str, root: Path) -> None:
     """Every example passes `lineage-agent config check` run as a command, in a freshly
-    staged tree: the key the agent makes at its first start and a token variable the shell
-    lacks are notes."""
+    staged tree: the key the agent makes at its first start, a token variable the shell
+    lacks and the event-log directory Spark has not made yet are notes."""
     command = [sys.executable, "-m", "agent", "config", "check", str(ROOT / "config" / name)]
     env = {k: v for k, v in os.environ.items() if k != "OPENLINEAGE_TOKEN"}
     result = subprocess.run(
@@ -831,6 +831,10 @@ def test_example_config_passes_config_check(name: str, root: Path) -> None:
             "note: lineage.http.auth.token_env: environment variable OPENLINEAGE_TOKEN is not "
             "set here; the service refuses to start unless its environment sets it\n"
         )
+    notes += (
+        f"note: spark.event_log_dirs: {root}/var/log/spark-events: no such directory here; "
+        "the agent waits for it to appear (check spark.eventLog.dir of the cluster)\n"
+    )
     assert (result.returncode, result.stdout, result.stderr) == (0, "ok\n" + notes, "")
 
 

@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent import __version__
@@ -63,7 +63,8 @@ def run_daemon(
     try:
         config = load_config(config_path)
     except ConfigError as error:
-        _err(str(error))
+        for message in error.messages:
+            _err(message)
         return EX_CONFIG
     logs.configure(config.logging.level, config.logging.format)
     daemon = Daemon(config, source_factory or default_source)
@@ -86,20 +87,52 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
     """The file, then every check `run` makes before it opens anything (agent.service.preflight);
-    what only the service's user or environment can tell is printed as a note after `ok`."""
-    from agent.config.loader import load_config
-    from agent.errors import ConfigError, StartError
-    from agent.service.preflight import check_startup
+    what only the service's user or environment can tell is printed as a note after `ok`.
+    Every problem of the file is printed, each with file:line where the key is in the file
+    and a hint where there is one; `--syntax-only` reads the file and nothing else."""
+    from agent.config.loader import load_located
+    from agent.errors import ConfigError
+    from agent.service.preflight import check_startup, connect_error, hint_for, relative_note
 
     try:
-        checked = check_startup(load_config(args.file), service=False, root=args.root)
-    except (ConfigError, StartError) as error:
-        _err(str(error))
+        located = load_located(args.file)
+    except ConfigError as error:
+        _config_errors(error.messages, hint_for)
         return EX_CONFIG
+    notes = [relative_note(key, text, located) for key, text in located.relative.items()]
+    if not args.syntax_only:
+        checked = check_startup(
+            located.config,
+            service=False,
+            root=args.root,
+            # A staged tree is checked for another machine: this one's network says nothing.
+            reachable=connect_error if args.root is None else None,
+        )
+        if checked.errors:
+            lines = located.lines
+            _config_errors([_located(args.file, lines, e) for e in checked.errors], hint_for)
+            return EX_CONFIG
+        notes += checked.notes
     print("ok")
-    for note in checked.notes:
+    for note in notes:
         print(f"note: {note}")
     return EX_OK
+
+
+def _located(source: str, lines: Mapping[str, int], message: str) -> str:
+    """`FILE:LINE: key: ...` for a check's message that starts with a key of the file
+    (`FILE: key: ...` when the key is not in the file: its default was checked)."""
+    key = message.partition(": ")[0]
+    line = lines.get(key) or lines.get(key.partition("[")[0])
+    return f"{source}:{line}: {message}" if line else f"{source}: {message}"
+
+
+def _config_errors(messages: Sequence[str], hint_for: Callable[[str], str | None]) -> None:
+    for message in messages:
+        _err(message)
+        hint = hint_for(message)
+        if hint is not None:
+            _err(f"hint: {hint}")
 
 
 def _cmd_keygen(args: argparse.Namespace) -> int:
@@ -335,11 +368,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="validate a config file and everything `run` checks before it starts",
         description="Read the file and make every check `run` makes before it opens sockets "
         "and files: the signing key, the http endpoints, bearer token and CA bundle, the "
-        "events file's directory. Prints `ok` (exit 0) or the problem (exit 78); what only "
-        "the service's user or environment can tell (a file this user may not read, a token "
-        "variable not set here) follows `ok` as `note: ...` lines.",
+        "events file's directory. Prints `ok` (exit 0) or every problem found, each with "
+        "file:line and a hint where there is one (exit 78); what only the service's user, "
+        "environment or node can tell (a key still to be made, a file this user may not "
+        "read, a token variable not set here, a missing event-log directory, an endpoint "
+        "that does not answer from here) follows `ok` as `note: ...` lines.",
     )
-    check.add_argument("file")
+    check.add_argument(
+        "file",
+        nargs="?",
+        default=DEFAULT_CONFIG,
+        help=f"YAML config file (default {DEFAULT_CONFIG}, as for run)",
+    )
+    check.add_argument(
+        "--syntax-only",
+        action="store_true",
+        help="check the file alone (keys, values, lines), touching no other file, no "
+        "environment and no network: for CI",
+    )
     check.add_argument(
         "--root",
         metavar="DIR",

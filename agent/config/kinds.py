@@ -23,6 +23,7 @@ class NodeReader(Protocol):
     """What a kind reader needs of the config walk."""
 
     base_dir: str
+    relative: dict[str, str]  # dotted key -> a relative path as written, before resolution
 
     def error(self, node: Node, path: str, what: str) -> ConfigError: ...
 
@@ -109,6 +110,8 @@ def _read_path(reader: NodeReader, node: Node, path: str, bounds: Bounds | None)
         raise reader.error(
             node, path, f"expected a local path or a file:// URL, got {describe(node)}"
         )
+    if not os.path.isabs(text):
+        reader.relative[path] = text
     return os.path.normpath(os.path.join(reader.base_dir, text))
 
 

@@ -5,7 +5,9 @@ Errors:
     never read from), over 1 MiB, not YAML, or a key is unknown, of the wrong type or out of
     range. The message names the file, the line and the dotted key,
     e.g. ``/etc/lineage-agent/config.yaml:7: lineage.queue_size: expected an integer >= 0,
-    got 'many'``. Config code never exits; `cli.py` maps ConfigError to exit 78.
+    got 'many'``; a file with several such keys gets one line for each (`messages`), in
+    the file's order, so that one `config check` shows them all. Config code never exits;
+    `cli.py` maps ConfigError to exit 78.
 
 The walk is driven by the dataclasses: a field's type and its `Kind` and `Bounds` decide how
 its node is read. Rules that span several keys (http transport needs an endpoint, bearer auth
@@ -14,12 +16,14 @@ needs https) run after the walk.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
 import stat
 import types
 import typing
+from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal, get_args, get_origin
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -47,15 +51,30 @@ from agent.fsutil import file_kind
 MAX_CONFIG_BYTES: Final = 1024 * 1024
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Located:
+    """A loaded config and where its keys are: for `config check`, which names the line of
+    a key a later check refuses and the relative paths the file holds."""
+
+    config: AgentConfig
+    lines: Mapping[str, int]  # dotted key -> line of the key in the file
+    relative: Mapping[str, str]  # dotted key -> relative path as written (resolved in config)
+
+
 def load_config(path: str | os.PathLike[str]) -> AgentConfig:
     """Read and validate the YAML file at `path`; relative paths in it are taken from its folder."""
+    return load_located(path).config
+
+
+def load_located(path: str | os.PathLike[str]) -> Located:
+    """`load_config`, with the line of every key and the relative paths as written."""
     source = os.fspath(path)
     data = _read_regular(source)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source}: cannot read: not UTF-8 text (byte {exc.start})") from None
-    return parse_config(text, source, base_dir=os.path.dirname(os.path.abspath(source)))
+    return parse_located(text, source, base_dir=os.path.dirname(os.path.abspath(source)))
 
 
 def _read_regular(source: str) -> bytes:
@@ -103,17 +122,44 @@ def parse_config(
     """Validate YAML `text`; errors name `source`. Relative paths resolve against `base_dir`
     (default: the folder of `source`, taken from the working directory if `source` is relative).
     """
+    return parse_located(text, source, base_dir=base_dir).config
+
+
+def parse_located(
+    text: str, source: str, *, base_dir: str | os.PathLike[str] | None = None
+) -> Located:
+    """`parse_config`, with the line of every key and the relative paths as written."""
     root = compose(text, source)
     if root is None or is_null(root):
         raise ConfigError(f"{source}: empty configuration; expected a 'lineage' section")
     reader = _Reader(source, os.path.abspath(base_dir or os.path.dirname(os.path.abspath(source))))
     if not isinstance(root, MappingNode):
         raise reader.error(root, "", f"expected a mapping of sections, got {describe(root)}")
-    config: AgentConfig = reader.value(root, AgentConfig, "")
+    config: AgentConfig | None = None
+    with contextlib.suppress(_Failed):
+        config = reader.value(root, AgentConfig, "")
     if "lineage" not in reader.lines:
-        raise reader.error(root, "lineage", "required section is missing")
-    _check_rules(config, reader)
-    return dataclasses.replace(config, source=source)
+        reader.errors.append(reader.error(root, "lineage", "required section is missing"))
+    if config is not None and not reader.errors:
+        _check_rules(config, reader)
+    if reader.errors or config is None:
+        raise ConfigError(*_in_file_order(reader.errors))
+    config = dataclasses.replace(config, source=source)
+    return Located(config, dict(reader.lines), dict(reader.relative))
+
+
+def _in_file_order(errors: list[ConfigError]) -> list[str]:
+    """The messages by line (`file:LINE: ...`), each once, in the order found per line."""
+
+    def line(message: str) -> int:
+        where = message.rpartition(": ")[0]
+        for part in where.split(":"):
+            if part.isdigit():
+                return int(part)
+        return 0
+
+    messages = list(dict.fromkeys(m for error in errors for m in error.messages))
+    return sorted(messages, key=line)
 
 
 def redacted(config: AgentConfig) -> dict[str, Any]:
@@ -126,22 +172,28 @@ def redacted(config: AgentConfig) -> dict[str, Any]:
 
 
 def _check_rules(config: AgentConfig, reader: _Reader) -> None:
+    """The rules over several keys; each broken one is added to the reader's errors."""
     lineage = config.lineage
     if "http" in lineage.transport and lineage.http is None:
-        raise reader.error_at(
-            reader.lines.get("lineage.transport", 1),
-            "lineage.http.endpoint",
-            "required because lineage.transport includes 'http'",
+        reader.errors.append(
+            reader.error_at(
+                reader.lines.get("lineage.transport", 1),
+                "lineage.http.endpoint",
+                "required because lineage.transport includes 'http'",
+            )
         )
     http = lineage.http
     if http is not None and http.auth is not None:
         for key in ("endpoint", "batch_endpoint"):
             url = getattr(http, key)
             if url is not None and urlsplit(url).scheme != "https":
-                raise reader.error_at(
-                    reader.lines[f"lineage.http.{key}"],
-                    f"lineage.http.{key}",
-                    "bearer auth needs an https:// endpoint; refusing to send a token over http",
+                reader.errors.append(
+                    reader.error_at(
+                        reader.lines[f"lineage.http.{key}"],
+                        f"lineage.http.{key}",
+                        "bearer auth needs an https:// endpoint; refusing to send a token "
+                        "over http",
+                    )
                 )
 
 
@@ -155,13 +207,22 @@ def _unknown_key(name: str, known: list[str]) -> str:
     return f"unknown key (expected one of {', '.join(map(repr, known))})"
 
 
+class _Failed(Exception):
+    """A section or list that could not be built; its errors are in the reader's list."""
+
+
 class _Reader:
-    """Walks composed YAML nodes into the dataclasses, remembering the line of every key."""
+    """Walks composed YAML nodes into the dataclasses, remembering the line of every key.
+
+    A bad key is recorded and the walk goes on with its siblings, so that one run names
+    every bad key of the file; a section with a bad key is not built (`_Failed`)."""
 
     def __init__(self, source: str, base_dir: str) -> None:
         self.source = source
         self.base_dir = base_dir
         self.lines: dict[str, int] = {}  # dotted key -> line of the key
+        self.relative: dict[str, str] = {}  # dotted key -> relative path as written
+        self.errors: list[ConfigError] = []
 
     def error_at(self, line: int, path: str, what: str) -> ConfigError:
         key = f" {path}:" if path else ""
@@ -208,28 +269,55 @@ class _Reader:
         hints = fields_of(cls)
         first: dict[str, int] = {}
         values: dict[str, Any] = {}
+        failed: set[str] = set()
         for key_node, value_node in pairs:
-            if not isinstance(key_node, ScalarNode):
-                raise self.error(key_node, path, f"expected a key name, got {describe(key_node)}")
-            name = str(key_node.value)
-            key_path = f"{path}.{name}" if path else name
-            if key_node.tag == MERGE:
-                raise self.error(key_node, path or "<<", "YAML merge keys (<<) are not supported")
-            if name in first:
-                raise self.error(
-                    key_node, key_path, f"duplicate key {name!r} (first at line {first[name]})"
-                )
-            first[name] = line_of(key_node)
-            if name not in hints:
-                raise self.error(key_node, key_path, _unknown_key(name, list(hints)))
-            self.lines[key_path] = line_of(key_node)
-            values[name] = self.value(value_node, hints[name], key_path)
+            try:
+                self.pair(key_node, value_node, path, hints, first, values, failed)
+            except ConfigError as error:
+                self.errors.append(error)
+                failed.add(str(getattr(key_node, "value", "")))
         for f in dataclasses.fields(cls):
             missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            if missing and f.name not in values:
+            if missing and f.name not in values and f.name not in failed:
                 where = f"{path}.{f.name}" if path else f.name
-                raise self.error_at(self.lines.get(path, line), where, "required key is missing")
+                self.errors.append(
+                    self.error_at(self.lines.get(path, line), where, "required key is missing")
+                )
+                failed.add(f.name)
+        if failed:
+            raise _Failed(path)
         return cls(**values)
+
+    def pair(
+        self,
+        key_node: Node,
+        value_node: Node,
+        path: str,
+        hints: dict[str, Any],
+        first: dict[str, int],
+        values: dict[str, Any],
+        failed: set[str],
+    ) -> None:
+        """Read one key of a section into `values`; ConfigError for a bad key, and the key
+        goes to `failed` when its value could not be read (errors already recorded)."""
+        if not isinstance(key_node, ScalarNode):
+            raise self.error(key_node, path, f"expected a key name, got {describe(key_node)}")
+        name = str(key_node.value)
+        key_path = f"{path}.{name}" if path else name
+        if key_node.tag == MERGE:
+            raise self.error(key_node, path or "<<", "YAML merge keys (<<) are not supported")
+        if name in first:
+            raise self.error(
+                key_node, key_path, f"duplicate key {name!r} (first at line {first[name]})"
+            )
+        first[name] = line_of(key_node)
+        if name not in hints:
+            raise self.error(key_node, key_path, _unknown_key(name, list(hints)))
+        self.lines[key_path] = line_of(key_node)
+        try:
+            values[name] = self.value(value_node, hints[name], key_path)
+        except _Failed:
+            failed.add(name)
 
     def items(self, node: Node, item_hint: Any, path: str) -> tuple[Any, ...]:
         """A list, or one value standing for a list of one; no duplicates."""
@@ -240,15 +328,26 @@ class _Reader:
         nodes = node.value if isinstance(node, SequenceNode) else [node]
         first: dict[Any, int] = {}
         items: list[Any] = []
+        failed = False
         for index, item_node in enumerate(nodes):
             item_path = f"{path}[{index}]" if isinstance(node, SequenceNode) else path
-            item = self.value(item_node, item_hint, item_path)
-            if item in first:
-                raise self.error(
-                    item_node, item_path, f"duplicate {item!r} (first at line {first[item]})"
-                )
+            try:
+                item = self.value(item_node, item_hint, item_path)
+                if item in first:
+                    raise self.error(
+                        item_node, item_path, f"duplicate {item!r} (first at line {first[item]})"
+                    )
+            except ConfigError as error:
+                self.errors.append(error)
+                failed = True
+                continue
+            except _Failed:
+                failed = True
+                continue
             first[item] = line_of(item_node)
             items.append(item)
+        if failed:
+            raise _Failed(path)
         return tuple(items)
 
     def choice(self, node: Node, choices: tuple[str, ...], path: str) -> str:

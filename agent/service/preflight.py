@@ -9,7 +9,10 @@ created. For `run` (`service=True`) every problem is a StartError. For `config c
 (`service=False`) a problem that may be only this shell's (a file this user may not read or
 write, a token variable not set here) is returned as a note instead, because the service runs
 as another user with its own environment; every other problem is the same StartError `run`
-would raise. A missing key is a note of `config check` too: `run` makes it.
+would raise. A missing key is a note of `config check` too: `run` makes it. `config check`
+goes on after a problem, so that one run names them all (`Checked.errors`), and notes what
+only the node can tell: an event-log directory that is not there (yet), an http endpoint that
+does not accept a connection from here (`reachable`).
 
 What is checked only by opening (the state database and its lock, the events file's lock,
 the metrics address, the control socket) stays with `run`: another agent may hold them.
@@ -21,11 +24,14 @@ import contextlib
 import errno
 import os
 import pwd
-from collections.abc import Mapping
+import socket
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from nacl.signing import SigningKey
 
+from agent.config.loader import Located
 from agent.config.model import AgentConfig
 from agent.delivery.signing import load_signing_key
 from agent.delivery.transports.file import check_path
@@ -42,6 +48,7 @@ class Checked:
 
     signing_key: SigningKey | None
     notes: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()  # config check only: every refusal, in the order found
 
 
 def check_startup(
@@ -52,6 +59,7 @@ def check_startup(
     root: str | None = None,
     transports: tuple[str, ...] | None = None,
     make_missing_key: bool = False,
+    reachable: Callable[[str], str | None] | None = None,
 ) -> Checked:
     """Check what `run` needs before it opens anything; see the module docstring.
 
@@ -59,10 +67,25 @@ def check_startup(
     tree staged for an image. `transports` limits the transport checks to those names (a
     reload checks only the transports it builds anew; default: every configured one).
     `make_missing_key` (run, at start) makes the signing key when its path names nothing.
+    `reachable` (config check only) tries an http endpoint and says why it cannot connect
+    (None when it can); its answer becomes a note.
     """
     if root is not None and service:
         raise ValueError("root is for checking a staged tree, not for running")
     notes: list[str] = []
+    errors: list[str] = []
+
+    @contextlib.contextmanager
+    def step(key: str = "") -> Iterator[None]:
+        """For `run` the first refusal stops; `config check` records it, under `key` when
+        the message does not name one, and goes on."""
+        try:
+            yield
+        except StartError as error:
+            if service:
+                raise
+            message = str(error)
+            errors.append(message if message.startswith(key) else f"{key}: {message}")
 
     def problem(text: str) -> None:
         if service:
@@ -80,53 +103,104 @@ def check_startup(
         return Checked(None, tuple(notes))
     key: SigningKey | None = None
     key_path = at(config.signing.key_path)
-    if service and make_missing_key:
-        make_key(key_path)
-    if not service and not os.path.lexists(key_path):
-        notes.append(missing_key_note(key_path, _user()))
-    elif not service and not os.access(key_path, os.R_OK):
-        problem(
-            f"signing.key_path: {key_path}: not readable by {_user()}; check again as the "
-            "service's user to check the key"
-        )
-    else:
-        try:
-            key = load_signing_key(key_path)
-        except KeyFileError as error:
-            raise StartError(f"signing.key_path: {error}") from None
+    with step():
+        if service and make_missing_key:
+            make_key(key_path)
+        if not service and not os.path.lexists(key_path):
+            notes.append(missing_key_note(key_path, _user()))
+        elif not service and not os.access(key_path, os.R_OK):
+            problem(
+                f"signing.key_path: {key_path}: not readable by {_user()}; check again as the "
+                "service's user to check the key"
+            )
+        else:
+            try:
+                key = load_signing_key(key_path)
+            except KeyFileError as error:
+                raise StartError(f"signing.key_path: {error}") from None
     lineage = config.lineage
     names = lineage.transport if transports is None else transports
     if "http" in names and lineage.http is not None:
         http = lineage.http
-        check_urls(http)
+        with step():
+            check_urls(http)
+            if reachable is not None:
+                for url in dict.fromkeys(filter(None, (http.endpoint, http.batch_endpoint))):
+                    why = reachable(url)
+                    if why is not None:
+                        notes.append(
+                            f"lineage.http.endpoint: {url}: no connection from here ({why}); "
+                            "the agent keeps events queued until the collector answers"
+                        )
         auth = http.auth
-        if auth is not None and auth.token_env not in environ and not service:
-            notes.append(
-                f"lineage.http.auth.token_env: environment variable {auth.token_env} is not set "
-                "here; the service refuses to start unless its environment sets it"
-            )
-        else:
-            read_token(http, environ)
-        if http.ca_file is not None:
-            ca_file = at(http.ca_file)
-            if not service and os.path.exists(ca_file) and not os.access(ca_file, os.R_OK):
-                problem(
-                    f"lineage.http.ca_file: {ca_file}: not readable by {_user()}; check "
-                    "again as the service's user to check it"
+        with step():
+            if auth is not None and auth.token_env not in environ and not service:
+                notes.append(
+                    f"lineage.http.auth.token_env: environment variable {auth.token_env} is not "
+                    "set here; the service refuses to start unless its environment sets it"
                 )
             else:
-                if os.path.exists(ca_file) and not os.path.isfile(ca_file):
-                    raise StartError(f"lineage.http.ca_file: {ca_file}: not a regular file")
-                tls_context(ca_file)
+                read_token(http, environ)
+        if http.ca_file is not None:
+            ca_file = at(http.ca_file)
+            with step():
+                if not service and os.path.exists(ca_file) and not os.access(ca_file, os.R_OK):
+                    problem(
+                        f"lineage.http.ca_file: {ca_file}: not readable by {_user()}; check "
+                        "again as the service's user to check it"
+                    )
+                else:
+                    if os.path.exists(ca_file) and not os.path.isfile(ca_file):
+                        raise StartError(f"lineage.http.ca_file: {ca_file}: not a regular file")
+                    tls_context(ca_file)
     if "file" in names:
-        note = check_path(at(lineage.file.path))
-        if note is not None:
-            problem(f"lineage.file.path: {note}" if not service else note)
+        with step("lineage.file.path"):
+            note = check_path(at(lineage.file.path))
+            if note is not None:
+                problem(f"lineage.file.path: {note}" if not service else note)
     if transports is None:  # at start; a reload keeps the state directory it has
-        note = _check_state_dir(at(config.state_dir))
-        if note is not None:
-            problem(f"state_dir: {note}" if not service else note)
-    return Checked(key, tuple(notes))
+        with step("state_dir"):
+            note = _check_state_dir(at(config.state_dir))
+            if note is not None:
+                problem(f"state_dir: {note}" if not service else note)
+        if not service:
+            notes.extend(_missing_log_dirs(config, at))
+    return Checked(key, tuple(notes), tuple(errors))
+
+
+def _missing_log_dirs(config: AgentConfig, at: Callable[[str], str]) -> list[str]:
+    """Notes on event-log directories that are not there: the agent waits for them (Spark
+    makes its directory at its first application), but a typo waits forever."""
+    notes = []
+    for index, directory in enumerate(config.spark.event_log_dirs):
+        path = at(directory)
+        key = (
+            f"spark.event_log_dirs[{index}]"
+            if len(config.spark.event_log_dirs) > 1
+            else ("spark.event_log_dirs")
+        )
+        if not os.path.exists(path):
+            notes.append(
+                f"{key}: {path}: no such directory here; the agent waits for it to appear "
+                "(check spark.eventLog.dir of the cluster)"
+            )
+        elif not os.path.isdir(path):
+            notes.append(f"{key}: {path}: not a directory; the agent waits for a directory there")
+    return notes
+
+
+def connect_error(url: str, timeout: float = 3.0) -> str | None:
+    """Why a TCP connection to `url`'s host and port fails from here, or None when one opens
+    (nothing is sent). For `config check`; never on the event loop."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout):
+            return None
+    except TimeoutError:
+        return f"no answer within {timeout:g}s"
+    except OSError as error:
+        return error.strerror or str(error)
 
 
 def _check_state_dir(directory: str) -> str | None:
@@ -156,3 +230,60 @@ def _user() -> str:
         return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
     except KeyError:
         return f"uid {uid}"
+
+
+#: Hints for `config check`, by the dotted key a problem names (the longest match wins).
+HINTS: Mapping[str, str] = {
+    "signing.key_path": "leave the path free and the agent makes the key at its first start, "
+    "or make one now with `lineage-agent keygen --out PATH` as the service's user",
+    "lineage.http.auth.token_env": "the unit reads variables from /etc/lineage-agent/environment "
+    "(EnvironmentFile=); put NAME=token there, mode 0600",
+    "lineage.http.ca_file": "a PEM bundle the service's user may read",
+    "lineage.file.path": "a path below /var/lib/lineage-agent (the unit's StateDirectory=), the "
+    "one place the shipped unit lets the agent write",
+    "state_dir": "/var/lib/lineage-agent is the unit's StateDirectory=, the one place the "
+    "shipped unit lets the agent write",
+    "spark.event_log_dirs": "the directory of the cluster's spark.eventLog.dir "
+    "(spark-defaults.conf)",
+}
+
+
+def hint_for(message: str) -> str | None:
+    """The hint for a problem `config check` prints (`[FILE:LINE: ]key: ...`), or None."""
+    if "not valid YAML" in message:
+        return "YAML indents with spaces, not tabs; quote a value that holds ': ' or ' #'"
+    if message.endswith(("lineage: required section is missing", "expected a 'lineage' section")):
+        return "every config has a lineage: section; config/example.yaml shows each key"
+    head, _, _ = message.partition(": ")
+    parts = message.split(": ")
+    # The key follows the location when there is one (FILE:LINE: key: ...).
+    key = parts[1] if len(parts) > 2 and head.rpartition(":")[2].isdigit() else head
+    key = key.partition("[")[0]
+    while "." in key or key in HINTS:  # a section's hint, never one of a whole top section
+        if key in HINTS:
+            return HINTS[key]
+        key = key.rpartition(".")[0]
+    return None
+
+
+def relative_note(key: str, text: str, located: Located) -> str:
+    """What `config check` says of a relative path: where it resolved, and why an absolute
+    one is safer for a service (the file's folder, /etc/lineage-agent, is read-only to it)."""
+    resolved = _resolved(located.config, key)
+    folder = os.path.dirname(os.path.abspath(located.config.source))
+    return (
+        f"{key}: {text!r} is relative: taken from the config file's folder {folder}, so it "
+        f"is {resolved}; the shipped unit keeps /etc read-only, so give what the agent "
+        "writes as an absolute path"
+    )
+
+
+def _resolved(config: AgentConfig, key: str) -> str:
+    """The value of a dotted key (`spark.event_log_dirs[1]` included) of `config`."""
+    value: object = config
+    for part in key.split("."):
+        name, _, index = part.partition("[")
+        value = getattr(value, name)
+        if index:
+            value = value[int(index.rstrip("]"))]  # type: ignore[index]
+    return str(value)
