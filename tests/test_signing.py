@@ -9,6 +9,8 @@ import json
 import os
 import re
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -578,8 +580,8 @@ def test_key_id_is_sha256_of_raw_public_key(key: SigningKey) -> None:
 
 
 def test_generated_key_file_is_0600_base64_seed(tmp_path: Path) -> None:
-    """keygen writes the base64 of the 32-byte seed and a newline, mode 0600, even under a
-    permissive umask; loading it gives the key whose public half it returned."""
+    """keygen writes the header line, the base64 of the 32-byte seed and a newline, mode 0600,
+    even under a permissive umask; loading it gives the key whose public half it returned."""
     path = tmp_path / "ed25519.key"
     old = os.umask(0)
     try:
@@ -587,10 +589,55 @@ def test_generated_key_file_is_0600_base64_seed(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    text = path.read_text()
+    header, text = path.read_text().split("\n", 1)
+    assert header == (
+        "# lineage-agent Ed25519 private key (secret; public key: lineage-agent pubkey --key FILE)"
+    )
     assert re.fullmatch(r"[A-Za-z0-9+/]{43}=\n", text)
     assert len(base64.b64decode(text)) == 32
     assert load_signing_key(path).verify_key == verify_key
+
+
+def test_a_bare_base64_key_file_still_loads(tmp_path: Path, key: SigningKey) -> None:
+    """A private key file written before the header (the base64 line alone) still loads."""
+    path = tmp_path / "old.key"
+    path.write_bytes(base64.b64encode(bytes(key)) + b"\n")
+    path.chmod(0o600)
+    assert load_signing_key(path).verify_key == key.verify_key
+
+
+def test_a_foreign_comment_line_is_not_a_key_file(tmp_path: Path) -> None:
+    """A file starting with another comment line is refused as not a lineage-agent key."""
+    path = tmp_path / "x.key"
+    path.write_text(f"# some other tool's key\n{SEED_TEXT}\n")
+    path.chmod(0o600)
+    with pytest.raises(KeyFileError) as caught:
+        load_signing_key(path)
+    assert str(caught.value) == (
+        f"{path}: not a lineage-agent private key file (its first line is a comment that is "
+        "not the header `lineage-agent keygen` writes)"
+    )
+
+
+def test_a_private_key_is_refused_where_a_public_key_is_wanted(tmp_path: Path) -> None:
+    """load_verify_key refuses a private key file, and its text, by the header; the message
+    says how to get the public key and quotes no key material."""
+    path = tmp_path / "ed25519.key"
+    generate_key_file(path)
+    secret = path.read_text().split("\n")[1]
+    with pytest.raises(KeyFileError) as caught:
+        load_verify_key(path)
+    assert str(caught.value) == (
+        f"{path}: this is a private key file, not a public key; never hand it out: give its "
+        f"public key instead, as `lineage-agent pubkey --key {path}` prints it"
+    )
+    with pytest.raises(KeyFileError) as caught:
+        load_verify_key(path.read_text())
+    assert str(caught.value) == (
+        "the text given: this is a private key file, not a public key; never hand it out: "
+        "give its public key instead, as `lineage-agent pubkey --key FILE` prints it"
+    )
+    assert secret[:8] not in str(caught.value)
 
 
 def test_generated_key_file_is_0600_under_restrictive_umask(tmp_path: Path) -> None:
@@ -859,3 +906,24 @@ def test_verify_files_all_good(tmp_path: Path, payloads: dict[str, bytes], key: 
     report = verify_files([good], key.verify_key)
     assert (report.checked, report.verified, report.passed) == (2, 2, True)
     assert report.lines() == ["2 events checked, 2 verified, 0 failed"]
+
+
+def test_verify_command_refuses_a_private_key(tmp_path: Path, signer: Signer) -> None:
+    """`verify --public-key PRIVATE_KEY_FILE` is a usage error (exit 2) saying what to give
+    instead, not a report of unknown keyIds; with the key's public half the same file passes."""
+    key_file = tmp_path / "ed25519.key"
+    generate_key_file(key_file)
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(Signer(load_signing_key(key_file)).sign_event(example_run_event()) + b"\n")
+    command = [sys.executable, "-m", "agent", "verify", str(events), "--public-key"]
+    refused = subprocess.run([*command, str(key_file)], capture_output=True, text=True, timeout=60)
+    assert (refused.returncode, refused.stdout, refused.stderr) == (
+        2,
+        "",
+        f"lineage-agent: {key_file}: this is a private key file, not a public key; never hand "
+        f"it out: give its public key instead, as `lineage-agent pubkey --key {key_file}` "
+        "prints it\n",
+    )
+    public = public_key_text(load_signing_key(key_file).verify_key)
+    passed = subprocess.run([*command, public], capture_output=True, text=True, timeout=60)
+    assert passed.returncode == 0, passed.stdout + passed.stderr

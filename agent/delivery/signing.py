@@ -14,11 +14,14 @@ so the signer ships and signs events without them and `verify` removes them befo
 canonicalizes: an event that went through Marquez still verifies. A null array element has
 no absent form; the signer refuses it.
 
-Key formats (one line of text each, as WireGuard keeps its keys):
-    private key file: base64 of the 32-byte Ed25519 seed and a newline, mode 0600;
-        `load_signing_key` refuses it when group or others may read or write it.
+Key formats (base64 text, as WireGuard keeps its keys):
+    private key file: the header line `PRIVATE_KEY_HEADER`, then the base64 of the 32-byte
+        Ed25519 seed and a newline, mode 0600; `load_signing_key` refuses it when group or
+        others may read or write it. A file of the base64 line alone (written before the
+        header) still loads.
     public key: base64 of the raw 32-byte public key, as `lineage-agent pubkey` prints it; a
-        string or a file holding that text.
+        string or a file holding that text. `load_verify_key` refuses a private key file
+        (by its header) with a message that says how to get its public key.
 
 Errors:
     KeyFileError: a key file is missing, unreadable, too open or malformed. Messages name the
@@ -50,6 +53,11 @@ ALGORITHM: Final = "Ed25519"
 CANONICALIZATION: Final = "RFC8785"
 
 _KEY_BYTES: Final = 32
+#: The first line of a private key file: says what the file is to a person and to
+#: `load_verify_key`, which refuses it where a public key is wanted.
+PRIVATE_KEY_HEADER: Final = (
+    "# lineage-agent Ed25519 private key (secret; public key: lineage-agent pubkey --key FILE)"
+)
 # Far above any key file; reading stops there so a wrong path cannot make us slurp a disk.
 _KEY_FILE_LIMIT: Final = 4096
 
@@ -219,7 +227,7 @@ def generate_key_file(path: StrPath) -> VerifyKey:
     try:
         os.fchmod(fd, 0o600)  # the umask may have removed owner bits; it never adds any
         with os.fdopen(fd, "wb", closefd=False) as file:
-            file.write(base64.b64encode(bytes(key)) + b"\n")
+            file.write(PRIVATE_KEY_HEADER.encode() + b"\n" + base64.b64encode(bytes(key)) + b"\n")
         os.fsync(fd)
         os.link(temporary, name)  # fails on anything at `name`; follows no link there
     except FileExistsError:
@@ -264,7 +272,13 @@ def load_signing_key(path: StrPath) -> SigningKey:
         raise KeyFileError(f"{name}: cannot read private key file: {error.strerror}") from None
     finally:
         os.close(fd)
-    seed = _decode_key(data, name, "private key")
+    header, body = _split_header(data)
+    if header is not None and not header.startswith(_HEADER_MARK):
+        raise KeyFileError(
+            f"{name}: not a lineage-agent private key file (its first line is a comment that "
+            "is not the header `lineage-agent keygen` writes)"
+        )
+    seed = _decode_key(body, name, "private key")
     return SigningKey(seed)
 
 
@@ -272,6 +286,8 @@ def load_verify_key(path_or_text: StrPath) -> VerifyKey:
     """A trusted public key from the base64 text `lineage-agent pubkey` prints, or a file
     holding that text. A string that decodes to 32 bytes is taken as the key itself."""
     if isinstance(path_or_text, str):
+        if path_or_text.lstrip().startswith(_HEADER_MARK):
+            raise KeyFileError(_private_where_public("the text given"))
         text = path_or_text.strip().encode("ascii", "replace")
         if _looks_like_key(text):
             return VerifyKey(base64.b64decode(text, validate=True))
@@ -285,7 +301,30 @@ def load_verify_key(path_or_text: StrPath) -> VerifyKey:
         ) from None
     except OSError as error:
         raise KeyFileError(f"{name}: cannot read public key file: {error.strerror}") from None
+    if data.lstrip().startswith(_HEADER_MARK.encode()):
+        raise KeyFileError(_private_where_public(name))
     return VerifyKey(_decode_key(data, name, "public key"))
+
+
+#: What identifies the header, whatever follows it on its line.
+_HEADER_MARK: Final = "# lineage-agent Ed25519 private key"
+
+
+def _private_where_public(name: str) -> str:
+    shown = "FILE" if name == "the text given" else name
+    return (
+        f"{name}: this is a private key file, not a public key; never hand it out: give its "
+        f"public key instead, as `lineage-agent pubkey --key {shown}` prints it"
+    )
+
+
+def _split_header(data: bytes) -> tuple[str | None, bytes]:
+    """The comment line a key file starts with (None without one) and the rest."""
+    text = data.lstrip()
+    if not text.startswith(b"#"):
+        return None, data
+    first, _, rest = text.partition(b"\n")
+    return first.decode("utf-8", "replace").rstrip("\r"), rest
 
 
 def _looks_like_key(text: bytes) -> bool:
