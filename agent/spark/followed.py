@@ -32,6 +32,8 @@ class Followed:
     busy: bool = False
     summary: Any = None
     alive_signal: str | None = None  # what `driver_idle_alive` last said proved life
+    # A rolling log found before its first event file: its codec is told once that file is.
+    codec_pending: bool = False
 
     @property
     def app_id(self) -> str:

@@ -212,14 +212,17 @@ class SparkSource:
             verdict_lookup=verdicts.lookup(self.state),
             table_metadata=self.tables,
         )
-        self.apps[key] = Followed(key, app_log, quiet=quiet)
+        # Spark makes a rolling log's directory before its first event file, whose name
+        # alone tells the codec: until then the codec is not known (not "none").
+        pending = ref.layout == "rolling" and not ref.files and ref.error is None
+        self.apps[key] = Followed(key, app_log, quiet=quiet, codec_pending=pending)
         if ref.layout == "rolling":
             self._fs.watch(ref.path)
         log.info(
             "eventlog_followed",
             log=ref.path,
             layout=ref.layout,
-            codec=ref.codec,
+            codec="pending" if pending else ref.codec,
             complete=ref.complete,
         )
 
@@ -253,6 +256,9 @@ class SparkSource:
         while True:
             batch = await asyncio.to_thread(app.log.read)
             self.metrics.eventlog_bytes.inc(batch.bytes_read)
+            if app.codec_pending and reader.ref.files:
+                app.codec_pending = False
+                log.info("eventlog_codec", log=reader.ref.path, codec=reader.ref.codec)
             if batch.lines:
                 app.last_growth = time.monotonic()
             self.problems.report(app, batch)
