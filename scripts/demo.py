@@ -6,8 +6,11 @@
 2. starts `lineage-agent run` watching DIR/spark-events,
 3. runs examples/sample_pipeline.py (CSV -> join -> aggregate -> parquet + catalog table)
    with Spark's event log in that directory (Spark 4 defaults: rolling, zstd),
-4. waits for the application's terminal event, stops the agent (SIGTERM: drain, exit 0),
-5. prints the runs with their datasets, and verifies every signature.
+4. waits for the application's terminal event and says which event log the agent followed
+   (layout and codec),
+5. prints the runs with their datasets, and verifies every signature,
+6. stops the agent (SIGTERM: drain, exit 0); with --keep-running the agent keeps running
+   (for `lineage-agent status`, /metrics, another job) until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -38,9 +41,36 @@ def events_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for f in files if f.exists() for line in f.read_text().splitlines()]
 
 
+def followed_logs(agent_log: Path) -> list[str]:
+    """`path (layout, codec)` of each log the agent followed, from its JSON log lines; the
+    codec of a rolling log found before its first event file comes from `eventlog_codec`."""
+    lines = []
+    for line in agent_log.read_text(errors="replace").splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    codecs = {line["log"]: line["codec"] for line in lines if line["event"] == "eventlog_codec"}
+    return [
+        f"{line['log']} ({line['layout']}, codec {codecs.get(line['log'], line['codec'])})"
+        for line in lines
+        if line["event"] == "eventlog_followed"
+    ]
+
+
+def stop(daemon: subprocess.Popen[bytes]) -> int:
+    daemon.send_signal(signal.SIGTERM)
+    return daemon.wait(30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "demo-out")
+    parser.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="leave the agent running after the report, until Ctrl-C",
+    )
     args = parser.parse_args()
     out: Path = args.out.resolve()
     if out.exists():
@@ -74,6 +104,9 @@ def main() -> int:
         stdout=agent_log,
         stderr=subprocess.STDOUT,
         cwd=ROOT,
+        # Its own session: Ctrl-C reaches the demo alone, which stops the agent with SIGTERM
+        # (drain, exit 0), as systemd would.
+        start_new_session=True,
     )
     try:
         time.sleep(1.0)
@@ -118,11 +151,41 @@ def main() -> int:
                 file=sys.stderr,
             )
             return 1
+    except BaseException:
+        stop(daemon)
+        raise
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        code = daemon.wait(30)
         agent_log.close()
-    print(f"== agent stopped (exit {code}); events in {lineage}")
+    for followed in followed_logs(out / "agent.log"):
+        print(f"== the agent followed {followed}")
+    code = 0
+    if not args.keep_running:
+        code = stop(daemon)
+        print(f"== agent stopped (exit {code}); events in {lineage}")
+    try:
+        verified = report(out, lineage, key, agent)
+    except BaseException:
+        stop(daemon)
+        raise
+    if args.keep_running:
+        print(
+            f"\n== the agent keeps running (pid {daemon.pid}, log {out / 'agent.log'}); try\n"
+            f"   {sys.executable} -m agent status --socket {out / 'control.sock'}\n"
+            "   Ctrl-C stops it.",
+            flush=True,
+        )
+        try:
+            while daemon.poll() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        code = stop(daemon) if daemon.poll() is None else daemon.returncode
+        print(f"\n== agent stopped (exit {code}); events in {lineage}")
+    return 0 if code == 0 and verified else 1
+
+
+def report(out: Path, lineage: Path, key: Path, agent: list[str]) -> bool:
+    """Print the runs with their datasets and verify every signature; True when all verify."""
 
     events = events_of(lineage)
     runs: dict[str, dict[str, Any]] = {}
@@ -164,7 +227,7 @@ def main() -> int:
     )
     print(f"$ lineage-agent verify {lineage.name} --public-key {public}")
     print(verified.stdout.strip())
-    return 0 if code == 0 and verified.returncode == 0 else 1
+    return verified.returncode == 0
 
 
 if __name__ == "__main__":
