@@ -138,3 +138,41 @@ def test_a_signal_after_the_command_ended_keeps_its_status() -> None:
     proc.stderr.read()
     proc.stderr.close()
     assert proc.wait(30) == 4
+
+
+def test_the_stderr_tail_leaves_out_sparks_progress_bar() -> None:
+    """The stderr tail the events carry has no `[Stage N:...]` bars nor the carriage returns
+    that drew and cleared them; the lines between them are kept, and the bytes pass through
+    to exec's stderr unchanged."""
+    bar = "\r[Stage 0:>                                                          (0 + 1) / 1]"
+    clear = "\r" + " " * 80 + "\r"
+    two = "\r[Stage 1:=====>        (3 + 1) / 8][Stage 2:>      (0 + 1) / 4]"
+    written = (
+        f"starting{bar}{clear}25/11/27 WARN something{two}{clear}"
+        f'{bar}Traceback (most recent call last):\n  File "job.py", line 3\n'
+        f"ValueError: boom{bar}{clear}\n"
+    )
+    program = f"import sys; sys.stderr.write({written!r}); sys.exit(1)"
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from agent.commands.exec_wrap import run; import os, sys; "
+            f"_, ended = run([sys.executable, '-c', {program!r}], os.environ); "
+            "print(repr(ended.stderr_tail))",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert ran.stderr == written.encode()
+    assert (
+        ran.stdout.decode()
+        == repr(
+            "starting\n"
+            "25/11/27 WARN something\n"
+            "Traceback (most recent call last):\n"
+            '  File "job.py", line 3\n'
+            "ValueError: boom"
+        )
+        + "\n"
+    )

@@ -164,9 +164,40 @@ class _Tail:
             del self._data[: -TAIL_BYTES * 2]
 
     def text(self) -> str:
+        """The last lines as a terminal would have left them, without Spark's console
+        progress bar (`[Stage 0:>   (0 + 1) / 1]`, redrawn and cleared with carriage
+        returns), which would otherwise fill the error message the events carry."""
         with self._lock:
-            lines = bytes(self._data).decode("utf-8", "replace").rstrip().splitlines()
+            data = bytes(self._data).decode("utf-8", "replace")
+        shown = [line for line in map(_as_shown, data.split("\n")) if line is not None]
+        lines = "\n".join(shown).rstrip().splitlines()
         return "\n".join(lines[-TAIL_LINES:])[-TAIL_BYTES:]
+
+
+def _as_shown(line: str) -> str | None:
+    """One line without progress bars: what carriage returns separated on it, one line each
+    (a terminal shows only the last, but a log line may share it with a bar); None when only
+    bars and blanks were on it."""
+    parts = line.split("\r")
+    kept = [rest for part in parts if (rest := _after_bars(part.rstrip())).strip()]
+    if kept:
+        return "\n".join(kept)
+    return None if len(parts) > 1 or line.strip() else line.rstrip()
+
+
+def _after_bars(text: str) -> str:
+    """`text` without the progress bars it starts with (`[Stage N:...]`, one per running
+    stage; a log line may follow the last one directly). A scan, not a regular expression:
+    the text is the command's."""
+    if not text.lstrip().startswith("[Stage "):
+        return text  # indentation kept: a traceback's
+    text = text.lstrip()
+    for _ in range(len(text) + 1):  # bounded: each pass removes one bracketed stage
+        end = text.find("]")
+        if not text.startswith("[Stage ") or end < 0:
+            break
+        text = text[end + 1 :].lstrip()
+    return text
 
 
 def _copy(source: int, tail: _Tail) -> None:
