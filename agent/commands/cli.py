@@ -324,17 +324,18 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def seconds_argument(maximum: float) -> Callable[[str], float]:
-    """An argparse type: a finite number of seconds from 0 to `maximum` (`job stop --grace`,
-    `exec --retry-for`); anything else, `nan` and `inf` included, is a usage error."""
+    """An argparse type: a duration from 0 to `maximum` written as the config writes them
+    (`30s`, `5m`, `1h`, `500ms`, or a bare number of seconds) for `job stop --grace` and
+    `exec --retry-for`; anything else, `nan` and `inf` included, is a usage error."""
 
     def seconds(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and 0 <= value <= maximum):
+        from agent.config.kinds import duration_text, parse_duration
+
+        value = parse_duration(text)
+        if value is None or not (math.isfinite(value) and 0 <= value <= maximum):
             raise argparse.ArgumentTypeError(
-                f"expected seconds from 0 to {maximum:g}, got {text!r}"
+                f"expected a duration from 0 to {duration_text(maximum)} (like 30s or 5m), "
+                f"got {text!r}"
             )
         return value
 
@@ -354,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lineage-agent",
         description="OpenLineage lineage for Spark from outside the JVM.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the agent in the foreground (systemd runs this)")
@@ -466,9 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace",
         type=seconds_argument(MAX_STOP_GRACE),
         default=STOP_GRACE,
-        metavar="SECONDS",
-        help=f"seconds between SIGTERM and SIGKILL, 0 to {MAX_STOP_GRACE:g} (default "
-        f"{STOP_GRACE:g})",
+        metavar="DURATION",
+        help="time between SIGTERM and SIGKILL, like 30s or 5m (a bare number is seconds), "
+        f"0 to 1h (default {STOP_GRACE:g}s)",
     )
     _control_args(stop)
     stop.set_defaults(func=_cmd_job_stop)

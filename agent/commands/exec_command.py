@@ -30,7 +30,7 @@ def register(
     parser = subparsers.add_parser(
         "exec",
         help="run a Spark program and tell the agent how it ended",
-        usage="lineage-agent exec [--config FILE | --socket PATH] [--retry-for SECONDS] "
+        usage="lineage-agent exec [--config FILE | --socket PATH] [--retry-for DURATION] "
         "-- COMMAND...",
         description="Run COMMAND (spark-submit ..., python job.py) with its signals, stdin, "
         "stdout and stderr passed through, tie the Spark applications it starts to it and tell "
@@ -49,9 +49,10 @@ def register(
         "--retry-for",
         type=seconds(MAX_RETRY_FOR),
         default=RETRY_FOR,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="when no agent answers at the end, a detached process retries for this long, "
-        f"0 to {MAX_RETRY_FOR:g} (default {RETRY_FOR:g}; 0: no retry)",
+        f"like 30s or 5m (a bare number is seconds), 0 to {MAX_RETRY_FOR:g}s (default "
+        f"{RETRY_FOR:g}s; 0: no retry)",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND")
     parser.set_defaults(func=func)

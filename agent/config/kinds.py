@@ -72,17 +72,24 @@ _TAG_KEY = re.compile(r"[A-Za-z0-9_.\-/]+")
 _PROPERTY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
 
 
+def parse_duration(text: str) -> float | None:
+    """Seconds of a duration as the config writes them (`500ms`, `5s`, `2m`, `1h`, `1d`, or a
+    bare number of seconds); None for anything else. Bounds are the caller's."""
+    match = _DURATION.fullmatch(text.strip())
+    return None if match is None else float(match[1]) * _DURATION_UNITS[match[2]]
+
+
 def _read_duration(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> float:
     # Read from the text as written: YAML 1.1 would turn `1:30` into 90 (base 60).
     text = node.value if isinstance(node, ScalarNode) and node.tag in (STR, INT, FLOAT) else ""
-    match = _DURATION.fullmatch(str(text))
-    if match is None:
+    parsed = parse_duration(str(text)) if str(text) == str(text).strip() else None
+    if parsed is None:
         raise reader.error(
             node, path, f"expected a duration like 5s or 500ms, got {describe(node)}"
         )
     if bounds is None:
         raise TypeError(f"{path}: a duration field needs Bounds (both ends)")
-    seconds = float(match[1]) * _DURATION_UNITS[match[2]]
+    seconds = parsed
     if not within(seconds, bounds):
         raise reader.error(
             node,
