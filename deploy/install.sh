@@ -3,7 +3,7 @@
 # directory (--root) for an image or a package build.
 #
 #   install.sh [--root DIR] [--source PROJECT_DIR_OR_WHEEL] [--python PYTHON]
-#              [--python-env EXISTING_VENV] [--no-systemctl]
+#              [--python-env EXISTING_VENV] [--unit-dir DIR] [--no-systemctl]
 #
 # What it does, each step only when needed (running it again changes nothing):
 #   - the system user and group lineage-agent: a sysusers.d entry, and on a live system
@@ -13,7 +13,10 @@
 #   - a virtual environment in /opt/lineage-agent/venv with the agent pip-installed from
 #     --source (default: the project this script belongs to), reinstalled when the source
 #     changes; --python-env links an existing environment instead (development, tests);
-#   - /etc/systemd/system/lineage-agent.service;
+#   - the unit lineage-agent.service: in /etc/systemd/system on this system (the
+#     administrator's place), in /usr/lib/systemd/system when staging a tree with --root (the
+#     place of units a package or image ships, which /etc/systemd/system overrides);
+#     --unit-dir chooses another directory, as the target system will see it;
 #   - /etc/lineage-agent/config.yaml from config/file.yaml, kept if it exists;
 #   - systemctl daemon-reload and enable (not start), on a live systemd system only.
 #
@@ -46,7 +49,7 @@ die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
 
 usage() {
   echo "usage: install.sh [--root DIR] [--source PROJECT_DIR_OR_WHEEL] [--python PYTHON]"
-  echo "                  [--python-env EXISTING_VENV] [--no-systemctl]"
+  echo "                  [--python-env EXISTING_VENV] [--unit-dir DIR] [--no-systemctl]"
   echo
   echo "  --root DIR       stage the tree below DIR (an image's root file system or a package"
   echo "                   build) instead of installing into this system"
@@ -55,6 +58,8 @@ usage() {
   echo "                   with --root, DIR/usr/bin/python3: a staged environment runs the"
   echo "                   image's own Python, never the build host's, which is refused)"
   echo "  --python-env ENV link an existing environment instead (development and tests)"
+  echo "  --unit-dir DIR   where the unit goes, as the target system sees it (default:"
+  echo "                   /etc/systemd/system here, /usr/lib/systemd/system with --root)"
   echo "  --no-systemctl   no daemon-reload or enable (a container build)"
   echo
   echo "No signing key is installed or staged: the agent makes the node's key at its first"
@@ -65,6 +70,7 @@ root=/
 source_path=$PROJECT_DIR
 python=
 python_env=
+unit_dir=
 use_systemctl=1
 while (($#)); do
   case $1 in
@@ -72,6 +78,7 @@ while (($#)); do
     --source) source_path=${2:?--source needs a project directory or a wheel}; shift 2 ;;
     --python) python=${2:?--python needs an interpreter}; shift 2 ;;
     --python-env) python_env=${2:?--python-env needs a virtual environment}; shift 2 ;;
+    --unit-dir) unit_dir=${2:?--unit-dir needs a directory}; shift 2 ;;
     --no-systemctl) use_systemctl=0; shift ;;
     -h | --help) usage; exit 0 ;;
     *) printf 'install: error: unknown argument: %s\n' "$1" >&2; usage >&2; exit 2 ;;
@@ -91,7 +98,13 @@ readonly target_venv=/opt/lineage-agent/venv  # where the environment runs from
 readonly venv=$prefix$target_venv
 readonly confdir=$prefix/etc/lineage-agent
 readonly config=$confdir/config.yaml
-readonly unit=$prefix/etc/systemd/system/$UNIT_NAME
+if [[ -z $unit_dir ]]; then
+  # A package or an image ships its units in /usr/lib; /etc/systemd/system is the
+  # administrator's (drop-ins, overrides), where a local install puts its unit.
+  if ((live)); then unit_dir=/etc/systemd/system; else unit_dir=/usr/lib/systemd/system; fi
+fi
+[[ $unit_dir == /* ]] || die "--unit-dir $unit_dir: expected an absolute path (as the target system sees it)"
+readonly unit=$prefix${unit_dir%/}/$UNIT_NAME
 readonly sysusers=$prefix/usr/lib/sysusers.d/lineage-agent.conf
 readonly tmpfiles=$prefix/usr/lib/tmpfiles.d/lineage-agent.conf
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Remove lineage-agent from this node, or from a tree staged with install.sh --root.
 #
-#   uninstall.sh [--root DIR] [--purge] [--no-systemctl]
+#   uninstall.sh [--root DIR] [--unit-dir DIR] [--purge] [--no-systemctl]
 #
-# Stops and disables the service (live systemd system only), removes the unit and
+# Stops and disables the service (live systemd system only), removes the unit (from
+# /etc/systemd/system and /usr/lib/systemd/system, where install.sh puts it, or --unit-dir) and
 # /opt/lineage-agent. Keeps the configuration and the state (delivery ledger, event-log
 # positions and the node's signing key, all in /var/lib/lineage-agent) unless --purge, which
 # also removes /etc/lineage-agent, /var/lib/lineage-agent and the sysusers.d and tmpfiles.d
@@ -16,15 +17,17 @@ readonly UNIT_NAME=lineage-agent.service
 
 say() { printf 'uninstall: %s\n' "$*"; }
 die() { printf 'uninstall: error: %s\n' "$*" >&2; exit 1; }
-usage() { echo "usage: uninstall.sh [--root DIR] [--purge] [--no-systemctl]"; }
+usage() { echo "usage: uninstall.sh [--root DIR] [--unit-dir DIR] [--purge] [--no-systemctl]"; }
 
 root=/
 purge=0
+unit_dir=
 use_systemctl=1
 while (($#)); do
   case $1 in
     --root) root=${2:?--root needs a directory}; shift 2 ;;
     --purge) purge=1; shift ;;
+    --unit-dir) unit_dir=${2:?--unit-dir needs a directory}; shift 2 ;;
     --no-systemctl) use_systemctl=0; shift ;;
     -h | --help) usage; exit 0 ;;
     *) printf 'uninstall: error: unknown argument: %s\n' "$1" >&2; usage >&2; exit 2 ;;
@@ -40,7 +43,13 @@ if ((live)) && ((EUID != 0)); then
   die "removing from / needs root; use --root DIR for a staged tree"
 fi
 
-readonly unit=$prefix/etc/systemd/system/$UNIT_NAME
+# Where install.sh puts the unit: /etc/systemd/system here, /usr/lib/systemd/system in a
+# staged tree, or the --unit-dir it was given.
+units=("$prefix/etc/systemd/system/$UNIT_NAME" "$prefix/usr/lib/systemd/system/$UNIT_NAME")
+if [[ -n $unit_dir ]]; then
+  [[ $unit_dir == /* ]] || die "--unit-dir $unit_dir: expected an absolute path (as the target system sees it)"
+  units=("$prefix${unit_dir%/}/$UNIT_NAME")
+fi
 readonly dropins=$prefix/etc/systemd/system/$UNIT_NAME.d
 readonly optdir=$prefix/opt/lineage-agent
 readonly confdir=$prefix/etc/lineage-agent
@@ -79,7 +88,11 @@ else
   say "not a live systemd system: not running systemctl"
 fi
 
-remove "$unit"
+for unit in "${units[@]}"; do
+  if [[ -e $unit || -L $unit || -n $unit_dir ]]; then
+    remove "$unit"
+  fi
+done
 # The wants/ link `enable` made; normally gone after disable, but a staged tree has no systemctl.
 wants=$prefix/etc/systemd/system/multi-user.target.wants/$UNIT_NAME
 if [[ -L $wants ]]; then

@@ -176,7 +176,8 @@ def copy_systemd_units(root: Path) -> None:
     targets the unit orders against and the commands it runs, as on a real node."""
     units = root / "usr/lib/systemd/system"
     units.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree("/usr/lib/systemd/system", units, symlinks=True)
+    # dirs_exist_ok: a staged tree already holds the agent's own unit there.
+    shutil.copytree("/usr/lib/systemd/system", units, symlinks=True, dirs_exist_ok=True)
     (root / "usr/bin").mkdir(parents=True, exist_ok=True)
     kill = shutil.which("kill", path="/usr/bin:/bin")
     if kill is not None:
@@ -537,10 +538,12 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_install_stages_the_tree(root: Path) -> None:
-    """install.sh --root writes unit, config, sysusers and tmpfiles entries and the env, and
-    no signing key: each node's agent makes its own at its first start."""
+    """install.sh --root writes unit (in /usr/lib/systemd/system, where a package's units
+    go), config, sysusers and tmpfiles entries and the env, and no signing key: each node's
+    agent makes its own at its first start."""
     result = install(root)
-    unit = root / "etc/systemd/system/lineage-agent.service"
+    unit = root / "usr/lib/systemd/system/lineage-agent.service"
+    assert not (root / "etc/systemd").exists()
     config = root / "etc/lineage-agent/config.yaml"
     assert unit.read_text() == UNIT.read_text()
     assert mode(unit) == 0o644
@@ -584,7 +587,7 @@ def test_install_twice_changes_nothing(root: Path) -> None:
     config = root / "etc/lineage-agent/config.yaml"
     out = result.stdout.splitlines()
     assert f"install: keeping existing config {config}" in out
-    assert f"install: {root}/etc/systemd/system/lineage-agent.service is up to date" in out
+    assert f"install: {root}/usr/lib/systemd/system/lineage-agent.service is up to date" in out
     assert f"install: {root}/opt/lineage-agent/venv links to {checkout_env().resolve()}" in out
 
 
@@ -624,6 +627,25 @@ def test_install_warns_about_a_config_that_fails_the_check(root: Path) -> None:
     )
 
 
+def test_install_unit_dir_chooses_where_the_unit_goes(root: Path) -> None:
+    """--unit-dir puts the unit there (as the target sees it), and uninstall.sh --unit-dir
+    removes it from there; a relative --unit-dir is refused by name."""
+    install(root, "--unit-dir", "/etc/systemd/system")
+    unit = root / "etc/systemd/system/lineage-agent.service"
+    assert unit.read_text() == UNIT.read_text()
+    assert not (root / "usr/lib/systemd").exists()
+    result = run_script(INSTALL, "--root", str(root), "--unit-dir", "lib/systemd")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "install: error: --unit-dir lib/systemd: expected an absolute path (as the target "
+        "system sees it)\n",
+    )
+    removed = run_script(UNINSTALL, "--root", str(root))
+    assert removed.returncode == 0, removed.stderr
+    assert f"uninstall: removed {unit}" in removed.stdout.splitlines()
+    assert not unit.exists()
+
+
 def test_install_rejects_bad_arguments(root: Path) -> None:
     """Unknown options, a missing root and an env without the agent are refused by name."""
     result = run_script(INSTALL, "--rooot", str(root))
@@ -654,7 +676,7 @@ def test_uninstall_keeps_config_key_and_state(root: Path) -> None:
     key_bytes = key.read_bytes()
     result = run_script(UNINSTALL, "--root", str(root))
     assert result.returncode == 0, result.stderr
-    assert not (root / "etc/systemd/system/lineage-agent.service").exists()
+    assert not (root / "usr/lib/systemd/system/lineage-agent.service").exists()
     assert not (root / "opt/lineage-agent").exists()
     assert (checkout_env() / "bin/lineage-agent").exists()  # the linked one is untouched
     assert key.read_bytes() == key_bytes
