@@ -474,7 +474,8 @@ def test_python_exit_code_is_not_in_the_log(scenarios: Scenarios) -> None:
 def test_live_application_is_seen_while_it_runs_and_sigkill_fails_it(tmp_path: Path) -> None:
     """The real daemon emits the application's START and a SQL run's START while both run;
     after SIGKILL of the driver mid-SQL (no ApplicationEnd) and `stale_after` without a
-    process holding the log, both runs end FAIL, signed and schema-valid."""
+    process holding the log, both runs end FAIL, signed and schema-valid, and the agent counts
+    one application ended as driver_lost."""
     config = daemon_config(tmp_path / "agent", tmp_path / "events", stale_after="3s")
     out = tmp_path / "agent" / "lineage.jsonl"
     with live_apps(tmp_path, "scenario live") as apps:
@@ -494,6 +495,9 @@ def test_live_application_is_seen_while_it_runs_and_sigkill_fails_it(tmp_path: P
             events = wait_events(out, lambda ev: len(ev) == 4)
             lost = agent.wait_log("driver_lost", app_id=started["app_id"])
             assert lost["runs_ended"] == 2
+            ended = agent.scrape()  # what the LineageDriverLost alert reads
+            assert ended["lineage_applications_ended_total{cause=driver_lost}"] == 1
+            assert ended["lineage_applications_ended_total{cause=log_ended}"] == 0
         assert events_in(out) == events  # nothing more after the stop
     message = (
         "the driver is gone: the event log has not grown for 3s, no process holds it open, "
