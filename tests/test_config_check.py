@@ -204,3 +204,22 @@ def test_config_check_defaults_to_the_path_run_and_status_use() -> None:
             "",
             f"lineage-agent: {DEFAULT_CONFIG}: cannot read: No such file or directory\n",
         )
+
+
+def test_run_names_every_error_too(tmp_path: Path) -> None:
+    """`run` refuses a file with two bad keys with both, each on its own line, exit 78."""
+    config = write(tmp_path / "bad.yaml", "lineage:\n  queue_size: many\n  enabeld: true\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        78,
+        "",
+        f"lineage-agent: {config}:2: lineage.queue_size: expected an integer from 0 to "
+        "1000000, got 'many'\n"
+        f"lineage-agent: {config}:3: lineage.enabeld: unknown key (did you mean 'enabled'?)\n",
+    )
