@@ -927,3 +927,31 @@ def test_verify_command_refuses_a_private_key(tmp_path: Path, signer: Signer) ->
     public = public_key_text(load_signing_key(key_file).verify_key)
     passed = subprocess.run([*command, public], capture_output=True, text=True, timeout=60)
     assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+def test_verify_command_names_a_bare_private_key(tmp_path: Path) -> None:
+    """A private key file from before the header (bare base64, like a public key) given to
+    `verify --public-key`: every event fails as an unknown keyId, and stderr says which key
+    is the private one behind that keyId, without quoting it."""
+    key = SigningKey.generate()
+    legacy = tmp_path / "old.key"
+    legacy.write_bytes(base64.b64encode(bytes(key)) + b"\n")
+    legacy.chmod(0o600)
+    signer = Signer(load_signing_key(legacy))
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(signer.sign_event(example_run_event()) + b"\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "agent", "verify", str(events), "--public-key", str(legacy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (ran.returncode, ran.stdout) == (
+        1,
+        f"{events}:1: unknown keyId {signer.key_id}\n1 events checked, 0 verified, 1 failed\n",
+    )
+    assert ran.stderr == (
+        f"lineage-agent: verify: {legacy} is the private key of the events' keyId "
+        f"{signer.key_id}, not a public key; give its public key instead, as "
+        "`lineage-agent pubkey --key FILE` prints it\n"
+    )

@@ -193,6 +193,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         report = verify_files(args.files, trusted)
         # A file name or a bad event's fault may carry control characters; shown escaped.
         print("\n".join(printable(line) for line in report.lines()))
+        _private_key_hints(args.public_key, trusted, {p.reason for p in report.problems})
         return EX_OK if report.passed else EX_FAILED
     from agent.commands.marquez import marquez_base, verify_marquez
 
@@ -214,6 +215,24 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return EX_FAILED
     print(report.lines()[-1])
     return EX_OK if report.passed else EX_FAILED
+
+
+def _private_key_hints(given: Sequence[str], trusted: Sequence[Any], reasons: set[str]) -> None:
+    """Tell on stderr which --public-key is in fact a private key without the header (its
+    seed signs the events `verify` found under an unknown keyId); never quotes key text."""
+    import os
+
+    from agent.delivery.signing import key_id_as_seed
+
+    for name, key in zip(given, trusted, strict=True):
+        as_seed = key_id_as_seed(key)
+        if f"unknown keyId {as_seed}" in reasons:
+            shown = name if os.path.exists(name) else "a --public-key text"
+            _err(
+                f"verify: {shown} is the private key of the events' keyId {as_seed}, not a "
+                "public key; give its public key instead, as `lineage-agent pubkey --key FILE` "
+                "prints it"
+            )
 
 
 def _socket_path(args: argparse.Namespace) -> str:

@@ -70,6 +70,13 @@ def key_id(verify_key: VerifyKey) -> str:
     return "sha256:" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
+def key_id_as_seed(key: VerifyKey) -> str:
+    """The key id `key`'s 32 bytes would sign under if they were a private key's seed: a
+    private key file written before the header is bare base64, like a public key, and a
+    verifier given one sees every event signed by this id instead."""
+    return key_id(SigningKey(bytes(key)).verify_key)
+
+
 def public_key_text(verify_key: VerifyKey) -> str:
     """The public key as `lineage-agent pubkey` prints it: base64 of the raw 32 bytes."""
     return base64.b64encode(bytes(verify_key)).decode("ascii")
