@@ -92,11 +92,14 @@ def _cmd_config_check(args: argparse.Namespace) -> int:
     from agent.service.preflight import check_startup
 
     try:
-        checked = check_startup(load_config(args.file), service=False, root=args.root)
+        config = load_config(args.file)
+        checked = check_startup(config, service=False, root=args.root)
     except (ConfigError, StartError) as error:
         _err(str(error))
         return EX_CONFIG
     print("ok")
+    for key, origin in config.origins:  # settings from the OpenLineage client's conventions
+        print(f"from: {key}: {origin}")
     for note in checked.notes:
         print(f"note: {note}")
     return EX_OK

@@ -23,8 +23,9 @@ The wire is h11 (HTTP/1.1 framing: chunked and length-delimited answers, interim
 answers, `Connection: close`) over plain asyncio streams. One event per POST is this
 transport's hardest case, and there the per-request work of a general client (httpcore's
 pool and anyio's cancel scopes around every read) cost four times what the network and
-the framing cost together. Proxy variables from the environment are not consulted; the
-collector is addressed directly.
+the framing cost together. The collector is addressed directly: a proxy variable
+(`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`) that would apply to it and that `NO_PROXY` does
+not lift is refused at start and by `config check` (`check_proxy`), rather than ignored.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
+import re
 import ssl
 import time
+import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -43,6 +46,7 @@ import h11
 import httpx
 
 from agent import __version__
+from agent.config.kinds import token_may_travel
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
@@ -74,6 +78,8 @@ def check_endpoint(config: HttpConfig, environ: Mapping[str, str] = os.environ) 
     """
     token = read_token(config, environ)
     check_urls(config)
+    check_headers(config)
+    check_proxy(config, environ)
     return token
 
 
@@ -82,7 +88,11 @@ def read_token(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> s
     StartError names the variable (never its value) when it is unset, empty or malformed."""
     if config.auth is None:
         return None
+    if config.auth.api_key is not None:  # the client's apiKey, checked when it was read
+        return config.auth.api_key.reveal()
     variable = config.auth.token_env
+    if variable is None:
+        raise StartError("lineage.http.auth.token_env: required key is missing")
     key = "lineage.http.auth.token_env"
     raw = environ.get(variable)
     if raw is None:
@@ -107,6 +117,76 @@ def check_urls(config: HttpConfig) -> None:
         )
 
 
+#: Headers the transport writes itself: a custom one of these names would break the framing
+#: or the auth rules, so it is refused.
+_OWN_HEADERS: Final = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "expect",
+        "content-encoding",
+        "content-type",
+        "connection",
+    }
+)
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def check_headers(config: HttpConfig) -> None:
+    """Custom headers: valid names and values, none the transport writes itself, and no
+    `Authorization` beside `auth`. Errors name the header, never its value."""
+    for name, value in config.headers.items():
+        key = f"lineage.http.headers.{name}"
+        if not _TOKEN.fullmatch(name):
+            raise StartError(f"{key}: not a valid header name")
+        if name.lower() in _OWN_HEADERS:
+            raise StartError(f"{key}: the transport sets this header itself")
+        if name.lower() == "authorization" and config.auth is not None:
+            raise StartError(f"{key}: set either this header or lineage.http.auth, not both")
+        if not all(" " <= char <= "~" or char == "\t" for char in value) or value != value.strip():
+            raise StartError(f"{key}: the value holds characters a header may not have")
+
+
+def check_proxy(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> None:
+    """StartError when a proxy variable would apply to a collector URL: this transport
+    connects directly, so it refuses rather than silently bypassing the proxy."""
+    for key in ("endpoint", "batch_endpoint"):
+        url = getattr(config, key)
+        if url is None:
+            continue
+        parts = httpx.URL(url)
+        proxy_var = _proxy_variable(environ, parts.scheme)
+        if proxy_var is None:
+            continue
+        host = parts.host if parts.port is None else f"{parts.host}:{parts.port}"
+        # urllib's NO_PROXY rules (suffixes, `*`, ports), given our environment mapping;
+        # the function is public but missing from typeshed's stubs.
+        bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+        if bypass(host, _no_proxy(environ)):
+            continue
+        raise StartError(
+            f"lineage.http.{key}: {proxy_var} is set and NO_PROXY does not exempt "
+            f"{parts.host}; the agent does not send through a proxy: add {parts.host} to "
+            "NO_PROXY (the collector must be reachable directly) or unset the variable"
+        )
+
+
+def _no_proxy(environ: Mapping[str, str]) -> dict[str, str]:
+    """NO_PROXY (lower case first, as urllib and curl read it) in urllib's shape."""
+    return {"no": environ.get("no_proxy") or environ.get("NO_PROXY") or ""}
+
+
+def _proxy_variable(environ: Mapping[str, str], scheme: str) -> str | None:
+    """The name of the variable that would proxy a `scheme` URL (never its value: a proxy
+    URL may carry credentials)."""
+    for base in (f"{scheme}_proxy", "all_proxy"):
+        for name in (base, base.upper()):
+            if environ.get(name):
+                return name
+    return None
+
+
 def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:
     try:
         parsed = httpx.URL(url)
@@ -116,15 +196,18 @@ def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:
         raise StartError(f"{key}: expected an http:// or https:// URL with a host")
     if parsed.userinfo:
         raise StartError(f"{key}: credentials in the URL are not supported; use lineage.http.auth")
-    if auth and parsed.scheme != "https":
+    if auth and not token_may_travel(url):
         raise StartError(
             f"{key}: bearer auth needs an https:// endpoint; refusing to send a token over http"
         )
     return parsed
 
 
-def tls_context(ca_file: str | None) -> ssl.SSLContext:
-    """The system's trusted CAs, plus `ca_file` when given; verification and hostname checks on."""
+def tls_context(
+    ca_file: str | None, cert: str | None = None, key: str | None = None
+) -> ssl.SSLContext:
+    """The system's trusted CAs, plus `ca_file` when given; verification and hostname checks on;
+    with `cert` and `key`, the client certificate an mTLS collector asks for."""
     context = ssl.create_default_context()
     if ca_file is not None:
         try:
@@ -132,6 +215,15 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
         except (OSError, ssl.SSLError) as exc:
             raise StartError(
                 f"lineage.http.ca_file: cannot load CA bundle {ca_file}: {exc}"
+            ) from None
+    if cert is not None and key is not None:
+        try:
+            context.load_cert_chain(certfile=cert, keyfile=key)
+        except (OSError, ssl.SSLError) as exc:
+            # The error's own words name the file or the mismatch, never the key's contents.
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise StartError(
+                f"lineage.http.cert: cannot load client certificate {cert} with key {key}: {reason}"
             ) from None
     return context
 
@@ -302,8 +394,9 @@ class HttpTransport:
             headers.append((b"Content-Encoding", b"gzip"))
         if token is not None:
             headers.append((b"Authorization", f"Bearer {token}".encode("ascii")))
+        headers.extend((n.encode("ascii"), v.encode("latin-1")) for n, v in config.headers.items())
         self._headers = headers
-        self._tls = tls_context(config.ca_file)
+        self._tls = tls_context(config.ca_file, config.cert, config.key)
         self._capacity = config.concurrency
         self._idle: dict[_Target, list[_Connection]] = {}
         self._closed = False
