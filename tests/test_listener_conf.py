@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -60,8 +60,6 @@ def test_events_take_the_application_namespace_and_name(log_lines: tuple[bytes, 
     events = translate(log_lines)
     assert events
     assert {e["job"]["namespace"] for e in events} == {"team-payments"}
-    app_names = {e["job"]["name"] for e in events if "parent" not in e["run"]["facets"]}
-    assert app_names == set()  # the application itself has the scheduler as its parent
     names = {e["job"]["name"] for e in events}
     assert "nightly_ledger" in names
     assert all(name.startswith("nightly_ledger") for name in names)
@@ -133,14 +131,12 @@ def test_job_and_run_tags_as_the_listener_reads_them(log_lines: tuple[bytes, ...
     ],
 )
 def test_listener_tags_parse_like_the_listener(text: str, tags: list[tuple[str, str, str]]) -> None:
-    """The listener's tag syntax: `;` between tags, `:` inside, backslash escapes, blanks skipped."""
+    """The listener's tag syntax: `;` between tags, `:` inside, escapes, blank keys skipped."""
     assert list(listener_tags(text)) == tags
 
 
 def test_listener_tags_are_linear_and_bounded() -> None:
     """A hostile property of a million separators parses fast into at most MAX_TAGS tags."""
-    import time
-
     began = time.monotonic()
     found = listener_tags("k:v;" * 250_000 + "\\" * 100_000)
     assert len(found) == 256
