@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ipaddress
 import os
 import re
 import ssl
@@ -157,7 +158,7 @@ def check_proxy(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> 
             continue
         parts = httpx.URL(url)
         proxy_var = _proxy_variable(environ, parts.scheme)
-        if proxy_var is None:
+        if proxy_var is None or _loopback(parts.host):  # a proxy never stands before loopback
             continue
         host = parts.host if parts.port is None else f"{parts.host}:{parts.port}"
         # urllib's NO_PROXY rules (suffixes, `*`, ports), given our environment mapping;
@@ -170,6 +171,15 @@ def check_proxy(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> 
             f"{parts.host}; the agent does not send through a proxy: add {parts.host} to "
             "NO_PROXY (the collector must be reachable directly) or unset the variable"
         )
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _no_proxy(environ: Mapping[str, str]) -> dict[str, str]:
