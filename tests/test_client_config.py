@@ -557,5 +557,5 @@ def test_preflight_with_kafka_missing_says_not_available(
           transport: {type: kafka, topic: t, config: {bootstrap.servers: "127.0.0.1:9"}}
         """
     config = load(text, {}, tmp_path)
-    with pytest.raises(StartError, match="^lineage.kafka: kafka transport not available"):
+    with pytest.raises(StartError, match=r"^lineage\.kafka: kafka transport not available"):
         check_startup(config, service=False, environ={})
