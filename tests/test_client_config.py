@@ -259,11 +259,19 @@ def test_precedence_agent_file_over_openlineage_yml_over_variables(tmp_path: Pat
 
 
 def test_seed_transport_decides_alone(tmp_path: Path) -> None:
-    """`lineage.transport: file` (the seed's shape) is not overridden by the client's sources."""
-    env = {"OPENLINEAGE_URL": "http://localhost:5000"}
+    """`lineage.transport: file` (the seed's shape) is not overridden by the client's
+    sources, and the origins say which of them were set and not read."""
+    env = {"OPENLINEAGE_URL": "http://localhost:5000", "OPENLINEAGE__TRANSPORT__TYPE": "console"}
     config = load("lineage: {transport: file}\n", env, tmp_path)
     assert config.lineage.transport == ("file",)
-    assert config.origins == ()
+    assert config.origins == (
+        (
+            "lineage.transport",
+            f"{tmp_path / 'config.yaml'}:1 (OPENLINEAGE_URL, OPENLINEAGE__TRANSPORT__TYPE"
+            " not read)",
+        ),
+    )
+    assert load("lineage: {transport: file}\n", {}, tmp_path).origins == ()
 
 
 def test_seed_base_endpoint_is_completed(tmp_path: Path) -> None:
@@ -496,6 +504,17 @@ def test_proxy_variables_are_refused_unless_exempted(
     )
     assert "proxy:" + "3128" not in str(caught.value)
     assert "1080" not in str(caught.value)
+
+
+def test_config_check_refuses_a_proxied_collector(tmp_path: Path) -> None:
+    """`config check` (the preflight `run` shares) refuses the proxied collector."""
+    text = """\
+        lineage:
+          transport: {type: http, url: 'https://lineage.example.com'}
+        """
+    config = load(text, {}, tmp_path)
+    with pytest.raises(StartError, match=r"^lineage\.http\.endpoint: HTTPS_PROXY is set"):
+        check_startup(config, service=False, environ={"HTTPS_PROXY": "http://proxy:3128"})
 
 
 def test_loopback_collector_ignores_proxy_variables() -> None:

@@ -90,7 +90,12 @@ def resolve(
             ("lineage.enabled", "OPENLINEAGE_DISABLED"),
         )
     if agent.line is not None and agent.node is None:  # the seed's shape decides alone
-        return _complete_seed(lineage, agent)
+        lineage, origins = _complete_seed(lineage, agent)
+        unread = _client_variables(environ)
+        if unread:  # say so: an operator who set them expects them to count
+            where = f"{agent.source}:{agent.line} ({', '.join(unread)} not read)"
+            origins = (("lineage.transport", where), *origins)
+        return lineage, origins
     if agent.node is not None and agent.seed_sections:
         section = sorted(agent.seed_sections)[0]
         raise ConfigError(
@@ -109,6 +114,16 @@ def resolve(
     origins: list[tuple[str, str]] = []
     built = _Builder(lineage, origins).transport(tree, "transport")
     return built, tuple(origins)
+
+
+def _client_variables(environ: Mapping[str, str]) -> list[str]:
+    """The client's transport variables that are set, in name order."""
+    names = ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "OPENLINEAGE_API_KEY")
+    return sorted(
+        name
+        for name in environ
+        if environ[name] and (name in names or name.startswith(ENV_PREFIX + "TRANSPORT__"))
+    )
 
 
 # --- the sources ----------------------------------------------------------------------------
