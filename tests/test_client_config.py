@@ -83,16 +83,16 @@ def test_endpoint_and_api_key_variables(tmp_path: Path) -> None:
     assert ("lineage.http.auth.api_key", "OPENLINEAGE_API_KEY") in config.origins
 
 
-def test_api_key_over_plain_http_is_refused_unless_loopback(tmp_path: Path) -> None:
-    """A key is never sent over http across a network; to loopback it may go."""
-    env = {"OPENLINEAGE_URL": "http://marquez:5000", "OPENLINEAGE_API_KEY": SECRET}
+def test_api_key_over_plain_http_is_refused(tmp_path: Path) -> None:
+    """An api key is never sent over plain http, as a bearer token is not; the error names
+    the variable that gave the URL."""
+    env = {"OPENLINEAGE_URL": "http://localhost:5000", "OPENLINEAGE_API_KEY": SECRET}
     message = error_of("lineage: {}\n", env, tmp_path)
     assert message == (
         "OPENLINEAGE_URL: lineage.http.endpoint: api key auth needs an https:// endpoint;"
         " refusing to send a token over http"
     )
-    env["OPENLINEAGE_URL"] = "http://127.0.0.1:5000"
-    assert load("lineage: {}\n", env, tmp_path).lineage.http is not None
+    assert SECRET not in message
 
 
 def test_double_underscore_variables_nest_and_parse_json(tmp_path: Path) -> None:

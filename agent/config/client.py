@@ -90,12 +90,12 @@ def resolve(
             ("lineage.enabled", "OPENLINEAGE_DISABLED"),
         )
     if agent.line is not None and agent.node is None:  # the seed's shape decides alone
-        lineage, origins = _complete_seed(lineage, agent)
+        completed, seed_origins = _complete_seed(lineage, agent)
         unread = _client_variables(environ)
         if unread:  # say so: an operator who set them expects them to count
             where = f"{agent.source}:{agent.line} ({', '.join(unread)} not read)"
-            origins = (("lineage.transport", where), *origins)
-        return lineage, origins
+            seed_origins = (("lineage.transport", where), *seed_origins)
+        return completed, seed_origins
     if agent.node is not None and agent.seed_sections:
         section = sorted(agent.seed_sections)[0]
         raise ConfigError(

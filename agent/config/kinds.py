@@ -71,21 +71,6 @@ _TAG_KEY = re.compile(r"[A-Za-z0-9_.\-/]+")
 _PROPERTY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
 
 
-def token_may_travel(url: str) -> bool:
-    """Whether a token may be sent to `url`: over https, or over http to this machine's
-    loopback (a collector beside the agent, where no network sees the request)."""
-    parts = urlsplit(url)
-    if parts.scheme == "https":
-        return True
-    host = (parts.hostname or "").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def parse_duration(text: str) -> float | None:
     """Seconds of a duration written like 5s, 500ms, 2m or bare seconds; None if it is not one."""
     match = _DURATION.fullmatch(text)

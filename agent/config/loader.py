@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agent.config import client
-from agent.config.kinds import KIND_READERS, bounds_text, token_may_travel, within
+from agent.config.kinds import KIND_READERS, bounds_text, within
 from agent.config.model import AgentConfig, Bounds, Kind, Secret, fields_of
 from agent.config.yamlnodes import (
     BOOL,
@@ -183,7 +183,7 @@ def _check_rules(config: AgentConfig, reader: _Reader, origins: dict[str, str]) 
     if auth is not None:
         for key in ("endpoint", "batch_endpoint"):
             url = getattr(http, key)
-            if url is not None and not token_may_travel(url):
+            if url is not None and urlsplit(url).scheme != "https":
                 raise ConfigError(
                     f"{where(f'lineage.http.{key}')} {auth.type.replace('_', ' ')} auth needs an"
                     " https:// endpoint; refusing to send a token over http"

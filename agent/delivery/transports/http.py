@@ -47,7 +47,6 @@ import h11
 import httpx
 
 from agent import __version__
-from agent.config.kinds import token_may_travel
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
@@ -206,7 +205,7 @@ def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:
         raise StartError(f"{key}: expected an http:// or https:// URL with a host")
     if parsed.userinfo:
         raise StartError(f"{key}: credentials in the URL are not supported; use lineage.http.auth")
-    if auth and not token_may_travel(url):
+    if auth and parsed.scheme != "https":
         raise StartError(
             f"{key}: bearer auth needs an https:// endpoint; refusing to send a token over http"
         )
