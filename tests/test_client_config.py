@@ -343,6 +343,20 @@ ERRORS = [
     pytest.param(
         """\
         lineage:
+          transport:
+            type: http
+            url: https://marquez:5000
+            retry: {total: 5}
+        """,
+        {},
+        "{cfg}:5: lineage.transport.retry.total: the agent never sends a request again once it"
+        " may have arrived (at-most-once); remove retry: a request that provably never left is"
+        " sent again by itself",
+        id="http-retry",
+    ),
+    pytest.param(
+        """\
+        lineage:
           transport: {type: file, log_file_path: /tmp/x.jsonl, append: false}
         """,
         {},

@@ -498,6 +498,12 @@ class _Builder:
 
     def known(self, tree: dict[str, Any], keys: tuple[str, ...], kind: Leaf) -> None:
         for name, value in tree.items():
+            if name.lower() == "retry" and kind.value == "http":
+                raise self.first(value, kind).error(
+                    "the agent never sends a request again once it may have arrived"
+                    " (at-most-once); remove retry: a request that provably never left is"
+                    " sent again by itself"
+                )
             if name.lower() not in keys:
                 where = self.first(value, kind)
                 shown = ", ".join(repr(k) for k in keys if k not in ("type", "name"))
