@@ -4,6 +4,7 @@ transport's settings, and whole agents configured only the client's way."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import ssl
@@ -20,11 +21,16 @@ from agent.config.model import HttpConfig, KafkaTransportConfig, LineageConfig
 from agent.delivery.transports import factory
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.http import HttpTransport
-from agent.errors import DeliveryError, StartError, TransportFailure
+from agent.errors import DeliveryError, NotSent, StartError, TransportFailure
 from tests.agentproc import assert_identity, keygen, metric, run_agent, write_config
-from tests.collector import Collector
+from tests.collector import Collector, closed_port
 from tests.independent import public_key, verify
 from tests.test_transport_http import envelope, run_event, server_context
+from tests.tinyproxy import TinyProxy
+
+#: A name nothing resolves: an event sent to it arrives only through the proxy.
+UNRESOLVABLE = "collector.invalid"
+PROXY_AUTH = "Basic " + base64.b64encode(b"agent:pw-5678").decode()
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +102,81 @@ def test_unreadable_client_key_is_a_start_error(ca: trustme.CA, tmp_path: Path) 
         f"lineage.http.cert: cannot load client certificate {cert} with key {key}:"
     )
     assert "PRIVATE KEY" not in str(caught.value)
+
+
+async def test_https_collector_through_a_connect_proxy(ca: trustme.CA, tmp_path: Path) -> None:
+    """HTTPS_PROXY with credentials: the event goes through a CONNECT tunnel (TLS verified
+    end to end with the collector's name), to a name only the proxy reaches."""
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    with (
+        Collector(tls=server_context(ca, UNRESOLVABLE)) as collector,
+        TinyProxy(require=PROXY_AUTH) as proxy,
+    ):
+        url = f"https://{UNRESOLVABLE}:{collector.port}/api/v1/lineage"
+        env = {"HTTPS_PROXY": proxy.url.replace("http://", "http://agent:pw-5678@")}
+        transport = HttpTransport(
+            HttpConfig(endpoint=url, ca_file=str(ca_file)), token=None, environ=env
+        )
+        try:
+            await transport.send([envelope(1)])
+            await transport.send([envelope(2)])  # the kept-alive tunnel
+        finally:
+            await transport.aclose()
+        assert [r.body for r in collector.requests] == [run_event(1), run_event(2)]
+        assert proxy.connects == [f"{UNRESOLVABLE}:{collector.port}"]
+        assert "proxy-authorization" not in collector.requests[0].headers
+
+
+async def test_http_collector_through_a_forward_proxy() -> None:
+    """HTTP_PROXY: the request goes to the proxy in absolute form; the collector gets it
+    without the proxy's credentials."""
+    with Collector() as collector, TinyProxy(require=PROXY_AUTH) as proxy:
+        url = f"http://{UNRESOLVABLE}:{collector.port}/api/v1/lineage"
+        env = {"http_proxy": proxy.url.replace("http://", "http://agent:pw-5678@")}
+        transport = HttpTransport(HttpConfig(endpoint=url), token=None, environ=env)
+        try:
+            await transport.send([envelope(1)])
+        finally:
+            await transport.aclose()
+        (request,) = collector.requests
+        assert (request.path, request.body) == ("/api/v1/lineage", run_event(1))
+        assert "proxy-authorization" not in request.headers
+        assert proxy.forwards == [url]
+
+
+async def test_proxy_refusing_or_absent_is_not_sent(ca: trustme.CA, tmp_path: Path) -> None:
+    """A proxy that answers 407 to the tunnel, or is not there, leaves the event queued
+    (`NotSent` connect): no byte of it left. NO_PROXY sends directly (here: to a name that
+    does not resolve, so `connect` too, and the proxy never asked)."""
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    with (
+        Collector(tls=server_context(ca, UNRESOLVABLE)) as collector,
+        TinyProxy(require=PROXY_AUTH) as proxy,
+    ):
+        url = f"https://{UNRESOLVABLE}:{collector.port}/api/v1/lineage"
+        cases = [
+            ({"HTTPS_PROXY": proxy.url}, "did not open a tunnel"),
+            ({"HTTPS_PROXY": f"http://127.0.0.1:{closed_port()}"}, "cannot connect to proxy"),
+            ({"HTTPS_PROXY": proxy.url, "NO_PROXY": ".invalid"}, f"{UNRESOLVABLE}"),
+        ]
+        for env, words in cases:
+            transport = HttpTransport(
+                HttpConfig(endpoint=url, ca_file=str(ca_file), timeout=3.0),
+                token=None,
+                environ=env,
+            )
+            try:
+                with pytest.raises(NotSent) as caught:
+                    await transport.send([envelope(1)])
+            finally:
+                await transport.aclose()
+            assert caught.value.reason == "connect"
+            assert words in str(caught.value)
+            assert "pw-5678" not in str(caught.value)
+        assert collector.requests == []
+        assert len(proxy.connects) == 0
 
 
 async def test_console_writes_one_signed_event_per_line() -> None:

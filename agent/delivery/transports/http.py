@@ -23,21 +23,22 @@ The wire is h11 (HTTP/1.1 framing: chunked and length-delimited answers, interim
 answers, `Connection: close`) over plain asyncio streams. One event per POST is this
 transport's hardest case, and there the per-request work of a general client (httpcore's
 pool and anyio's cancel scopes around every read) cost four times what the network and
-the framing cost together. The collector is addressed directly: a proxy variable
-(`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`) that would apply to it and that `NO_PROXY` does
-not lift is refused at start and by `config check` (`check_proxy`), rather than ignored.
+the framing cost together. `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` and `NO_PROXY` are
+honoured (`agent.delivery.transports.proxy`): an https collector through a `CONNECT` tunnel
+(no byte of an event reaches the proxy in the clear), an http one by a forward request. A
+proxy that cannot be reached or refuses the tunnel is `NotSent` (connect), like a collector
+that cannot be reached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
-import ipaddress
 import os
 import re
 import ssl
 import time
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -49,6 +50,13 @@ import httpx
 from agent import __version__
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
+from agent.delivery.transports.proxy import (
+    Proxy,
+    ProxyRefused,
+    open_tunnel,
+    proxy_for,
+    secret_of,
+)
 from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
 
 #: Level 1 keeps 98% of level 6's size reduction on event JSON (a 6 KB event: 20.2% vs
@@ -149,51 +157,24 @@ def check_headers(config: HttpConfig) -> None:
 
 
 def check_proxy(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> None:
-    """StartError when a proxy variable would apply to a collector URL: this transport
-    connects directly, so it refuses rather than silently bypassing the proxy."""
-    for key in ("endpoint", "batch_endpoint"):
-        url = getattr(config, key)
-        if url is None:
-            continue
-        parts = httpx.URL(url)
-        proxy_var = _proxy_variable(environ, parts.scheme)
-        if proxy_var is None or _loopback(parts.host):  # a proxy never stands before loopback
-            continue
-        host = parts.host if parts.port is None else f"{parts.host}:{parts.port}"
-        # urllib's NO_PROXY rules (suffixes, `*`, ports), given our environment mapping;
-        # the function is public but missing from typeshed's stubs.
-        bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-        if bypass(host, _no_proxy(environ)):
-            continue
-        raise StartError(
-            f"lineage.http.{key}: {proxy_var} is set and NO_PROXY does not exempt "
-            f"{parts.host}; the agent does not send through a proxy: add {parts.host} to "
-            "NO_PROXY (the collector must be reachable directly) or unset the variable"
-        )
+    """StartError when a proxy variable names a proxy the transport cannot use for one of
+    the collector's URLs (see `agent.delivery.transports.proxy`)."""
+    for url in (config.endpoint, config.batch_endpoint):
+        if url is not None:
+            proxy_for(httpx.URL(url), environ)
 
 
-def _loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _no_proxy(environ: Mapping[str, str]) -> dict[str, str]:
-    """NO_PROXY (lower case first, as urllib and curl read it) in urllib's shape."""
-    return {"no": environ.get("no_proxy") or environ.get("NO_PROXY") or ""}
-
-
-def _proxy_variable(environ: Mapping[str, str], scheme: str) -> str | None:
-    """The name of the variable that would proxy a `scheme` URL (never its value: a proxy
-    URL may carry credentials)."""
-    for base in (f"{scheme}_proxy", "all_proxy"):
-        for name in (base, base.upper()):
-            if environ.get(name):
-                return name
-    return None
+def proxy_secrets(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The proxies' credentials (header value and password), to keep out of every log line."""
+    found: list[str] = []
+    for url in (config.endpoint, config.batch_endpoint):
+        proxy = None if url is None else proxy_for(httpx.URL(url), environ)
+        header = secret_of(proxy)
+        if proxy is not None and header is not None:
+            found.append(header)
+            pair = base64.b64decode(header.removeprefix("Basic ")).decode()
+            found.append(pair.partition(":")[2])
+    return found
 
 
 def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:
@@ -244,16 +225,20 @@ class _Target:
     host: str  # to connect to (IDNA-encoded, IPv6 without brackets)
     port: int
     tls: bool
-    path: bytes  # path and query
+    path: bytes  # the request's target: path and query, or the whole URL for a forward proxy
     authority: bytes  # the Host header
     origin: str  # host:port, for error details
+    proxy: Proxy | None = None  # the proxy in between, if any
 
     @classmethod
-    def of(cls, url: httpx.URL) -> _Target:
+    def of(cls, url: httpx.URL, proxy: Proxy | None = None) -> _Target:
         tls = url.scheme == "https"
         port = url.port or (443 if tls else 80)
         host = url.raw_host.decode("ascii")
-        return cls(host, port, tls, url.raw_path, url.netloc, f"{url.host}:{port}")
+        path = url.raw_path
+        if proxy is not None and not tls:  # a forward proxy is given the absolute form
+            path = f"http://{url.netloc.decode('ascii')}".encode("ascii") + url.raw_path
+        return cls(host, port, tls, path, url.netloc, f"{url.host}:{port}", proxy)
 
 
 class _Connection:
@@ -378,7 +363,13 @@ class HttpTransport:
 
     name = "http"
 
-    def __init__(self, config: HttpConfig, *, token: str | None) -> None:
+    def __init__(
+        self,
+        config: HttpConfig,
+        *,
+        token: str | None,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
         if (config.auth is None) != (token is None):
             raise ValueError("lineage.http.auth: a token is needed exactly when auth is configured")
         endpoint = _check_url("lineage.http.endpoint", config.endpoint, auth=token is not None)
@@ -388,8 +379,8 @@ class HttpTransport:
             batch_url = _check_url(
                 "lineage.http.batch_endpoint", config.batch_endpoint, auth=token is not None
             )
-        self._single = _Target.of(endpoint)
-        self._batch = _Target.of(batch_url)
+        self._single = _Target.of(endpoint, proxy_for(endpoint, environ))
+        self._batch = _Target.of(batch_url, proxy_for(batch_url, environ))
         self._batched = config.batch_size > 1
         self._timeout = config.timeout
         self._gzip = config.compression == "gzip"
@@ -430,12 +421,15 @@ class HttpTransport:
         if self._gzip:
             body = await _compress(body)
         expect = self._continues.get(target, True)
+        forward = target.proxy is not None and not target.tls
+        proxy_auth = target.proxy.authorization if target.proxy is not None else None
         request = h11.Request(
             method=b"POST",
             target=target.path,
             headers=[
                 (b"Host", target.authority),
                 *self._headers,
+                *([(b"Proxy-Authorization", proxy_auth)] if forward and proxy_auth else []),
                 *([(b"Expect", b"100-continue")] if expect else []),
                 (b"Content-Length", str(len(body)).encode("ascii")),
             ],
@@ -503,6 +497,8 @@ class HttpTransport:
         idle.append(connection)
 
     async def _connect(self, target: _Target) -> _Connection:
+        if target.proxy is not None:
+            return await self._connect_through(target, target.proxy)
         try:
             if target.tls:
                 reader, writer = await asyncio.open_connection(
@@ -521,6 +517,36 @@ class HttpTransport:
             ) from None
         except OSError as exc:
             raise NotSent("connect", f"cannot connect to {target.origin}: {_cause(exc)}") from None
+        return _Connection(reader, writer)
+
+    async def _connect_through(self, target: _Target, proxy: Proxy) -> _Connection:
+        """A connection by way of `proxy`: a tunnel with TLS inside for an https collector,
+        the proxy itself for an http one. Nothing of an event has left when this fails."""
+        try:
+            if not target.tls:
+                reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+                return _Connection(reader, writer)
+            reader, writer = await open_tunnel(proxy, target.host, target.port)
+        except ProxyRefused as exc:
+            raise NotSent(
+                "connect", f"{proxy.origin} did not open a tunnel to {target.origin}: {exc}"
+            ) from None
+        except OSError as exc:
+            raise NotSent("connect", f"cannot connect to {proxy.origin}: {_cause(exc)}") from None
+        try:
+            await writer.start_tls(self._tls, server_hostname=target.host)
+        except ssl.SSLCertVerificationError as exc:
+            writer.close()
+            message = exc.verify_message or str(exc)
+            raise NotSent(
+                "tls", f"certificate of {target.origin} did not verify: {message}"
+            ) from None
+        except (ssl.SSLError, OSError) as exc:
+            writer.close()
+            reason = exc.reason if isinstance(exc, ssl.SSLError) else _cause(exc)
+            raise NotSent(
+                "tls", f"TLS handshake with {target.origin} through {proxy.origin} failed: {reason}"
+            ) from None
         return _Connection(reader, writer)
 
     async def aclose(self) -> None:
