@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agent.config import client
+from agent.config.clientsources import AgentSide
 from agent.config.kinds import KIND_READERS, bounds_text, within
 from agent.config.model import AgentConfig, Bounds, Kind, Secret, fields_of
 from agent.config.yamlnodes import (
@@ -132,7 +133,7 @@ def parse_config(
         raise reader.error(root, "lineage", "required section is missing")
     lineage, origins = client.resolve(
         config.lineage,
-        client.AgentSide(
+        AgentSide(
             reader.client_nodes.get("lineage.transport"),
             reader.lines.get("lineage.transport"),
             frozenset(k for k in ("http", "file", "kafka") if f"lineage.{k}" in reader.lines),
