@@ -30,13 +30,8 @@ from agent.config.model import AgentConfig
 from agent.delivery.signing import load_signing_key
 from agent.delivery.transports.factory import kafka_available
 from agent.delivery.transports.file import check_path
-from agent.delivery.transports.http import (
-    check_headers,
-    check_proxy,
-    check_urls,
-    read_token,
-    tls_context,
-)
+from agent.delivery.transports.http import check_headers, check_urls, read_token, tls_context
+from agent.delivery.transports.proxy import check_proxy
 from agent.errors import KeyFileError, StartError
 from agent.service.nodekey import make_key, missing_key_note
 

@@ -11,7 +11,8 @@ from agent.config.model import KafkaTransportConfig, LineageConfig
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.file import FileTransport
-from agent.delivery.transports.http import HttpTransport, check_endpoint, proxy_secrets
+from agent.delivery.transports.http import HttpTransport, check_endpoint
+from agent.delivery.transports.proxy import proxy_secrets
 from agent.errors import StartError
 from agent.telemetry import logs
 

@@ -33,7 +33,6 @@ that cannot be reached.
 from __future__ import annotations
 
 import asyncio
-import base64
 import gzip
 import os
 import re
@@ -53,9 +52,9 @@ from agent.delivery.envelope import Envelope
 from agent.delivery.transports.proxy import (
     Proxy,
     ProxyRefused,
+    check_proxy,
     open_tunnel,
     proxy_for,
-    secret_of,
 )
 from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
 
@@ -154,27 +153,6 @@ def check_headers(config: HttpConfig) -> None:
             raise StartError(f"{key}: set either this header or lineage.http.auth, not both")
         if not all(" " <= char <= "~" or char == "\t" for char in value) or value != value.strip():
             raise StartError(f"{key}: the value holds characters a header may not have")
-
-
-def check_proxy(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> None:
-    """StartError when a proxy variable names a proxy the transport cannot use for one of
-    the collector's URLs (see `agent.delivery.transports.proxy`)."""
-    for url in (config.endpoint, config.batch_endpoint):
-        if url is not None:
-            proxy_for(httpx.URL(url), environ)
-
-
-def proxy_secrets(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> list[str]:
-    """The proxies' credentials (header value and password), to keep out of every log line."""
-    found: list[str] = []
-    for url in (config.endpoint, config.batch_endpoint):
-        proxy = None if url is None else proxy_for(httpx.URL(url), environ)
-        header = secret_of(proxy)
-        if proxy is not None and header is not None:
-            found.append(header)
-            pair = base64.b64decode(header.removeprefix("Basic ")).decode()
-            found.append(pair.partition(":")[2])
-    return found
 
 
 def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:

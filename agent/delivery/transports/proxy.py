@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ipaddress
+import os
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from urllib.parse import unquote
 
 import httpx
 
+from agent.config.model import HttpConfig
 from agent.errors import StartError
 
 _MAX_ANSWER: Final = 16 * 1024  # bytes of a CONNECT answer's head
@@ -75,6 +77,27 @@ def proxy_for(url: httpx.URL, environ: Mapping[str, str]) -> Proxy | None:
         pair = f"{unquote(parsed.username)}:{unquote(parsed.password)}".encode()
         authorization = b"Basic " + base64.b64encode(pair)
     return Proxy(parsed.host, parsed.port or 80, variable, authorization)
+
+
+def check_proxy(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> None:
+    """StartError when a proxy variable names a proxy the transport cannot use for one of
+    the collector's URLs (see `agent.delivery.transports.proxy`)."""
+    for url in (config.endpoint, config.batch_endpoint):
+        if url is not None:
+            proxy_for(httpx.URL(url), environ)
+
+
+def proxy_secrets(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The proxies' credentials (header value and password), to keep out of every log line."""
+    found: list[str] = []
+    for url in (config.endpoint, config.batch_endpoint):
+        proxy = None if url is None else proxy_for(httpx.URL(url), environ)
+        header = secret_of(proxy)
+        if proxy is not None and header is not None:
+            found.append(header)
+            pair = base64.b64decode(header.removeprefix("Basic ")).decode()
+            found.append(pair.partition(":")[2])
+    return found
 
 
 def secret_of(proxy: Proxy | None) -> str | None:
