@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import ssl
 import sys
 import types
@@ -303,3 +304,35 @@ def test_agent_with_a_listener_users_openlineage_yml(workdir: Path) -> None:
     )
     for event in printed:
         verify(event, key)
+
+
+def test_api_key_and_headers_from_the_environment_never_logged(
+    workdir: Path, ca: trustme.CA
+) -> None:
+    """The client's shape in the agent's file, its api key and a header from
+    OPENLINEAGE__TRANSPORT__* variables: sent as written, in no log line, also at debug and
+    across a reload."""
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    ca_file = workdir / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    key, header = "ol-api-key-5e3cr3t-9876", "hdr-value-5e3cr3t-5432"
+    with Collector(tls=server, validate=True) as collector:
+        lineage = {
+            "transport": {"type": "http", "url": collector.base_url, "ca_file": str(ca_file)}
+        }
+        config = write_config(workdir, lineage, logging={"level": "debug", "format": "json"})
+        env = {
+            "OPENLINEAGE__TRANSPORT__AUTH": json.dumps({"type": "api_key", "apiKey": key}),
+            "OPENLINEAGE__TRANSPORT__HEADERS__X_API_TOKEN": header,
+        }
+        with run_agent(config, events=4, env=env) as agent:
+            collector.wait_for(4, timeout=30)
+            agent.signal(signal.SIGHUP)
+            agent.wait_log("reload_ok")
+            assert agent.stop() == 0
+            output = agent.raw_output()
+    assert {r.headers["authorization"] for r in collector.requests} == {f"Bearer {key}"}
+    assert {r.headers["x_api_token"] for r in collector.requests} == {header}
+    assert key not in output
+    assert header not in output
