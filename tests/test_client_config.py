@@ -285,7 +285,7 @@ def test_seed_base_endpoint_is_completed(tmp_path: Path) -> None:
     assert config.lineage.http is not None
     assert config.lineage.http.endpoint == "http://localhost:5000/api/v1/lineage"
     assert config.origins == (
-        ("lineage.http.endpoint", f"{tmp_path / 'config.yaml'} (completed with /api/v1/lineage)"),
+        ("lineage.http.endpoint", f"{tmp_path / 'config.yaml'}:3 (completed with /api/v1/lineage)"),
     )
 
 
@@ -403,7 +403,7 @@ ERRORS = [
           http: {endpoint: 'https://m:5000/api/v1/lineage'}
         """,
         {},
-        "{cfg}:2: lineage.http: not read when lineage.transport is the client's {{type: ...}}"
+        "{cfg}:3: lineage.http: not read when lineage.transport is the client's {{type: ...}}"
         " mapping; write its keys inside lineage.transport",
         id="seed-section-beside-mapping",
     ),

@@ -74,11 +74,13 @@ def resolve(
             where = f"{agent.source}:{agent.line} ({', '.join(unread)} not read)"
             seed_origins = (("lineage.transport", where), *seed_origins)
         return completed, seed_origins
-    if agent.node is not None and agent.seed_sections:
-        section = sorted(agent.seed_sections)[0]
+    sections = [k for k in agent.seed_lines if k.count(".") == 1]
+    if agent.node is not None and sections:
+        section = min(sections, key=agent.seed_lines.__getitem__)
         raise ConfigError(
-            f"{agent.source}:{agent.line}: lineage.{section}: not read when lineage.transport"
-            " is the client's {type: ...} mapping; write its keys inside lineage.transport"
+            f"{agent.source}:{agent.seed_lines[section]}: {section}: not read when"
+            " lineage.transport is the client's {type: ...} mapping; write its keys inside"
+            " lineage.transport"
         )
     tree: dict[str, Any] = env_tree(environ)
     config_path = environ.get("OPENLINEAGE_CONFIG", "").strip()
@@ -104,7 +106,8 @@ def _complete_seed(lineage: LineageConfig, agent: AgentSide) -> tuple[LineageCon
     if http is None or urlsplit(http.endpoint).path not in ("", "/"):
         return lineage, ()
     endpoint = urljoin(http.endpoint, DEFAULT_ENDPOINT)
-    note = f"{agent.source} (completed with /{DEFAULT_ENDPOINT})"
+    line = agent.seed_lines.get("lineage.http.endpoint", agent.line)
+    note = f"{agent.source}:{line} (completed with /{DEFAULT_ENDPOINT})"
     replaced = dataclasses.replace(lineage, http=dataclasses.replace(http, endpoint=endpoint))
     return replaced, (("lineage.http.endpoint", note),)
 

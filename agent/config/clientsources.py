@@ -26,7 +26,9 @@ class AgentSide:
 
     node: MappingNode | None  # `lineage.transport` written as the client's mapping
     line: int | None  # the line of `lineage.transport`, in either shape; None: not written
-    seed_sections: frozenset[str]  # which of lineage.http / file / kafka are written
+    # the lines of the seed's lineage.http / file / kafka sections and lineage.http.endpoint,
+    # those written
+    seed_lines: Mapping[str, int]
     source: str
     base_dir: str
 
@@ -96,7 +98,7 @@ def file_tree(path: str, read_text: Callable[[str], str]) -> dict[str, Any]:
         return {}
     if not isinstance(root, MappingNode):
         raise ConfigError(f"{path}:{line_of(root)}: expected a mapping of sections")
-    side = AgentSide(None, None, frozenset(), path, os.path.dirname(os.path.abspath(path)))
+    side = AgentSide(None, None, {}, path, os.path.dirname(os.path.abspath(path)))
     for key_node, value_node in root.value:
         if isinstance(key_node, ScalarNode) and key_node.value == "transport":
             if not isinstance(value_node, MappingNode):

@@ -136,7 +136,16 @@ def parse_config(
         AgentSide(
             reader.client_nodes.get("lineage.transport"),
             reader.lines.get("lineage.transport"),
-            frozenset(k for k in ("http", "file", "kafka") if f"lineage.{k}" in reader.lines),
+            {
+                key: reader.lines[key]
+                for key in (
+                    "lineage.http",
+                    "lineage.file",
+                    "lineage.kafka",
+                    "lineage.http.endpoint",
+                )
+                if key in reader.lines
+            },
             source,
             reader.base_dir,
         ),
