@@ -393,7 +393,7 @@ ERRORS = [
           transport: {timeout: 3}
         """,
         {"OPENLINEAGE_URL": "http://localhost:5000"},
-        "{cfg}:2: transport.type: required key is missing",
+        "{cfg}:2: lineage.transport.type: required key is missing",
         id="no-type",
     ),
     pytest.param(

@@ -363,8 +363,11 @@ class _Builder:
     def choice(self, tree: dict[str, Any], name: str, key: str, choices: tuple[str, ...]) -> Leaf:
         value = get(tree, name)
         if value is None:
-            where = self.first(tree, Leaf(None, "OPENLINEAGE", key, None))
-            raise ConfigError(f"{where.origin}: {key}.{name}: required key is missing")
+            # named as written where a sibling was: lineage.transport.type in the agent's file
+            sibling = next((v for v in tree.values() if isinstance(v, Leaf)), None)
+            where = sibling or self.first(tree, Leaf(None, "OPENLINEAGE", key, None))
+            prefix = sibling.key.rsplit(".", 1)[0] if sibling is not None else key
+            raise ConfigError(f"{where.origin}: {prefix}.{name}: required key is missing")
         leaf = self.leaf(value, Leaf(None, "?", key, None))
         if not isinstance(leaf.value, str) or leaf.value.strip().lower() not in choices:
             expected = ", ".join(map(repr, choices))
