@@ -29,6 +29,7 @@ FACET_URLS: Final[dict[str, str]] = {
     "jobType": _standard("2-0-4", "JobTypeJobFacet"),
     "sql": _standard("1-1-0", "SQLJobFacet"),
     "tags": _standard("1-0-0", "TagsJobFacet"),
+    "tags_run": _standard("1-0-0", "TagsRunFacet"),  # the run facet `tags`
     # dataset facets
     "schema": _standard("1-2-0", "SchemaDatasetFacet"),
     "dataSource": _standard("1-0-1", "DatasourceDatasetFacet"),

@@ -392,9 +392,10 @@ BROKEN = [
     pytest.param(
         """\
         lineage:
-          transport: kafka
+          transport: kafak
         """,
-        "config.yaml:2: lineage.transport: expected one of 'http', 'file', got 'kafka'",
+        "config.yaml:2: lineage.transport: expected one of 'http', 'file', 'kafka', 'console',"
+        " got 'kafak'",
         id="bad-transport",
     ),
     pytest.param(
@@ -492,7 +493,7 @@ BROKEN = [
             endpoint: https://lineage.example.com/api/v1/lineage
             auth: {type: basic, token_env: TOKEN}
         """,
-        "config.yaml:4: lineage.http.auth.type: expected one of 'bearer', got 'basic'",
+        "config.yaml:4: lineage.http.auth.type: expected one of 'bearer', 'api_key', got 'basic'",
         id="bad-auth-type",
     ),
     pytest.param(
@@ -685,11 +686,15 @@ def _is_dataclass(hint: Any) -> bool:
     return isinstance(hint, type) and dataclasses.is_dataclass(hint)
 
 
+_FREE_FORM = frozenset({"lineage.http.headers", "lineage.kafka.config"})
+
+
 def _dotted_keys(mapping: dict[str, Any], prefix: str = "") -> set[str]:
     keys: set[str] = set()
     for name, value in mapping.items():
         keys.add(prefix + name)
-        if isinstance(value, dict):
+        # headers and producer settings are free-form mappings, not config keys
+        if isinstance(value, dict) and prefix + name not in _FREE_FORM:
             keys |= _dotted_keys(value, f"{prefix}{name}.")
     return keys
 

@@ -34,7 +34,13 @@ UNIT = ROOT / "systemd" / "lineage-agent.service"
 INSTALL = ROOT / "deploy" / "install.sh"
 UNINSTALL = ROOT / "deploy" / "uninstall.sh"
 COMPOSE = ROOT / "docker-compose.marquez.yaml"
-EXAMPLES = ["file.yaml", "marquez.yaml", "https-bearer.yaml", "both.yaml"]
+EXAMPLES = [
+    "file.yaml",
+    "marquez.yaml",
+    "https-bearer.yaml",
+    "both.yaml",
+    "openlineage-client.yaml",
+]
 AGENT_IN_ROOT = Path("opt/lineage-agent/venv/bin/lineage-agent")
 TEST_ENV = Path(sys.prefix)  # the environment running these tests, with the agent's packages
 
@@ -848,6 +854,19 @@ def test_example_config_passes_config_check(name: str, root: Path) -> None:
         "agent makes one (mode 0600) at its first start and logs its key id "
         "(signing_key_created)\n"
     )
+    if name == "openlineage-client.yaml":  # where its client-shaped settings were written
+        notes = (
+            "".join(
+                f"from: {key}: {ROOT / 'config' / name}:{line}\n"
+                for key, line in [
+                    ("lineage.transport", 15),
+                    ("lineage.http.endpoint", 21),
+                    ("lineage.http.timeout", 23),
+                    ("lineage.file.path", 28),
+                ]
+            )
+            + notes
+        )
     if name == "https-bearer.yaml":
         notes += (
             "note: lineage.http.auth.token_env: environment variable OPENLINEAGE_TOKEN is not "
@@ -915,7 +934,8 @@ def test_https_example_sends_its_token_only_over_https(tmp_path: Path) -> None:
 
 
 def test_example_transports() -> None:
-    """file.yaml writes files, marquez.yaml and https-bearer.yaml post, both.yaml does both."""
+    """file.yaml writes files, marquez.yaml and https-bearer.yaml post, both.yaml and
+    openlineage-client.yaml (the client's composite) do both."""
     transports = {
         name: parse_config((ROOT / "config" / name).read_text(), name).lineage.transport
         for name in EXAMPLES
@@ -925,6 +945,7 @@ def test_example_transports() -> None:
         "marquez.yaml": ("http",),
         "https-bearer.yaml": ("http",),
         "both.yaml": ("http", "file"),
+        "openlineage-client.yaml": ("http", "file"),
     }
 
 

@@ -95,7 +95,8 @@ def _cmd_config_check(args: argparse.Namespace) -> int:
     from agent.service.preflight import check_startup, connect_error, hint_for, relative_note
 
     try:
-        located = load_located(args.file)
+        # Syntax only: the file alone, not the OpenLineage client's variables or files.
+        located = load_located(args.file, {} if args.syntax_only else None)
     except ConfigError as error:
         _config_errors(error.messages, hint_for)
         return EX_CONFIG
@@ -114,6 +115,8 @@ def _cmd_config_check(args: argparse.Namespace) -> int:
             return EX_CONFIG
         notes += checked.notes
     print("ok")
+    for key, origin in located.config.origins:  # settings from the client's conventions
+        print(f"from: {key}: {origin}")
     for note in notes:
         print(f"note: {note}")
     return EX_OK

@@ -29,8 +29,10 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from agent.config import client
+from agent.config.clientsources import AgentSide
 from agent.config.kinds import KIND_READERS, bounds_text, within
-from agent.config.model import AgentConfig, Bounds, Kind, fields_of
+from agent.config.model import AgentConfig, Bounds, Kind, Secret, fields_of
 from agent.config.yamlnodes import (
     BOOL,
     FLOAT,
@@ -61,20 +63,33 @@ class Located:
     relative: Mapping[str, str]  # dotted key -> relative path as written (resolved in config)
 
 
-def load_config(path: str | os.PathLike[str]) -> AgentConfig:
-    """Read and validate the YAML file at `path`; relative paths in it are taken from its folder."""
-    return load_located(path).config
+def load_config(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> AgentConfig:
+    """Read and validate the YAML file at `path`; relative paths in it are taken from its folder.
+    The OpenLineage client's variables and its openlineage.yml are read from `environ`
+    (default: this process's environment); see `agent.config.client`."""
+    return load_located(path, environ).config
 
 
-def load_located(path: str | os.PathLike[str]) -> Located:
+def load_located(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> Located:
     """`load_config`, with the line of every key and the relative paths as written."""
     source = os.fspath(path)
+    text = read_text(source)
+    return parse_located(
+        text, source, base_dir=os.path.dirname(os.path.abspath(source)), environ=environ
+    )
+
+
+def read_text(source: str) -> str:
+    """The UTF-8 text of the regular file `source` (at most MAX_CONFIG_BYTES)."""
     data = _read_regular(source)
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source}: cannot read: not UTF-8 text (byte {exc.start})") from None
-    return parse_located(text, source, base_dir=os.path.dirname(os.path.abspath(source)))
 
 
 def _read_regular(source: str) -> bytes:
@@ -117,16 +132,25 @@ def _too_large(source: str, size: int) -> str:
 
 
 def parse_config(
-    text: str, source: str, *, base_dir: str | os.PathLike[str] | None = None
+    text: str,
+    source: str,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> AgentConfig:
     """Validate YAML `text`; errors name `source`. Relative paths resolve against `base_dir`
     (default: the folder of `source`, taken from the working directory if `source` is relative).
+    `environ` (default: `os.environ`) holds the OpenLineage client's variables.
     """
-    return parse_located(text, source, base_dir=base_dir).config
+    return parse_located(text, source, base_dir=base_dir, environ=environ).config
 
 
 def parse_located(
-    text: str, source: str, *, base_dir: str | os.PathLike[str] | None = None
+    text: str,
+    source: str,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Located:
     """`parse_config`, with the line of every key and the relative paths as written."""
     root = compose(text, source)
@@ -140,11 +164,33 @@ def parse_located(
         config = reader.value(root, AgentConfig, "")
     if "lineage" not in reader.lines:
         reader.errors.append(reader.error(root, "lineage", "required section is missing"))
-    if config is not None and not reader.errors:
-        _check_rules(config, reader)
     if reader.errors or config is None:
         raise ConfigError(*_in_file_order(reader.errors))
-    config = dataclasses.replace(config, source=source)
+    lineage, origins = client.resolve(
+        config.lineage,
+        AgentSide(
+            reader.client_nodes.get("lineage.transport"),
+            reader.lines.get("lineage.transport"),
+            {
+                key: reader.lines[key]
+                for key in (
+                    "lineage.http",
+                    "lineage.file",
+                    "lineage.kafka",
+                    "lineage.http.endpoint",
+                )
+                if key in reader.lines
+            },
+            source,
+            reader.base_dir,
+        ),
+        os.environ if environ is None else environ,
+        read_text,
+    )
+    config = dataclasses.replace(config, lineage=lineage, source=source, origins=origins)
+    _check_rules(config, reader, dict(origins))
+    if reader.errors:
+        raise ConfigError(*_in_file_order(reader.errors))
     return Located(config, dict(reader.lines), dict(reader.relative))
 
 
@@ -171,30 +217,54 @@ def redacted(config: AgentConfig) -> dict[str, Any]:
 # --- cross-key rules -------------------------------------------------------------------------
 
 
-def _check_rules(config: AgentConfig, reader: _Reader) -> None:
+def _check_rules(config: AgentConfig, reader: _Reader, origins: dict[str, str]) -> None:
     """The rules over several keys; each broken one is added to the reader's errors."""
     lineage = config.lineage
-    if "http" in lineage.transport and lineage.http is None:
-        reader.errors.append(
-            reader.error_at(
-                reader.lines.get("lineage.transport", 1),
-                "lineage.http.endpoint",
-                "required because lineage.transport includes 'http'",
+    for name in ("http", "kafka"):
+        if name in lineage.transport and getattr(lineage, name) is None:
+            required = "lineage.http.endpoint" if name == "http" else "lineage.kafka.topic"
+            reader.errors.append(
+                reader.error_at(
+                    reader.lines.get("lineage.transport", 1),
+                    required,
+                    f"required because lineage.transport includes {name!r}",
+                )
             )
-        )
     http = lineage.http
-    if http is not None and http.auth is not None:
+    if http is None:
+        return
+
+    def where(key: str) -> str:
+        """`file:line: key:` of a seed key (or of its section), or a client setting's origin."""
+        if key in origins:
+            return f"{origins[key]}: {key}:"
+        line = reader.lines.get(key) or reader.lines.get(key.rpartition(".")[0], 1)
+        return f"{reader.source}:{line}: {key}:"
+
+    auth = http.auth
+    if auth is not None and auth.token_env is None and auth.api_key is None:
+        reader.errors.append(
+            ConfigError(f"{where('lineage.http.auth.token_env')} required key is missing")
+        )
+    if auth is not None:
         for key in ("endpoint", "batch_endpoint"):
             url = getattr(http, key)
             if url is not None and urlsplit(url).scheme != "https":
                 reader.errors.append(
-                    reader.error_at(
-                        reader.lines[f"lineage.http.{key}"],
-                        f"lineage.http.{key}",
-                        "bearer auth needs an https:// endpoint; refusing to send a token "
-                        "over http",
+                    ConfigError(
+                        f"{where(f'lineage.http.{key}')} {auth.type.replace('_', ' ')} auth needs"
+                        " an https:// endpoint; refusing to send a token over http"
                     )
                 )
+    if (http.cert is None) != (http.key is None):
+        missing = "key" if http.key is None else "cert"
+        present = "cert" if missing == "key" else "key"
+        reader.errors.append(
+            ConfigError(
+                f"{where(f'lineage.http.{present}')} a client certificate needs both cert and"
+                f" key; lineage.http.{missing} is missing"
+            )
+        )
 
 
 # --- the walk --------------------------------------------------------------------------------
@@ -223,6 +293,8 @@ class _Reader:
         self.lines: dict[str, int] = {}  # dotted key -> line of the key
         self.relative: dict[str, str] = {}  # dotted key -> relative path as written
         self.errors: list[ConfigError] = []
+        # nodes of fields written in the OpenLineage client's shape, read by agent.config.client
+        self.client_nodes: dict[str, MappingNode] = {}
 
     def error_at(self, line: int, path: str, what: str) -> ConfigError:
         key = f" {path}:" if path else ""
@@ -251,6 +323,8 @@ class _Reader:
             return self.choice(node, get_args(hint), path)
         if origin is tuple:
             return self.items(node, get_args(hint)[0], path)
+        if origin is Mapping:
+            return self.strings(node, path)
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             return self.section(node, hint, path, line_of(node))
         if hint is bool:
@@ -272,7 +346,7 @@ class _Reader:
         failed: set[str] = set()
         for key_node, value_node in pairs:
             try:
-                self.pair(key_node, value_node, path, hints, first, values, failed)
+                self.pair(cls, key_node, value_node, path, hints, first, values, failed)
             except ConfigError as error:
                 self.errors.append(error)
                 failed.add(str(getattr(key_node, "value", "")))
@@ -290,6 +364,7 @@ class _Reader:
 
     def pair(
         self,
+        cls: type,
         key_node: Node,
         value_node: Node,
         path: str,
@@ -314,6 +389,9 @@ class _Reader:
         if name not in hints:
             raise self.error(key_node, key_path, _unknown_key(name, list(hints)))
         self.lines[key_path] = line_of(key_node)
+        if isinstance(value_node, MappingNode) and _client_shape(cls, name):
+            self.client_nodes[key_path] = value_node
+            return
         try:
             values[name] = self.value(value_node, hints[name], key_path)
         except _Failed:
@@ -350,6 +428,26 @@ class _Reader:
             raise _Failed(path)
         return tuple(items)
 
+    def strings(self, node: Node, path: str) -> dict[str, str]:
+        """A mapping of names to scalar values, each read as the text written (headers,
+        producer settings: `acks: 0` stays '0', `enable.idempotence: false` stays 'false')."""
+        if not isinstance(node, MappingNode):
+            raise self.error(node, path, f"expected a mapping, got {describe(node)}")
+        found: dict[str, str] = {}
+        for key_node, value_node in node.value:
+            name = scalar(key_node, (STR, INT, FLOAT, BOOL))
+            key_path = f"{path}.{name}"
+            if name is None or str(name) == "":
+                raise self.error(key_node, path, f"expected a key name, got {describe(key_node)}")
+            if str(key_node.value) in found:
+                raise self.error(key_node, key_path, f"duplicate key {str(key_node.value)!r}")
+            if not isinstance(value_node, ScalarNode) or is_null(value_node):
+                raise self.error(
+                    value_node, key_path, f"expected a text value, got {describe(value_node)}"
+                )
+            found[str(key_node.value)] = _yaml_text(value_node)
+        return found
+
     def choice(self, node: Node, choices: tuple[str, ...], path: str) -> str:
         value = scalar(node, (STR,))
         if value not in choices:
@@ -377,6 +475,18 @@ class _Reader:
         return str(value)
 
 
+def _client_shape(cls: type, name: str) -> bool:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    return name in fields and bool(fields[name].metadata.get("client_shape"))
+
+
+def _yaml_text(node: ScalarNode) -> str:
+    """A scalar's value as text: booleans as `true`/`false` whatever the spelling."""
+    if node.tag == BOOL:
+        return "true" if scalar(node, (BOOL,)) else "false"
+    return str(node.value)
+
+
 # --- redacted --------------------------------------------------------------------------------
 
 
@@ -391,10 +501,34 @@ def _kind_of(hint: Any) -> Kind | None:
 def _plain_section(section: object) -> dict[str, Any]:
     cls: type = type(section)
     hints = fields_of(cls, yaml_only=False)
-    return {name: _plain(getattr(section, name), hint) for name, hint in hints.items()}
+    written = fields_of(cls)
+    return {
+        name: _plain(getattr(section, name), hint, name)
+        for name, hint in hints.items()
+        # a field that is no YAML key shows only when set (`api_key`, `origins`)
+        if name in written or getattr(section, name) or name == "source"
+    }
 
 
-def _plain(value: Any, hint: Any) -> Any:
+#: Producer settings whose values are credentials (sasl.password, sasl.jaas.config,
+#: ssl.key.password, sasl.oauthbearer.client.secret, ...): shown as `***`.
+_SECRET_SETTING: Final = ("password", "secret", "jaas", "token", "credential")
+
+
+def _secret_setting(key: str) -> bool:
+    return any(word in key.lower() for word in _SECRET_SETTING)
+
+
+def _plain(value: Any, hint: Any, name: str = "") -> Any:
+    if isinstance(value, Secret):
+        return "***"
+    if isinstance(value, Mapping):
+        # every header value may be a credential (Authorization, X-Api-Key); producer
+        # settings only by name
+        return {
+            key: "***" if name == "headers" or _secret_setting(key) else text
+            for key, text in value.items()
+        }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _plain_section(value)
     if isinstance(value, tuple):

@@ -14,11 +14,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Annotated, Any, Final, Literal
 
-TransportName = Literal["http", "file"]
+TransportName = Literal["http", "file", "kafka", "console"]
 
 
 class Kind(enum.Enum):
@@ -75,10 +76,37 @@ DEFAULT_PROPERTIES_FACET: Final = (
 )
 
 
+class Secret:
+    """A credential taken from openlineage.yml or the environment: its text is `reveal()`ed
+    only where it is sent, and every other way of showing it says `***`."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def reveal(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._text == self._text
+
+    def __hash__(self) -> int:
+        return hash(self._text)
+
+
 @dataclass(frozen=True, slots=True)
 class HttpAuth:
-    type: Literal["bearer"]
-    token_env: EnvName
+    # `api_key` is the OpenLineage client's name for the same `Authorization: Bearer` header
+    type: Literal["bearer", "api_key"]
+    token_env: EnvName | None = None  # required unless `api_key` came from the client's config
+    # the client's `apiKey` (openlineage.yml, OPENLINEAGE_API_KEY); never a key of this file
+    api_key: Secret | None = field(default=None, metadata={"yaml": False})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +123,10 @@ class HttpConfig:
     batch_endpoint: HttpUrl | None = None  # default: `endpoint` + "/batch"
     # requests in flight; events of one run still leave in order
     concurrency: Annotated[int, Bounds(1, 64)] = 4
+    # extra request headers (the client's `headers` / `custom_headers`); values never logged
+    headers: Mapping[str, str] = field(default_factory=dict)
+    cert: LocalPath | None = None  # PEM client certificate for mTLS (with `key`)
+    key: LocalPath | None = None  # its PEM private key
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +137,27 @@ class FileConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class KafkaTransportConfig:
+    """The OpenLineage client's kafka transport: `config` goes to the producer as written
+    (librdkafka keys: bootstrap.servers, security.protocol, sasl.*, ssl.*)."""
+
+    topic: str
+    config: Mapping[str, str] = field(default_factory=dict)
+    message_key: str | None = None  # one key for every event; None: keyed per run
+
+
+@dataclass(frozen=True, slots=True)
 class LineageConfig:
     enabled: bool = True
     namespace: str = "spark"  # job namespace of the emitted runs
-    transport: tuple[TransportName, ...] = ("file",)
+    # the seed's names, or (`client_shape`) the OpenLineage client's `{type: ...}` mapping,
+    # which `agent.config.client` reads into these names and the sections below
+    transport: tuple[TransportName, ...] = field(default=("file",), metadata={"client_shape": True})
     queue_size: Annotated[int, Bounds(0, 1_000_000)] = 1024
     drain_timeout: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 5.0
     http: HttpConfig | None = None
     file: FileConfig = field(default_factory=FileConfig)
+    kafka: KafkaTransportConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +226,9 @@ class AgentConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     # the file this was loaded from; not a YAML key
     source: str = field(default="<defaults>", metadata={"yaml": False})
+    # where each lineage setting taken from the OpenLineage client's conventions came from:
+    # (dotted key, `file:line` or an environment variable's name); not a YAML key
+    origins: tuple[tuple[str, str], ...] = field(default=(), metadata={"yaml": False})
 
 
 @cache

@@ -34,8 +34,10 @@ from nacl.signing import SigningKey
 from agent.config.loader import Located
 from agent.config.model import AgentConfig
 from agent.delivery.signing import load_signing_key
+from agent.delivery.transports.factory import kafka_available
 from agent.delivery.transports.file import check_path
-from agent.delivery.transports.http import check_urls, read_token, tls_context
+from agent.delivery.transports.http import check_headers, check_urls, read_token, tls_context
+from agent.delivery.transports.proxy import check_proxy
 from agent.errors import KeyFileError, StartError
 from agent.service.nodekey import make_key, missing_key_note
 
@@ -124,6 +126,8 @@ def check_startup(
         http = lineage.http
         with step():
             check_urls(http)
+            check_headers(http)
+            check_proxy(http, environ)
             if reachable is not None:
                 for url in dict.fromkeys(filter(None, (http.endpoint, http.batch_endpoint))):
                     why = reachable(url)
@@ -134,7 +138,12 @@ def check_startup(
                         )
         auth = http.auth
         with step():
-            if auth is not None and auth.token_env not in environ and not service:
+            if (
+                auth is not None
+                and auth.token_env is not None
+                and auth.token_env not in environ
+                and not service
+            ):
                 notes.append(
                     f"lineage.http.auth.token_env: environment variable {auth.token_env} is not "
                     "set here; the service refuses to start unless its environment sets it"
@@ -153,6 +162,19 @@ def check_startup(
                     if os.path.exists(ca_file) and not os.path.isfile(ca_file):
                         raise StartError(f"lineage.http.ca_file: {ca_file}: not a regular file")
                     tls_context(ca_file)
+        if http.cert is not None and http.key is not None:
+            cert, cert_key = at(http.cert), at(http.key)
+            with step():
+                if not service and not os.access(cert_key, os.R_OK) and os.path.exists(cert_key):
+                    problem(
+                        f"lineage.http.key: {cert_key}: not readable by {_user()}; check "
+                        "again as the service's user to check it"
+                    )
+                else:
+                    tls_context(None, cert, cert_key)
+    if "kafka" in names and not kafka_available():
+        with step():
+            raise StartError("lineage.kafka: kafka transport not available in this build")
     if "file" in names:
         with step("lineage.file.path"):
             note = check_path(at(lineage.file.path))

@@ -3,13 +3,40 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
+from typing import Final
 
-from agent.config.model import LineageConfig
+from agent.config.model import KafkaTransportConfig, LineageConfig
 from agent.delivery.transports.base import Transport
+from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.file import FileTransport
 from agent.delivery.transports.http import HttpTransport, check_endpoint
+from agent.delivery.transports.proxy import proxy_secrets
 from agent.errors import StartError
 from agent.telemetry import logs
+
+#: Imported only when a kafka transport is configured: its client library (librdkafka)
+#: is not needed by agents that never use it.
+KAFKA_MODULE: Final = "agent.delivery.transports.kafka"
+
+
+def kafka_available() -> bool:
+    """Whether this build has the kafka transport."""
+    try:
+        return importlib.util.find_spec(KAFKA_MODULE) is not None
+    except ImportError:
+        return False
+
+
+def _kafka_transport(config: KafkaTransportConfig) -> Transport:
+    """The kafka transport, imported now; StartError when this build has none."""
+    try:
+        module = importlib.import_module(KAFKA_MODULE)
+    except ModuleNotFoundError as exc:
+        raise StartError(f"lineage.kafka: kafka transport not available ({exc})") from None
+    transport: Transport = module.KafkaTransport(config)
+    return transport
 
 
 async def build_transports(
@@ -31,7 +58,19 @@ async def build_transports(
                 logs.register_secret(token)
                 # Built in threads: reading a CA file or taking a lock may block (a slow
                 # mount), and a reload runs on the event loop.
+                for value in [*lineage.http.headers.values(), *proxy_secrets(lineage.http)]:
+                    logs.register_secret(value)
                 built[name] = await asyncio.to_thread(HttpTransport, lineage.http, token=token)
+            elif name == "kafka":
+                if lineage.kafka is None:
+                    raise StartError("lineage.kafka: the kafka transport needs a topic")
+                for key, value in lineage.kafka.config.items():
+                    if any(word in key for word in ("password", "secret", "jaas", "token")):
+                        logs.register_secret(value)
+                # In a thread: a producer may resolve names and read key files as it starts.
+                built[name] = await asyncio.to_thread(_kafka_transport, lineage.kafka)
+            elif name == "console":
+                built[name] = ConsoleTransport()
             else:
                 holder = file_lock_of if isinstance(file_lock_of, FileTransport) else None
                 built[name] = await asyncio.to_thread(FileTransport, lineage.file, lock_of=holder)

@@ -23,8 +23,11 @@ The wire is h11 (HTTP/1.1 framing: chunked and length-delimited answers, interim
 answers, `Connection: close`) over plain asyncio streams. One event per POST is this
 transport's hardest case, and there the per-request work of a general client (httpcore's
 pool and anyio's cancel scopes around every read) cost four times what the network and
-the framing cost together. Proxy variables from the environment are not consulted; the
-collector is addressed directly.
+the framing cost together. `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` and `NO_PROXY` are
+honoured (`agent.delivery.transports.proxy`): an https collector through a `CONNECT` tunnel
+(no byte of an event reaches the proxy in the clear), an http one by a forward request. A
+proxy that cannot be reached or refuses the tunnel is `NotSent` (connect), like a collector
+that cannot be reached.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
+import re
 import ssl
 import time
 from collections.abc import Mapping, Sequence
@@ -45,6 +49,13 @@ import httpx
 from agent import __version__
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
+from agent.delivery.transports.proxy import (
+    Proxy,
+    ProxyRefused,
+    check_proxy,
+    open_tunnel,
+    proxy_for,
+)
 from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
 
 #: Level 1 keeps 98% of level 6's size reduction on event JSON (a 6 KB event: 20.2% vs
@@ -74,6 +85,8 @@ def check_endpoint(config: HttpConfig, environ: Mapping[str, str] = os.environ) 
     """
     token = read_token(config, environ)
     check_urls(config)
+    check_headers(config)
+    check_proxy(config, environ)
     return token
 
 
@@ -82,7 +95,11 @@ def read_token(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> s
     StartError names the variable (never its value) when it is unset, empty or malformed."""
     if config.auth is None:
         return None
+    if config.auth.api_key is not None:  # the client's apiKey, checked when it was read
+        return config.auth.api_key.reveal()
     variable = config.auth.token_env
+    if variable is None:
+        raise StartError("lineage.http.auth.token_env: required key is missing")
     key = "lineage.http.auth.token_env"
     raw = environ.get(variable)
     if raw is None:
@@ -107,6 +124,37 @@ def check_urls(config: HttpConfig) -> None:
         )
 
 
+#: Headers the transport writes itself: a custom one of these names would break the framing
+#: or the auth rules, so it is refused.
+_OWN_HEADERS: Final = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "expect",
+        "content-encoding",
+        "content-type",
+        "connection",
+    }
+)
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def check_headers(config: HttpConfig) -> None:
+    """Custom headers: valid names and values, none the transport writes itself, and no
+    `Authorization` beside `auth`. Errors name the header, never its value."""
+    for name, value in config.headers.items():
+        key = f"lineage.http.headers.{name}"
+        if not _TOKEN.fullmatch(name):
+            raise StartError(f"{key}: not a valid header name")
+        if name.lower() in _OWN_HEADERS:
+            raise StartError(f"{key}: the transport sets this header itself")
+        if name.lower() == "authorization" and config.auth is not None:
+            raise StartError(f"{key}: set either this header or lineage.http.auth, not both")
+        if not all(" " <= char <= "~" or char == "\t" for char in value) or value != value.strip():
+            raise StartError(f"{key}: the value holds characters a header may not have")
+
+
 def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:
     try:
         parsed = httpx.URL(url)
@@ -123,8 +171,11 @@ def _check_url(key: str, url: str, *, auth: bool) -> httpx.URL:
     return parsed
 
 
-def tls_context(ca_file: str | None) -> ssl.SSLContext:
-    """The system's trusted CAs, plus `ca_file` when given; verification and hostname checks on."""
+def tls_context(
+    ca_file: str | None, cert: str | None = None, key: str | None = None
+) -> ssl.SSLContext:
+    """The system's trusted CAs, plus `ca_file` when given; verification and hostname checks on;
+    with `cert` and `key`, the client certificate an mTLS collector asks for."""
     context = ssl.create_default_context()
     if ca_file is not None:
         try:
@@ -132,6 +183,15 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
         except (OSError, ssl.SSLError) as exc:
             raise StartError(
                 f"lineage.http.ca_file: cannot load CA bundle {ca_file}: {exc}"
+            ) from None
+    if cert is not None and key is not None:
+        try:
+            context.load_cert_chain(certfile=cert, keyfile=key)
+        except (OSError, ssl.SSLError) as exc:
+            # The error's own words name the file or the mismatch, never the key's contents.
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise StartError(
+                f"lineage.http.cert: cannot load client certificate {cert} with key {key}: {reason}"
             ) from None
     return context
 
@@ -143,16 +203,20 @@ class _Target:
     host: str  # to connect to (IDNA-encoded, IPv6 without brackets)
     port: int
     tls: bool
-    path: bytes  # path and query
+    path: bytes  # the request's target: path and query, or the whole URL for a forward proxy
     authority: bytes  # the Host header
     origin: str  # host:port, for error details
+    proxy: Proxy | None = None  # the proxy in between, if any
 
     @classmethod
-    def of(cls, url: httpx.URL) -> _Target:
+    def of(cls, url: httpx.URL, proxy: Proxy | None = None) -> _Target:
         tls = url.scheme == "https"
         port = url.port or (443 if tls else 80)
         host = url.raw_host.decode("ascii")
-        return cls(host, port, tls, url.raw_path, url.netloc, f"{url.host}:{port}")
+        path = url.raw_path
+        if proxy is not None and not tls:  # a forward proxy is given the absolute form
+            path = f"http://{url.netloc.decode('ascii')}".encode("ascii") + url.raw_path
+        return cls(host, port, tls, path, url.netloc, f"{url.host}:{port}", proxy)
 
 
 class _Connection:
@@ -277,7 +341,13 @@ class HttpTransport:
 
     name = "http"
 
-    def __init__(self, config: HttpConfig, *, token: str | None) -> None:
+    def __init__(
+        self,
+        config: HttpConfig,
+        *,
+        token: str | None,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
         if (config.auth is None) != (token is None):
             raise ValueError("lineage.http.auth: a token is needed exactly when auth is configured")
         endpoint = _check_url("lineage.http.endpoint", config.endpoint, auth=token is not None)
@@ -287,8 +357,8 @@ class HttpTransport:
             batch_url = _check_url(
                 "lineage.http.batch_endpoint", config.batch_endpoint, auth=token is not None
             )
-        self._single = _Target.of(endpoint)
-        self._batch = _Target.of(batch_url)
+        self._single = _Target.of(endpoint, proxy_for(endpoint, environ))
+        self._batch = _Target.of(batch_url, proxy_for(batch_url, environ))
         self._batched = config.batch_size > 1
         self._timeout = config.timeout
         self._gzip = config.compression == "gzip"
@@ -302,8 +372,9 @@ class HttpTransport:
             headers.append((b"Content-Encoding", b"gzip"))
         if token is not None:
             headers.append((b"Authorization", f"Bearer {token}".encode("ascii")))
+        headers.extend((n.encode("ascii"), v.encode("latin-1")) for n, v in config.headers.items())
         self._headers = headers
-        self._tls = tls_context(config.ca_file)
+        self._tls = tls_context(config.ca_file, config.cert, config.key)
         self._capacity = config.concurrency
         self._idle: dict[_Target, list[_Connection]] = {}
         self._closed = False
@@ -328,12 +399,15 @@ class HttpTransport:
         if self._gzip:
             body = await _compress(body)
         expect = self._continues.get(target, True)
+        forward = target.proxy is not None and not target.tls
+        proxy_auth = target.proxy.authorization if target.proxy is not None else None
         request = h11.Request(
             method=b"POST",
             target=target.path,
             headers=[
                 (b"Host", target.authority),
                 *self._headers,
+                *([(b"Proxy-Authorization", proxy_auth)] if forward and proxy_auth else []),
                 *([(b"Expect", b"100-continue")] if expect else []),
                 (b"Content-Length", str(len(body)).encode("ascii")),
             ],
@@ -401,6 +475,8 @@ class HttpTransport:
         idle.append(connection)
 
     async def _connect(self, target: _Target) -> _Connection:
+        if target.proxy is not None:
+            return await self._connect_through(target, target.proxy)
         try:
             if target.tls:
                 reader, writer = await asyncio.open_connection(
@@ -419,6 +495,36 @@ class HttpTransport:
             ) from None
         except OSError as exc:
             raise NotSent("connect", f"cannot connect to {target.origin}: {_cause(exc)}") from None
+        return _Connection(reader, writer)
+
+    async def _connect_through(self, target: _Target, proxy: Proxy) -> _Connection:
+        """A connection by way of `proxy`: a tunnel with TLS inside for an https collector,
+        the proxy itself for an http one. Nothing of an event has left when this fails."""
+        try:
+            if not target.tls:
+                reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+                return _Connection(reader, writer)
+            reader, writer = await open_tunnel(proxy, target.host, target.port)
+        except ProxyRefused as exc:
+            raise NotSent(
+                "connect", f"{proxy.origin} did not open a tunnel to {target.origin}: {exc}"
+            ) from None
+        except OSError as exc:
+            raise NotSent("connect", f"cannot connect to {proxy.origin}: {_cause(exc)}") from None
+        try:
+            await writer.start_tls(self._tls, server_hostname=target.host)
+        except ssl.SSLCertVerificationError as exc:
+            writer.close()
+            message = exc.verify_message or str(exc)
+            raise NotSent(
+                "tls", f"certificate of {target.origin} did not verify: {message}"
+            ) from None
+        except (ssl.SSLError, OSError) as exc:
+            writer.close()
+            reason = exc.reason if isinstance(exc, ssl.SSLError) else _cause(exc)
+            raise NotSent(
+                "tls", f"TLS handshake with {target.origin} through {proxy.origin} failed: {reason}"
+            ) from None
         return _Connection(reader, writer)
 
     async def aclose(self) -> None:

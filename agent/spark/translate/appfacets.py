@@ -178,10 +178,67 @@ def spark_properties(
     return facet("lineageAgent_sparkProperties", properties=shown) if shown else None
 
 
-def tags_facet(tags: Iterable[tuple[str, str]]) -> dict[str, Any] | None:
-    """The standard `tags` job facet of the configured tags, or None without tags."""
-    entries = [{"key": key, "value": value, "source": "CONFIG"} for key, value in tags]
-    return facet("tags", tags=entries) if entries else None
+Tag = tuple[str, str, str]  # key, value, source
+
+
+def tags_facet(
+    tags: Iterable[tuple[str, str]], own: Iterable[Tag] = (), *, run: bool = False
+) -> dict[str, Any] | None:
+    """The standard `tags` job (or `run`) facet: the configured tags (source `CONFIG`), then
+    the application's own (`spark.openlineage.job.tags` / `run.tags`), which replace a
+    configured tag of the same key; None without tags."""
+    entries: dict[str, dict[str, str]] = {}
+    for key, value in tags:
+        entries[key] = {"key": key, "value": value, "source": "CONFIG"}
+    for key, value, source in own:
+        entries.pop(key, None)
+        entries[key] = {"key": key, "value": value, "source": source}
+    if not entries:
+        return None
+    return facet("tags_run" if run else "tags", tags=list(entries.values()))
+
+
+#: Tags one property may give; the rest is ignored (a property is untrusted text).
+MAX_TAGS: Final = 256
+
+
+def listener_tags(text: str | None) -> tuple[Tag, ...]:
+    """Tags as the OpenLineage Spark listener reads `spark.openlineage.job.tags` and
+    `run.tags`: `;` between tags, `:` between key, value and source (`\\;` and `\\:` escape
+    them); a tag without a value is `true`, the source defaults to `CONFIG`, parts past the
+    third are ignored, a tag without a key is skipped. One pass, linear in the text."""
+    if not text:
+        return ()
+    found: list[Tag] = []
+    parts: list[str] = []
+    current: list[str] = []
+    escaped = False
+
+    def end_tag() -> None:
+        parts.append("".join(current).strip())
+        current.clear()
+        key = parts[0] if parts else ""
+        if key and len(found) < MAX_TAGS:
+            value = parts[1] if len(parts) > 1 and parts[1] else "true"
+            source = parts[2] if len(parts) > 2 and parts[2] else "CONFIG"
+            found.append((key, value, source))
+        parts.clear()
+
+    for char in text:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ":":
+            parts.append("".join(current).strip())
+            current.clear()
+        elif char == ";":
+            end_tag()
+        else:
+            current.append(char)
+    end_tag()
+    return tuple(found)
 
 
 def sql_facet(query: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any, Final
 from agent.spark.translate.appfacets import (
     Redaction,
     application_details,
+    listener_tags,
     redaction,
     spark_properties,
     sql_facet,
@@ -29,7 +30,13 @@ from agent.spark.translate.brokers import KafkaServers
 from agent.spark.translate.datasets import RunDatasets
 from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
 from agent.spark.translate.naming import UNKNOWN_NAMESPACE, Catalog
-from agent.spark.translate.options import TranslateOptions, catalog_of, parent_of
+from agent.spark.translate.options import (
+    JOB_TAGS,
+    RUN_TAGS,
+    TranslateOptions,
+    catalog_of,
+    parent_of,
+)
 from agent.spark.translate.runs import Failure, Run, RunSummary, summary
 from agent.spark.translate.schemas import KnownSchemas
 from agent.spark.translate.versions import (
@@ -68,6 +75,13 @@ class Lifecycle:
         self.tables: list[TableRequest] = []
         self.schemas = KnownSchemas()  # what the application showed of its datasets' schemas
         self.kafka_servers = KafkaServers(options.kafka_bootstrap)  # of reads, learned in order
+
+    @property
+    def namespace(self) -> str:
+        """The job namespace of this application's runs: its `spark.openlineage.namespace`,
+        as the OpenLineage Spark listener takes it, else the configured one."""
+        own = self.props.get("spark.openlineage.namespace", "").strip()
+        return own or self.options.namespace
 
     @property
     def app_ids(self) -> tuple[str, str | None] | None:
@@ -129,7 +143,7 @@ class Lifecycle:
             event_type,
             run,
             time_ms,
-            namespace=self.options.namespace,
+            namespace=self.namespace,
             spark_version=self.spark_version,
             datasets=datasets,
             parent=self._parent_facet(run),
@@ -198,6 +212,9 @@ class Lifecycle:
     def _run_facets(self, run: Run) -> dict[str, Any]:
         """The application run's details and allow-listed properties."""
         facets: dict[str, Any] = {}
+        run_tags = tags_facet((), listener_tags(self.props.get(RUN_TAGS)), run=True)
+        if run_tags is not None:
+            facets["tags"] = run_tags
         if run.kind != "application" or self.identity is None:
             return facets
         ids, user = self.identity
@@ -224,7 +241,7 @@ class Lifecycle:
         facets: dict[str, Any] = {}
         if run.sql:
             facets["sql"] = sql_facet(run.sql)
-        tags = tags_facet(self.options.tags)
+        tags = tags_facet(self.options.tags, listener_tags(self.props.get(JOB_TAGS)))
         if tags is not None:
             facets["tags"] = tags
         return facets
@@ -240,11 +257,11 @@ class Lifecycle:
 
     def _parent_facet(self, run: Run) -> dict[str, Any] | None:
         assert self.app is not None
-        app = RunRef(self.options.namespace, self.app.job_name, self.app.run_id)
+        app = RunRef(self.namespace, self.app.job_name, self.app.run_id)
         found = parent_of(run, app, self.props)
         if found is not None and run.query is not None:  # a micro-batch: its query's child
             found["run"] = {"runId": run.query.run_id}
-            found["job"] = {"namespace": self.options.namespace, "name": run.query.job_name}
+            found["job"] = {"namespace": self.namespace, "name": run.query.job_name}
         return found
 
 

@@ -24,6 +24,9 @@ PROPERTIES: Final = frozenset(
         "spark.hadoop.hive.metastore.uris",
         "hive.metastore.uris",
         "spark.openlineage.appName",
+        "spark.openlineage.namespace",
+        "spark.openlineage.job.tags",
+        "spark.openlineage.run.tags",
         "spark.openlineage.parentJobNamespace",
         "spark.openlineage.parentJobName",
         "spark.openlineage.parentRunId",
@@ -34,6 +37,10 @@ PROPERTIES: Final = frozenset(
     }
 )
 
+
+#: The OpenLineage Spark listener's tags of the application's jobs and runs.
+JOB_TAGS: Final = "spark.openlineage.job.tags"
+RUN_TAGS: Final = "spark.openlineage.run.tags"
 
 #: Spark properties kept by prefix: the session's catalogs (`spark.sql.catalog.<name>[.key]`).
 PROPERTY_PREFIXES: Final = ("spark.sql.catalog.",)
