@@ -526,8 +526,8 @@ def test_config_check_refuses_an_unusable_proxy(tmp_path: Path) -> None:
           transport: {type: http, url: 'https://lineage.example.com'}
         """
     config = load(text, {}, tmp_path)
-    with pytest.raises(StartError, match=r"^ALL_PROXY: only an http:// proxy"):
-        check_startup(config, service=False, environ={"ALL_PROXY": "socks5://p:1080"})
+    checked = check_startup(config, service=False, environ={"ALL_PROXY": "socks5://p:1080"})
+    assert [e for e in checked.errors if e.startswith("ALL_PROXY: only an http:// proxy")]
 
 
 def test_loopback_collector_ignores_proxy_variables() -> None:
@@ -589,5 +589,7 @@ def test_preflight_with_kafka_missing_says_not_available(
           transport: {type: kafka, topic: t, config: {bootstrap.servers: "127.0.0.1:9"}}
         """
     config = load(text, {}, tmp_path)
-    with pytest.raises(StartError, match=r"^lineage\.kafka: kafka transport not available"):
-        check_startup(config, service=False, environ={})
+    checked = check_startup(config, service=False, environ={})
+    assert [
+        e for e in checked.errors if e.startswith("lineage.kafka: kafka transport not available")
+    ]

@@ -157,20 +157,22 @@ def test_syntax_only_reads_the_file_alone(tmp_path: Path) -> None:
     assert check("--syntax-only", str(config), env=FRESH_ENV) == (
         78,
         "",
-        f"lineage-agent: {config}:2: lineage.transport: expected one of 'http', 'file', got "
-        "'htp'\n",
+        f"lineage-agent: {config}:2: lineage.transport: expected one of 'http', 'file', 'kafka', "
+        "'console', got 'htp'\n",
     )
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_shipped_examples_pass_syntax_only_on_a_fresh_machine(name: str, tmp_path: Path) -> None:
     """Every config/*.yaml passes `config check --syntax-only` with an empty environment, from
-    an unrelated directory, with nothing of the agent installed: `ok` alone."""
-    assert check("--syntax-only", str(ROOT / "config" / name), cwd=tmp_path, env=FRESH_ENV) == (
-        0,
-        "ok\n",
-        "",
+    an unrelated directory, with nothing of the agent installed: `ok`, and where the
+    settings written in the OpenLineage client's shape came from."""
+    code, out, err = check(
+        "--syntax-only", str(ROOT / "config" / name), cwd=tmp_path, env=FRESH_ENV
     )
+    assert (code, err) == (0, "")
+    assert out.startswith("ok\n")
+    assert all(line.startswith("from: ") for line in out.splitlines()[1:]), out
 
 
 def test_relative_paths_are_told_where_they_resolve(tmp_path: Path) -> None:

@@ -72,9 +72,7 @@ def load_config(
     return load_located(path, environ).config
 
 
-def load_located(
-    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
-) -> Located:
+def load_located(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Located:
     """`load_config`, with the line of every key and the relative paths as written."""
     source = os.fspath(path)
     text = read_text(source)
