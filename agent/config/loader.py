@@ -14,19 +14,21 @@ needs https) run after the walk.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import os
 import stat
 import types
 import typing
+from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal, get_args, get_origin
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agent.config.kinds import KIND_READERS, bounds_text, within
-from agent.config.model import AgentConfig, Bounds, Kind, fields_of
+from agent.config.model import AgentConfig, Bounds, Kind, fields_of, is_secret_setting
 from agent.config.yamlnodes import (
     BOOL,
     FLOAT,
@@ -133,6 +135,18 @@ def _check_rules(config: AgentConfig, reader: _Reader) -> None:
             "lineage.http.endpoint",
             "required because lineage.transport includes 'http'",
         )
+    if "kafka" in lineage.transport and lineage.kafka is None:
+        raise reader.error_at(
+            reader.lines.get("lineage.transport", 1),
+            "lineage.kafka.topic",
+            "required because lineage.transport includes 'kafka'",
+        )
+    if lineage.kafka is not None and not lineage.kafka.config.get("bootstrap.servers"):
+        raise reader.error_at(
+            reader.lines.get("lineage.kafka.config", reader.lines.get("lineage.kafka", 1)),
+            "lineage.kafka.config.bootstrap.servers",
+            "required key is missing",
+        )
     http = lineage.http
     if http is not None and http.auth is not None:
         for key in ("endpoint", "batch_endpoint"):
@@ -190,6 +204,8 @@ class _Reader:
             return self.choice(node, get_args(hint), path)
         if origin is tuple:
             return self.items(node, get_args(hint)[0], path)
+        if origin is collections.abc.Mapping:
+            return self.settings(node, path)
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             return self.section(node, hint, path, line_of(node))
         if hint is bool:
@@ -251,6 +267,33 @@ class _Reader:
             items.append(item)
         return tuple(items)
 
+    def settings(self, node: Node, path: str) -> MappingProxyType[str, str]:
+        """A mapping of names to scalar values, passed through as strings (librdkafka's
+        properties: `bootstrap.servers: host:9092`, `linger.ms: 5`, `enable.ssl...: true`)."""
+        if not isinstance(node, MappingNode):
+            raise self.error(node, path, f"expected a mapping, got {describe(node)}")
+        values: dict[str, str] = {}
+        for key_node, value_node in node.value:
+            name = scalar(key_node, (STR,))
+            if not name:
+                raise self.error(key_node, path, f"expected a key name, got {describe(key_node)}")
+            key_path = f"{path}.{name}"
+            if name in values:
+                raise self.error(key_node, key_path, f"duplicate key {name!r}")
+            self.lines[key_path] = line_of(key_node)
+            value = scalar(value_node, (STR, INT, FLOAT, BOOL))
+            if value is None or value == "":
+                raise self.error(
+                    value_node,
+                    key_path,
+                    f"expected a string, number or boolean, got {describe(value_node)}",
+                )
+            if isinstance(value, bool):
+                values[name] = "true" if value else "false"
+            else:  # as written: 1.5e3 stays 1.5e3 for librdkafka to judge
+                values[name] = str(value_node.value)
+        return MappingProxyType(values)
+
     def choice(self, node: Node, choices: tuple[str, ...], path: str) -> str:
         value = scalar(node, (STR,))
         if value not in choices:
@@ -303,6 +346,8 @@ def _plain(value: Any, hint: Any) -> Any:
         return [_plain(item, item_hint) for item in value]
     if isinstance(value, str) and _kind_of(hint) is Kind.HTTP_URL:
         return _redact_url(value)
+    if isinstance(value, collections.abc.Mapping):  # librdkafka properties: secrets hidden
+        return {k: "***" if is_secret_setting(k) else v for k, v in value.items()}
     return value
 
 

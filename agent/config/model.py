@@ -14,11 +14,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Annotated, Any, Final, Literal
 
-TransportName = Literal["http", "file"]
+TransportName = Literal["http", "file", "kafka"]
 
 
 class Kind(enum.Enum):
@@ -105,6 +106,27 @@ class FileConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class KafkaTransportConfig:
+    """The OpenLineage client's Kafka transport: a topic and librdkafka producer settings."""
+
+    topic: str
+    # librdkafka producer properties as written (bootstrap.servers, security.protocol, sasl.*,
+    # ssl.*); values are strings, a read-only mapping
+    config: Mapping[str, str]
+    message_key: str | None = None  # one key for every event; default: the event's runId
+
+
+def is_secret_setting(name: str) -> bool:
+    """Whether a librdkafka property holds a secret (sasl.password, ssl.key.password,
+    ssl.key.pem, sasl.oauthbearer.client.secret, ...): redacted wherever the config is shown."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+_SECRET_WORDS: Final = ("password", "secret", "ssl.key.pem", "oauthbearer.config")
+
+
+@dataclass(frozen=True, slots=True)
 class LineageConfig:
     enabled: bool = True
     namespace: str = "spark"  # job namespace of the emitted runs
@@ -113,6 +135,7 @@ class LineageConfig:
     drain_timeout: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 5.0
     http: HttpConfig | None = None
     file: FileConfig = field(default_factory=FileConfig)
+    kafka: KafkaTransportConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)

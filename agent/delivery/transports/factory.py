@@ -32,6 +32,8 @@ async def build_transports(
                 # Built in threads: reading a CA file or taking a lock may block (a slow
                 # mount), and a reload runs on the event loop.
                 built[name] = await asyncio.to_thread(HttpTransport, lineage.http, token=token)
+            elif name == "kafka":
+                built[name] = await _build_kafka(lineage)
             else:
                 holder = file_lock_of if isinstance(file_lock_of, FileTransport) else None
                 built[name] = await asyncio.to_thread(FileTransport, lineage.file, lock_of=holder)
@@ -43,7 +45,28 @@ async def build_transports(
 
 
 def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
-    """(lanes, batch size) for a transport: HTTP requests in flight, file writes in batches."""
+    """(lanes, batch size) for a transport: HTTP requests in flight, file writes in batches,
+    Kafka records awaiting their delivery report (one event each)."""
     if name == "http" and lineage.http is not None:
         return lineage.http.concurrency, lineage.http.batch_size
+    if name == "kafka":
+        return KAFKA_LANES, 1
     return 1, 256
+
+
+#: Kafka records awaiting their report at once (`transports.kafka.LANES`, kept here so that
+#: sizing a queue does not load librdkafka).
+KAFKA_LANES = 16
+
+
+async def _build_kafka(lineage: LineageConfig) -> Transport:
+    """The Kafka transport, its module (and librdkafka) loaded only when one is configured."""
+    from agent.delivery.transports import kafka
+
+    if lineage.kafka is None:
+        raise StartError("lineage.kafka.topic: the kafka transport needs a topic")
+    for secret in kafka.secret_values(lineage.kafka):
+        logs.register_secret(secret)
+    return await asyncio.to_thread(
+        kafka.KafkaTransport, lineage.kafka, queue_size=lineage.queue_size
+    )
