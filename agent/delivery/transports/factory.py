@@ -56,7 +56,7 @@ def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
 
 #: Kafka records awaiting their report at once (`transports.kafka.LANES`, kept here so that
 #: sizing a queue does not load librdkafka).
-KAFKA_LANES = 16
+KAFKA_LANES = 64
 
 
 async def _build_kafka(lineage: LineageConfig) -> Transport:

@@ -22,9 +22,10 @@ run's events land in one partition. The pipeline hands this transport batches of
 the delivery report of the previous one came: a run's later event never leaves while an
 earlier one is unresolved, whatever `max.in.flight` says.
 
-Bounded buffering: librdkafka holds at most `LANES` records of this agent's (its
-`queue.buffering.max.messages` is capped at that and at the agent's queue size), each of them
-an event the agent's queue still counts as in flight; the queue's bound covers both.
+Bounded buffering: librdkafka holds at most one awaited record per lane, each of them an
+event the agent's queue still counts as in flight, so the queue's bound covers both. Its
+`queue.buffering.max.messages` is capped at the lanes (or the queue size, when smaller) plus
+one record per lane whose report was served but which librdkafka has not released yet.
 
 Outcomes, from the delivery report (or from `produce` refusing the record at once):
 - delivered: the broker acknowledged the record as `acks` asks;
@@ -64,7 +65,7 @@ from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
 
 #: Lanes (records awaiting their report at once); a run always maps to the same lane. The
 #: factory sizes the queue with the same number (`factory.KAFKA_LANES`).
-LANES: Final = 16
+LANES: Final = 64
 #: Seconds the transport waits for a report beyond `message.timeout.ms` before it stops
 #: waiting and counts the event unconfirmed (librdkafka ends an in-flight request later).
 REPORT_MARGIN: Final = 5.0
@@ -78,7 +79,11 @@ _FORCED: Final[Mapping[str, tuple[str, ...]]] = {
     "message.send.max.retries": ("0",),
     "retries": ("0",),
 }
-_DEFAULTS: Final[Mapping[str, str]] = {"message.timeout.ms": "10000", "client.id": "lineage-agent"}
+_DEFAULTS: Final[Mapping[str, str]] = {
+    "message.timeout.ms": "10000",
+    "linger.ms": "1",
+    "client.id": "lineage-agent",
+}
 
 _NOT_SENT: Final = {
     KafkaError._MSG_TIMED_OUT: "connect",
@@ -119,7 +124,9 @@ def producer_settings(config: KafkaTransportConfig, queue_size: int) -> dict[str
     settings.pop("retries", None)  # an alias of message.send.max.retries
     settings["enable.idempotence"] = "false"
     settings["message.send.max.retries"] = "0"
-    bound = max(1, min(LANES, queue_size))
+    # A record's report reaches its lane a moment before librdkafka releases the record, so
+    # the lane's next record may briefly meet it there: room for one of those per lane.
+    bound = max(1, min(LANES, queue_size)) + LANES
     written = settings.get("queue.buffering.max.messages")
     if written is None or not written.isdigit() or int(written) > bound:
         settings["queue.buffering.max.messages"] = str(bound)
