@@ -21,7 +21,13 @@ from tests.bench.overhead import order
 ROOT = Path(__file__).resolve().parents[1]
 
 FIGURES = {
-    "shipping_kafka": ["kafka_one_record_per_event"],
+    "shipping_kafka": [
+        "kafka_one_record_per_event",
+        "client_rate_confluent_vs_aiokafka",
+        "client_p50_latency_confluent_vs_aiokafka",
+        "client_p99_latency_confluent_vs_aiokafka",
+        "client_cpu_confluent_vs_aiokafka",
+    ],
     "shipping": [
         "one_event_per_post",
         "batch_per_post",

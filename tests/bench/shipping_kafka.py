@@ -15,11 +15,18 @@ the topic's end offsets, not from the clients' word.
 
 Every contender gets the same `events` events but stops after `time_cap` seconds (its rate is
 then taken over what it sent).
+
+The choice of client: confluent-kafka (librdkafka) and aiokafka, each alone in a process of
+its own (tests/bench/kafka_clients.py), records awaited one by one for the latency and over
+16 concurrent senders for the rate, with the CPU time and memory growth of the process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,10 +40,34 @@ from tests.bench.shipping import Run
 class Params:
     events: int = 20_000
     time_cap: float = 30.0
+    client_records: int = 20_000
+    client_lanes: int = 16
 
 
 FULL = Params()
-SMOKE = Params(events=300)
+SMOKE = Params(events=300, client_records=320)
+
+
+def measure_client(kind: str, bootstrap: str, params: Params) -> dict[str, Any]:
+    """tests/bench/kafka_clients.py for one client, in a process of its own."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.bench.kafka_clients",
+            kind,
+            bootstrap,
+            f"client-{kind}",
+            str(params.client_records),
+            str(params.client_lanes),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
 async def _agent(
@@ -145,6 +176,10 @@ def run(context: Context) -> Result:
         agent.accepted = records_in(kafka.bootstrap, "agent")
         peer = run_peer(kafka.bootstrap, "peer", events, params.time_cap)
         peer.accepted = records_in(kafka.bootstrap, "peer")
+        for kind in ("confluent", "aiokafka"):
+            kafka.create_topic(f"client-{kind}", partitions=3)
+        confluent = measure_client("confluent", kafka.bootstrap, params)
+        aiokafka = measure_client("aiokafka", kafka.bootstrap, params)
     for name, outcome in (("agent", agent), ("peer", peer)):
         if outcome.accepted != outcome.sent - outcome.dropped:
             result.notes.append(
@@ -165,4 +200,12 @@ def run(context: Context) -> Result:
             },
         )
     )
+    clients = {"confluent_kafka": confluent, "aiokafka": aiokafka}
+    for name, key, unit in (
+        ("client_rate_confluent_vs_aiokafka", "records_per_second", "records/s"),
+        ("client_p50_latency_confluent_vs_aiokafka", "p50_ms", "ms"),
+        ("client_p99_latency_confluent_vs_aiokafka", "p99_ms", "ms"),
+        ("client_cpu_confluent_vs_aiokafka", "cpu_us_per_record", "us/record"),
+    ):
+        result.add(Figure(name, confluent[key], unit, "aiokafka", aiokafka[key], None, clients))
     return result
