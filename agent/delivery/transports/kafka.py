@@ -104,6 +104,8 @@ _TOO_LARGE: Final = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE}
 
 log = structlog.get_logger(__name__)
 
+_Report = tuple["asyncio.Future[KafkaError | None]", "KafkaError | None"]  # a record's report
+
 
 def producer_settings(config: KafkaTransportConfig, queue_size: int) -> dict[str, str]:
     """The librdkafka settings the producer is built with; StartError names the key of a
@@ -156,6 +158,9 @@ class KafkaTransport:
             )
         except (KafkaException, ValueError, TypeError) as exc:
             raise StartError(f"lineage.kafka.config: {self._hide(str(exc))}") from None
+        # Filled by the producer's delivery callbacks, which run only in the reports' thread
+        # (inside its `poll`, or the closing `flush` once that thread ended).
+        self._reports: list[tuple[asyncio.AbstractEventLoop, _Report]] = []
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="kafka-reports", daemon=True)
         self._poller.start()
@@ -186,7 +191,7 @@ class KafkaTransport:
                 self._topic,
                 envelope.payload,
                 key,
-                on_delivery=functools.partial(_report, loop, report),
+                on_delivery=functools.partial(self._delivered, loop, report),
             )
         except BufferError:
             raise NotSent("buffer_full", "the producer's buffer is full") from None
@@ -206,6 +211,20 @@ class KafkaTransport:
         """Serve delivery reports, errors and logs until closed (the reports' thread)."""
         while not self._closed.is_set():
             self._producer.poll(_POLL)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Settle the futures of the reports one poll served: one wake-up of the event loop
+        per poll, not one per record."""
+        if not self._reports:
+            return
+        served, self._reports = self._reports, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Report]] = {}
+        for loop, report in served:
+            by_loop.setdefault(loop, []).append(report)
+        for loop, reports in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, reports)
 
     def _close(self) -> None:
         self._poller.join()
@@ -213,7 +232,18 @@ class KafkaTransport:
         if left:
             log.warning("kafka_close_purged", topic=self._topic, records=left)
             self._producer.purge()
-            self._producer.flush(0)  # serve the purged records' reports (futures of a gone loop)
+            self._producer.flush(0)  # serve the purged records' reports
+        self._hand_over()
+
+    def _delivered(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[KafkaError | None],
+        error: KafkaError | None,
+        _message: Any,
+    ) -> None:
+        """A record's delivery report (the producer's callback, in the reports' thread)."""
+        self._reports.append((loop, (future, error)))
 
     def _client_error(self, error: KafkaError) -> None:
         # Connection trouble shows in the delivery reports and the pipeline's log line; only a
@@ -228,20 +258,11 @@ class KafkaTransport:
         return text
 
 
-def _report(
-    loop: asyncio.AbstractEventLoop,
-    future: asyncio.Future[KafkaError | None],
-    error: KafkaError | None,
-    _message: Any,
-) -> None:
-    """A delivery report (in the reports' thread): settle the event's future on its loop."""
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-        loop.call_soon_threadsafe(_settle, future, error)
-
-
-def _settle(future: asyncio.Future[KafkaError | None], error: KafkaError | None) -> None:
-    if not future.done():  # its sender may have given up waiting (timeout, cancelled)
-        future.set_result(error)
+def _settle(reports: list[_Report]) -> None:
+    """Hand each record's report to the sender awaiting it (on the event loop)."""
+    for future, error in reports:
+        if not future.done():  # its sender may have given up waiting (timeout, cancelled)
+            future.set_result(error)
 
 
 def _failure(error: KafkaError, topic: str) -> DeliveryError | NotSent | Unconfirmed:
