@@ -1,13 +1,12 @@
 """Kafka transport: each signed event is one record of `topic`, keyed by its run.
 
-The client is confluent-kafka (librdkafka). It was chosen over aiokafka by measurement and by
-what at-most-once needs (docs/performance.md has the figures): aiokafka retries a batch after a
+The client is confluent-kafka (librdkafka), chosen over aiokafka by what at-most-once needs,
+the two being even on speed (docs/performance.md has the figures: latency, rate and CPU within
+the machine's noise of each other, aiokafka 3 MiB smaller): aiokafka retries a batch after a
 retriable error, a request timeout included, until the batch expires, and offers no switch to
 turn that off, so a record the broker wrote but did not acknowledge in time is written again;
 librdkafka sends a record at most once with `message.send.max.retries: 0` and says in the
-delivery report why a record failed. The two were equal in throughput and median latency to a
-local broker; librdkafka did the work in its own threads at half the CPU on the event loop's
-process and with a third of aiokafka's 99th-percentile latency.
+delivery report why a record failed.
 
 Forced settings, refused when written otherwise: `enable.idempotence: false` and
 `message.send.max.retries` (alias `retries`) 0, no `transactional.id`. `acks` and everything
@@ -40,8 +39,8 @@ Outcomes, from the delivery report (or from `produce` refusing the record at onc
 - `DeliveryError` (dropped): `too_large` (over `message.max.bytes` or the broker's limit),
   `refused` (any other answer of the broker: authorization, unknown topic, policy, ...).
 
-The producer's callbacks run in one thread of this transport that polls librdkafka; they hand
-the reports to the event loop with `call_soon_threadsafe`. Closing flushes for at most
+The producer's callbacks run in one thread of this transport that polls librdkafka; the
+reports one poll served go to the event loop together, with one `call_soon_threadsafe`. Closing flushes for at most
 `CLOSE_FLUSH` seconds (what is then still in the producer was counted unconfirmed at the drain
 deadline) and purges the rest, so that nothing leaves after the agent stopped.
 """
