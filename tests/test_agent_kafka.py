@@ -21,6 +21,7 @@ from tests.agentproc import (
     run_agent,
     write_config,
 )
+from tests.collector import closed_port
 from tests.independent import public_key, verify
 from tests.kafka import Kafka, running_kafka
 from tests.olschema import validate_run_event
@@ -157,3 +158,29 @@ def test_sasl_password_passed_through_and_never_logged(workdir: Path, kafka_brok
         assert agent.stop() == 0
         assert password not in agent.raw_output()
         assert any(line.get("event") == "agent_stopped" for line in agent.logs())
+
+
+def test_stop_with_broker_down_is_bounded_and_counted(workdir: Path) -> None:
+    """With no broker, a stop takes the drain timeout plus the producer's bounded flush; the
+    records awaited are unconfirmed, the events still queued dropped, all of them counted."""
+    lineage = kafka_lineage(f"127.0.0.1:{closed_port()}", "down", **{"message.timeout.ms": "60000"})
+    config = write_config(workdir, {**lineage, "drain_timeout": "1s"})
+    with run_agent(config, events=100) as agent:
+        deadline = time.monotonic() + 20
+        while accounting(agent.scrape(), "kafka")[0] < 100:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        samples = agent.scrape()
+        assert metric(samples, "lineage_queue_depth", transport="kafka") == 100
+        assert_identity(samples, "kafka")
+        began = time.monotonic()
+        assert agent.stop() == 0
+        took = time.monotonic() - began
+        stopped = agent.wait_log("agent_stopped")
+    assert took < 1.0 + 1.0 + 3.0  # drain_timeout, the closing flush, the process's exit
+    counts = stopped["accounting"]["kafka"]
+    assert counts["offered"] == 100
+    assert counts["delivered"] == 0
+    assert counts["queued"] == 0
+    assert counts["unconfirmed"] > 0  # one awaited record per lane in use
+    assert counts["dropped"] == 100 - counts["unconfirmed"] == stopped["undelivered"]["kafka"]
