@@ -250,6 +250,24 @@ def test_config_reads_client_shape_and_redacts_secrets(tmp_path: Path) -> None:
             "lineage:\n  transport: kafka\n  kafka:\n    config: {bootstrap.servers: a:1}\n",
             "3: lineage.kafka.topic: required key is missing",
         ),
+        (
+            "lineage:\n  transport: kafka\n  kafka:\n    topic: t\n    config:\n"
+            "      bootstrap.servers: a:1\n      retries: 2\n",
+            "7: lineage.kafka.config.retries: must be 0 (at-most-once delivery: the producer "
+            "never sends a record twice)",
+        ),
+        (
+            "lineage:\n  transport: kafka\n  kafka:\n    topic: t\n    config:\n"
+            "      bootstrap.servers: a:1\n      enable.idempotence: true\n",
+            "7: lineage.kafka.config.enable.idempotence: must be false (at-most-once delivery: "
+            "the producer never sends a record twice)",
+        ),
+        (
+            "lineage:\n  transport: kafka\n  kafka:\n    topic: t\n    config:\n"
+            "      bootstrap.servers: a:1\n      transactional.id: lineage\n",
+            "7: lineage.kafka.config.transactional.id: transactions are not supported (they "
+            "retry until a record is written, which at-most-once delivery forbids)",
+        ),
     ],
 )
 def test_config_errors_name_file_line_and_key(tmp_path: Path, text: str, message: str) -> None:

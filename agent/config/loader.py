@@ -28,7 +28,16 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agent.config.kinds import KIND_READERS, bounds_text, within
-from agent.config.model import AgentConfig, Bounds, Kind, fields_of, is_secret_setting
+from agent.config.model import (
+    KAFKA_FIXED,
+    KAFKA_REFUSED,
+    AgentConfig,
+    Bounds,
+    KafkaTransportConfig,
+    Kind,
+    fields_of,
+    is_secret_setting,
+)
 from agent.config.yamlnodes import (
     BOOL,
     FLOAT,
@@ -147,6 +156,8 @@ def _check_rules(config: AgentConfig, reader: _Reader) -> None:
             "lineage.kafka.config.bootstrap.servers",
             "required key is missing",
         )
+    if lineage.kafka is not None:
+        _check_kafka(lineage.kafka, reader)
     http = lineage.http
     if http is not None and http.auth is not None:
         for key in ("endpoint", "batch_endpoint"):
@@ -157,6 +168,26 @@ def _check_rules(config: AgentConfig, reader: _Reader) -> None:
                     f"lineage.http.{key}",
                     "bearer auth needs an https:// endpoint; refusing to send a token over http",
                 )
+
+
+def _check_kafka(kafka: KafkaTransportConfig, reader: _Reader) -> None:
+    """Producer settings that could write a record twice are refused where they are written."""
+    for name, value in kafka.config.items():
+        key = f"lineage.kafka.config.{name}"
+        fixed = KAFKA_FIXED.get(name)
+        if fixed is not None and value.strip().lower() != fixed:
+            raise reader.error_at(
+                reader.lines[key],
+                key,
+                f"must be {fixed} (at-most-once delivery: the producer never sends a record twice)",
+            )
+        if name in KAFKA_REFUSED:
+            raise reader.error_at(
+                reader.lines[key],
+                key,
+                "transactions are not supported (they retry until a record is written, which "
+                "at-most-once delivery forbids)",
+            )
 
 
 # --- the walk --------------------------------------------------------------------------------

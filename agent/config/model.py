@@ -116,6 +116,17 @@ class KafkaTransportConfig:
     message_key: str | None = None  # one key for every event; default: the event's runId
 
 
+#: librdkafka settings that at-most-once delivery fixes (a producer that retries, or retries
+#: through idempotence or transactions, may write a record twice), with the one value a
+#: config may write for each; `transactional.id` may not be written at all.
+KAFKA_FIXED: Final[Mapping[str, str]] = {
+    "enable.idempotence": "false",
+    "message.send.max.retries": "0",
+    "retries": "0",  # librdkafka's alias of message.send.max.retries
+}
+KAFKA_REFUSED: Final = ("transactional.id",)
+
+
 def is_secret_setting(name: str) -> bool:
     """Whether a librdkafka property holds a secret (sasl.password, ssl.key.password,
     ssl.key.pem, sasl.oauthbearer.client.secret, ...): redacted wherever the config is shown."""

@@ -40,9 +40,10 @@ Outcomes, from the delivery report (or from `produce` refusing the record at onc
   `refused` (any other answer of the broker: authorization, unknown topic, policy, ...).
 
 The producer's callbacks run in one thread of this transport that polls librdkafka; the
-reports one poll served go to the event loop together, with one `call_soon_threadsafe`. Closing flushes for at most
-`CLOSE_FLUSH` seconds (what is then still in the producer was counted unconfirmed at the drain
-deadline) and purges the rest, so that nothing leaves after the agent stopped.
+reports one poll served go to the event loop together, with one `call_soon_threadsafe`.
+Closing flushes for at most `CLOSE_FLUSH` seconds (what is then still in the producer was
+counted unconfirmed at the drain deadline) and purges the rest, so that nothing leaves after
+the agent stopped.
 """
 
 from __future__ import annotations
@@ -58,7 +59,12 @@ import confluent_kafka
 import structlog
 from confluent_kafka import KafkaError, KafkaException
 
-from agent.config.model import KafkaTransportConfig, is_secret_setting
+from agent.config.model import (
+    KAFKA_FIXED,
+    KAFKA_REFUSED,
+    KafkaTransportConfig,
+    is_secret_setting,
+)
 from agent.delivery.envelope import Envelope
 from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
 
@@ -72,12 +78,6 @@ REPORT_MARGIN: Final = 5.0
 CLOSE_FLUSH: Final = 1.0
 _POLL: Final = 0.1  # seconds one poll of the reporting thread waits for a report
 
-#: Settings the agent forces for at-most-once delivery, and the values allowed for them.
-_FORCED: Final[Mapping[str, tuple[str, ...]]] = {
-    "enable.idempotence": ("false",),
-    "message.send.max.retries": ("0",),
-    "retries": ("0",),
-}
 _DEFAULTS: Final[Mapping[str, str]] = {
     "message.timeout.ms": "10000",
     "linger.ms": "1",
@@ -109,18 +109,20 @@ _Report = tuple["asyncio.Future[KafkaError | None]", "KafkaError | None"]  # a r
 def producer_settings(config: KafkaTransportConfig, queue_size: int) -> dict[str, str]:
     """The librdkafka settings the producer is built with; StartError names the key of a
     setting that would break at-most-once delivery."""
-    for name, allowed in _FORCED.items():
+    # The loader refuses these with file and line; a config made in code meets them here.
+    for name, fixed in KAFKA_FIXED.items():
         value = config.config.get(name)
-        if value is not None and value.strip().lower() not in allowed:
+        if value is not None and value.strip().lower() != fixed:
             raise StartError(
-                f"lineage.kafka.config.{name}: must be {allowed[0]} (at-most-once delivery: "
+                f"lineage.kafka.config.{name}: must be {fixed} (at-most-once delivery: "
                 "the producer never sends a record twice)"
             )
-    if "transactional.id" in config.config:
-        raise StartError(
-            "lineage.kafka.config.transactional.id: transactions are not supported "
-            "(they retry until a record is written, which at-most-once delivery forbids)"
-        )
+    for name in KAFKA_REFUSED:
+        if name in config.config:
+            raise StartError(
+                f"lineage.kafka.config.{name}: transactions are not supported "
+                "(they retry until a record is written, which at-most-once delivery forbids)"
+            )
     settings = {**_DEFAULTS, **config.config}
     settings.pop("retries", None)  # an alias of message.send.max.retries
     settings["enable.idempotence"] = "false"
