@@ -78,7 +78,7 @@ async def _confluent(bootstrap: str, topic: str) -> tuple[Send, Callable[[], Any
 
 
 async def _aiokafka(bootstrap: str, topic: str) -> tuple[Send, Callable[[], Any]]:
-    import aiokafka
+    import aiokafka  # type: ignore[import-untyped]  # ships no type information
 
     producer = aiokafka.AIOKafkaProducer(
         bootstrap_servers=bootstrap, enable_idempotence=False, acks="all", linger_ms=1
