@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -184,3 +185,33 @@ def test_stop_with_broker_down_is_bounded_and_counted(workdir: Path) -> None:
     assert counts["queued"] == 0
     assert counts["unconfirmed"] > 0  # one awaited record per lane in use
     assert counts["dropped"] == 100 - counts["unconfirmed"] == stopped["undelivered"]["kafka"]
+
+
+def test_reload_mid_stream_swaps_the_producer_without_loss(
+    workdir: Path, kafka_broker: Kafka
+) -> None:
+    """SIGHUP while events flow builds a new producer; the old one finishes what it holds:
+    every event arrives once, each run in order."""
+    topic = f"reload-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, partitions=3)
+    produced = 300
+    config = write_config(workdir, kafka_lineage(kafka_broker.bootstrap, topic))
+    with run_agent(config, events=produced, rate=100) as agent:
+        time.sleep(1.0)
+        agent.signal(signal.SIGHUP)
+        agent.wait_log("reload_ok")
+        samples = wait_settled(agent, produced)
+        assert metric(samples, "lineage_events_delivered_total", transport="kafka") == produced
+        assert agent.stop() == 0
+    records = consume(kafka_broker.bootstrap, topic, produced)
+    payloads = [record.value() for record in records]
+    assert len(payloads) == len(set(payloads)) == produced
+    by_run: dict[str, list[tuple[int, int, str]]] = {}
+    for record in records:
+        event = orjson.loads(record.value())
+        by_run.setdefault(event["run"]["runId"], []).append(
+            (record.partition(), record.offset(), event["eventType"])
+        )
+    assert all(
+        [kind for _, _, kind in sorted(seen)] == ["START", "COMPLETE"] for seen in by_run.values()
+    )
