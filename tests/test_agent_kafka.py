@@ -158,6 +158,9 @@ def test_sasl_password_passed_through_and_never_logged(workdir: Path, kafka_brok
         assert_identity(samples, "kafka")
         assert agent.stop() == 0
         assert password not in agent.raw_output()
+        client_lines = [line for line in agent.logs() if line.get("event") == "kafka_client_log"]
+        assert client_lines  # librdkafka said why, once: not at every reconnection
+        assert len(client_lines) == len({line["detail"].split(" ")[0] for line in client_lines})
         assert any(line.get("event") == "agent_stopped" for line in agent.logs())
 
 

@@ -51,7 +51,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -76,6 +78,8 @@ LANES: Final = 64
 REPORT_MARGIN: Final = 5.0
 #: Seconds `aclose` lets the producer finish what is in flight before it purges the rest.
 CLOSE_FLUSH: Final = 1.0
+#: Seconds between two warnings of the client's own log of one kind (debug lines meanwhile).
+CLIENT_LOG_EVERY: Final = 60.0
 _POLL: Final = 0.1  # seconds one poll of the reporting thread waits for a report
 
 _DEFAULTS: Final[Mapping[str, str]] = {
@@ -211,7 +215,10 @@ class KafkaTransport:
     def _poll(self) -> None:
         """Serve delivery reports, errors and logs until closed (the reports' thread)."""
         while not self._closed.is_set():
-            self._producer.poll(_POLL)
+            try:
+                self._producer.poll(_POLL)
+            except Exception:  # a callback's bug: the reports must keep flowing
+                log.exception("kafka_poll_failed", topic=self._topic)
             self._hand_over()
 
     def _hand_over(self) -> None:
@@ -290,12 +297,21 @@ def _failure(error: KafkaError, topic: str) -> DeliveryError | NotSent | Unconfi
 class _ClientLog:
     """librdkafka's own log lines (served in the reports' thread) as structlog events."""
 
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}  # librdkafka's facility (FAIL, ERROR, ...) -> when
+
     def log(self, level: int, fmt: str, *args: Any) -> None:
-        # syslog levels: 0-3 error, 4 warning, the rest debug (reconnects are common).
+        # confluent-kafka hands over `logging` levels and (facility, client name, text).
+        # librdkafka's errors (a refused connection, a failed handshake) are warnings here, one
+        # per facility and CLIENT_LOG_EVERY: the client retries its connection every few
+        # hundred milliseconds, and what becomes of the events is the pipeline's to log.
         text = fmt % args if args else fmt
-        if level <= 3:
-            log.error("kafka_client_log", detail=text)
-        elif level == 4:
+        facility = str(args[0]) if args else ""
+        now = time.monotonic()
+        if level >= logging.WARNING and now - self._last.get(facility, -CLIENT_LOG_EVERY) >= (
+            CLIENT_LOG_EVERY
+        ):
+            self._last[facility] = now
             log.warning("kafka_client_log", detail=text)
         else:
             log.debug("kafka_client_log", detail=text)
