@@ -16,7 +16,7 @@ from confluent_kafka import Consumer
 from agent.config.loader import parse_config, redacted
 from agent.config.model import KafkaTransportConfig
 from agent.delivery.envelope import Envelope
-from agent.delivery.transports.kafka import KafkaTransport
+from agent.delivery.transports.kafka import KafkaTransport, producer_settings
 from agent.errors import ConfigError, DeliveryError, NotSent, StartError
 from tests.collector import closed_port
 from tests.kafka import Kafka
@@ -183,6 +183,18 @@ def test_settings_that_would_resend_are_refused(name: str, value: str, message: 
     with pytest.raises(StartError) as caught:
         KafkaTransport(settings("127.0.0.1:9", **{name: value}), queue_size=8)
     assert str(caught.value) == message
+
+
+def test_delivery_timeout_alias_replaces_the_default() -> None:
+    """`delivery.timeout.ms`, librdkafka's other name, takes the place of the agent's
+    default `message.timeout.ms` instead of meeting it; one that is no number is refused."""
+    config = settings("127.0.0.1:9", **{"delivery.timeout.ms": "30000"})
+    built = producer_settings(config, 1024)
+    assert built["delivery.timeout.ms"] == "30000"
+    assert "message.timeout.ms" not in built
+    with pytest.raises(StartError) as caught:
+        KafkaTransport(settings("127.0.0.1:9", **{"delivery.timeout.ms": "1x"}), queue_size=8)
+    assert str(caught.value).startswith("lineage.kafka.config: ")
 
 
 def test_unknown_client_setting_refused_without_secret() -> None:

@@ -82,10 +82,12 @@ CLOSE_FLUSH: Final = 1.0
 CLIENT_LOG_EVERY: Final = 60.0
 _POLL: Final = 0.1  # seconds one poll of the reporting thread waits for a report
 
-_DEFAULTS: Final[Mapping[str, str]] = {
-    "message.timeout.ms": "10000",
-    "linger.ms": "1",
-    "client.id": "lineage-agent",
+#: The agent's defaults, each with librdkafka's other names for it: a default is left out
+#: when the config writes the setting under any of its names.
+_DEFAULTS: Final[Mapping[tuple[str, ...], str]] = {
+    ("message.timeout.ms", "delivery.timeout.ms"): "10000",
+    ("linger.ms", "queue.buffering.max.ms"): "1",
+    ("client.id",): "lineage-agent",
 }
 
 _NOT_SENT: Final = {
@@ -127,7 +129,12 @@ def producer_settings(config: KafkaTransportConfig, queue_size: int) -> dict[str
                 f"lineage.kafka.config.{name}: transactions are not supported "
                 "(they retry until a record is written, which at-most-once delivery forbids)"
             )
-    settings = {**_DEFAULTS, **config.config}
+    settings = {
+        names[0]: value
+        for names, value in _DEFAULTS.items()
+        if not any(name in config.config for name in names)
+    }
+    settings.update(config.config)
     settings.pop("retries", None)  # an alias of message.send.max.retries
     settings["enable.idempotence"] = "false"
     settings["message.send.max.retries"] = "0"
@@ -138,6 +145,18 @@ def producer_settings(config: KafkaTransportConfig, queue_size: int) -> dict[str
     if written is None or not written.isdigit() or int(written) > bound:
         settings["queue.buffering.max.messages"] = str(bound)
     return settings
+
+
+def _timeout_ms(settings: Mapping[str, str]) -> float:
+    """`message.timeout.ms` (or its other name) as a number; StartError when it is none."""
+    name = "message.timeout.ms" if "message.timeout.ms" in settings else "delivery.timeout.ms"
+    try:
+        value = float(settings[name])
+    except (KeyError, ValueError):
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise StartError(f"lineage.kafka.config.{name}: expected a number of milliseconds")
+    return value
 
 
 def secret_values(config: KafkaTransportConfig) -> list[str]:
@@ -153,7 +172,6 @@ class KafkaTransport:
 
     def __init__(self, config: KafkaTransportConfig, *, queue_size: int) -> None:
         settings = producer_settings(config, queue_size)
-        self._wait = int(settings["message.timeout.ms"]) / 1000 + REPORT_MARGIN
         self._topic = config.topic
         self._key = None if config.message_key is None else config.message_key.encode()
         self._secrets = secret_values(config)
@@ -163,6 +181,7 @@ class KafkaTransport:
             )
         except (KafkaException, ValueError, TypeError) as exc:
             raise StartError(f"lineage.kafka.config: {self._hide(str(exc))}") from None
+        self._wait = _timeout_ms(settings) / 1000 + REPORT_MARGIN
         # Filled by the producer's delivery callbacks, which run only in the reports' thread
         # (inside its `poll`, or the closing `flush` once that thread ended).
         self._reports: list[tuple[asyncio.AbstractEventLoop, _Report]] = []
