@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -17,9 +18,9 @@ from agent.config.loader import parse_config, redacted
 from agent.config.model import KafkaTransportConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.kafka import KafkaTransport, producer_settings
-from agent.errors import ConfigError, DeliveryError, NotSent, StartError
+from agent.errors import ConfigError, DeliveryError, NotSent, StartError, Unconfirmed
 from tests.collector import closed_port
-from tests.kafka import Kafka
+from tests.kafka import Kafka, running_kafka
 
 
 def settings(bootstrap: str, **extra: str) -> KafkaTransportConfig:
@@ -99,17 +100,43 @@ async def test_message_key_setting_keys_every_record(kafka_broker: Kafka) -> Non
 
 
 async def test_unreachable_broker_is_not_sent() -> None:
-    """A record no broker took before message.timeout.ms provably never left: NotSent."""
-    transport = KafkaTransport(
-        settings(f"127.0.0.1:{closed_port()}", **{"message.timeout.ms": "500"}), queue_size=8
-    )
+    """With no broker answering, the record is not produced at all: NotSent, kept queued."""
+    transport = KafkaTransport(settings(f"127.0.0.1:{closed_port()}"), queue_size=8)
     try:
         with pytest.raises(NotSent) as caught:
             await transport.send([envelope(str(uuid.uuid4()), "START")])
     finally:
         await transport.aclose()
     assert caught.value.reason == "connect"
-    assert caught.value.detail.startswith("_MSG_TIMED_OUT: Local: Message timed out")
+    assert caught.value.detail.startswith("no broker answered a metadata request: ")
+
+
+async def test_request_timed_out_in_flight_is_unconfirmed(tmp_path: Path) -> None:
+    """A broker that took the request and froze: the record times out unconfirmed, is not
+    produced again, and shows up in the topic once the broker thaws (it was written)."""
+    with running_kafka(tmp_path) as kafka:
+        kafka.create_topic("frozen")
+        transport = KafkaTransport(
+            KafkaTransportConfig(
+                "frozen", {"bootstrap.servers": kafka.bootstrap, "message.timeout.ms": "2000"}
+            ),
+            queue_size=8,
+        )
+        first, second = envelope(str(uuid.uuid4()), "START"), envelope(str(uuid.uuid4()), "START")
+        try:
+            await transport.send([first])
+            kafka.process.send_signal(signal.SIGSTOP)
+            try:
+                with pytest.raises(Unconfirmed) as caught:
+                    await transport.send([second])
+            finally:
+                kafka.process.send_signal(signal.SIGCONT)
+        finally:
+            await transport.aclose()
+        values = [record.value() for record in consume(kafka.bootstrap, "frozen", 2)]
+    assert caught.value.reason == "timeout"
+    assert caught.value.detail.startswith("_MSG_TIMED_OUT: ")
+    assert values == [first.payload, second.payload]
 
 
 async def test_record_over_size_limit_is_dropped(kafka_broker: Kafka) -> None:

@@ -13,7 +13,7 @@ Forced settings, refused when written otherwise: `enable.idempotence: false` and
 else (`security.protocol`, `sasl.*`, `ssl.*`, `compression.type`, `linger.ms`) are passed
 through as written; values of secret settings (`sasl.password`, `ssl.key.password`, ...) never
 reach a log line. Defaults the agent sets when the config does not: `message.timeout.ms`
-10000 (librdkafka's is five minutes) and `client.id` lineage-agent.
+10000 (librdkafka's is five minutes), `linger.ms` 1 and `client.id` lineage-agent.
 
 Order and keys: the record key is the event's runId (or `message_key` for every record), so a
 run's events land in one partition. The pipeline hands this transport batches of one on
@@ -29,15 +29,24 @@ one record per lane whose report was served but which librdkafka has not release
 Outcomes, from the delivery report (or from `produce` refusing the record at once):
 - delivered: the broker acknowledged the record as `acks` asks;
 - `NotSent` (provably never left, so the pipeline keeps the event and produces it again):
-  `connect` when no broker took it before `message.timeout.ms` (the record waited in the
-  producer's queue and, with retries off, was never in a request), `unavailable` when the
-  broker answered that it wrote nothing (no leader, not enough replicas), `buffer_full` when
-  the producer's own buffer was full;
-- `Unconfirmed` (the request left, no answer: the broker may have written it; never resent):
-  `timeout` (the request timed out, or no report came within `message.timeout.ms` plus a
-  margin), `network` (the connection broke with the request in flight), `shutdown`;
+  `connect` when the record was not produced at all because no broker answers (below),
+  `unavailable` when the broker answered that it wrote nothing (no leader, not enough
+  replicas), `buffer_full` when the producer's own buffer was full;
+- `Unconfirmed` (the broker may have written it; never resent): `timeout` for
+  `_MSG_TIMED_OUT` and the request timeouts, or no report within `message.timeout.ms` plus a
+  margin, `network` (the connection broke with the request in flight), `shutdown`;
 - `DeliveryError` (dropped): `too_large` (over `message.max.bytes` or the broker's limit),
   `refused` (any other answer of the broker: authorization, unknown topic, policy, ...).
+
+`_MSG_TIMED_OUT` is unconfirmed although a record that waited in the producer's queue for a
+broker and never left ends with it too: librdkafka gives a produce request that timed out in
+flight, which the broker may have written, the same code (rdkafka_request.c translates it),
+and confluent-kafka does not expose the persistence status that would tell them apart. So
+that an outage does not turn every record into an unconfirmed one, the transport produces
+nothing while it has reason to doubt the brokers (at start, after a connection error or a
+timed-out record): it first asks a broker for the topic's metadata (one request for all
+lanes, at most `PROBE_TIMEOUT`), and until one answers, each record is `NotSent("connect")`
+without being produced. What an outage costs is then the records in flight when it began.
 
 The producer's callbacks run in one thread of this transport that polls librdkafka; the
 reports one poll served go to the event loop together, with one `call_soon_threadsafe`.
@@ -76,6 +85,8 @@ LANES: Final = 64
 #: Seconds the transport waits for a report beyond `message.timeout.ms` before it stops
 #: waiting and counts the event unconfirmed (librdkafka ends an in-flight request later).
 REPORT_MARGIN: Final = 5.0
+#: Seconds a metadata request that checks the brokers are reachable may take.
+PROBE_TIMEOUT: Final = 5.0
 #: Seconds `aclose` lets the producer finish what is in flight before it purges the rest.
 CLOSE_FLUSH: Final = 1.0
 #: Seconds between two warnings of the client's own log of one kind (debug lines meanwhile).
@@ -91,13 +102,16 @@ _DEFAULTS: Final[Mapping[tuple[str, ...], str]] = {
 }
 
 _NOT_SENT: Final = {
-    KafkaError._MSG_TIMED_OUT: "connect",
     KafkaError._PURGE_QUEUE: "connect",
     KafkaError.NOT_LEADER_FOR_PARTITION: "unavailable",
     KafkaError.LEADER_NOT_AVAILABLE: "unavailable",
     KafkaError.NOT_ENOUGH_REPLICAS: "unavailable",
 }
 _UNCONFIRMED: Final = {
+    # librdkafka reports a produce request that timed out in flight (possibly written) as
+    # _MSG_TIMED_OUT too, like a record that never left its queue; the report cannot tell
+    # them apart, so neither is produced again.
+    KafkaError._MSG_TIMED_OUT: "timeout",
     KafkaError._TIMED_OUT: "timeout",
     KafkaError.REQUEST_TIMED_OUT: "timeout",
     KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "timeout",
@@ -106,6 +120,16 @@ _UNCONFIRMED: Final = {
     KafkaError._PURGE_INFLIGHT: "shutdown",
 }
 _TOO_LARGE: Final = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE}
+#: Client errors and delivery reports that make the brokers' reachability doubtful: records
+#: are produced again only once a metadata request was answered (`_reachable`).
+_TROUBLE: Final = {
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TRANSPORT,
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._AUTHENTICATION,
+    KafkaError._SSL,
+    KafkaError._RESOLVE,
+}
 
 log = structlog.get_logger(__name__)
 
@@ -185,6 +209,11 @@ class KafkaTransport:
         # Filled by the producer's delivery callbacks, which run only in the reports' thread
         # (inside its `poll`, or the closing `flush` once that thread ended).
         self._reports: list[tuple[asyncio.AbstractEventLoop, _Report]] = []
+        # Trouble seen (counted by the reports' thread) and the count a successful metadata
+        # request last cleared; while the first is ahead, records wait (`_reachable`).
+        self._trouble = 1  # nothing is known of the brokers before the first request
+        self._cleared = 0
+        self._probe: asyncio.Task[str | None] | None = None
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="kafka-reports", daemon=True)
         self._poller.start()
@@ -200,6 +229,8 @@ class KafkaTransport:
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._probe is not None:
+            self._probe.cancel()  # its thread ends within PROBE_TIMEOUT, unawaited
         await asyncio.to_thread(self._close)
 
     # -- internals -------------------------------------------------------------------------
@@ -207,6 +238,10 @@ class KafkaTransport:
     async def _send_one(self, envelope: Envelope) -> None:
         if self._closed.is_set():
             raise DeliveryError("shutdown", "the kafka transport is closed")
+        if self._trouble > self._cleared:
+            problem = await self._reachable()
+            if problem is not None:
+                raise NotSent("connect", problem)
         loop = asyncio.get_running_loop()
         report: asyncio.Future[KafkaError | None] = loop.create_future()
         key = self._key if self._key is not None else envelope.run_id.encode()
@@ -230,6 +265,42 @@ class KafkaTransport:
             ) from None
         if error is not None:
             raise _failure(error, self._topic)
+
+    async def _reachable(self) -> str | None:
+        """Ask a broker for the topic's metadata (one request for every lane that waits);
+        None when it answered, else what went wrong. Until one answers, no record is
+        produced: a record that waits in librdkafka's queue for a broker and times out there
+        is reported as one that may have been written, and would be lost as unconfirmed."""
+        if self._probe is None:
+            self._probe = asyncio.create_task(self._ask_metadata(self._trouble))
+        probe = self._probe
+        try:
+            return await asyncio.shield(probe)
+        finally:
+            if probe.done() and self._probe is probe:
+                self._probe = None
+
+    async def _ask_metadata(self, trouble: int) -> str | None:
+        # In a thread of its own, not the loop's executor: a stop must not wait for a
+        # request to a broker that is down (the thread ends within PROBE_TIMEOUT anyway).
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[str | None] = loop.create_future()
+
+        def ask() -> None:
+            problem = None
+            try:
+                self._producer.list_topics(self._topic, PROBE_TIMEOUT)
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                problem = f"no broker answered a metadata request: {error.name()}: {error.str()}"
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_answer, answer, problem)
+
+        threading.Thread(target=ask, name="kafka-probe", daemon=True).start()
+        problem = await answer
+        if problem is None:
+            self._cleared = max(self._cleared, trouble)
+        return problem
 
     def _poll(self) -> None:
         """Serve delivery reports, errors and logs until closed (the reports' thread)."""
@@ -270,11 +341,15 @@ class KafkaTransport:
         _message: Any,
     ) -> None:
         """A record's delivery report (the producer's callback, in the reports' thread)."""
+        if error is not None and error.code() in _TROUBLE:
+            self._trouble += 1
         self._reports.append((loop, (future, error)))
 
     def _client_error(self, error: KafkaError) -> None:
-        # Connection trouble shows in the delivery reports and the pipeline's log line; only a
-        # fatal error (the producer is unusable) is worth one of its own.
+        # Connection trouble stops producing until a broker answers again; it shows in the
+        # pipeline's log line, so only a fatal error (the producer is unusable) gets its own.
+        if error.code() in _TROUBLE:
+            self._trouble += 1
         if error.fatal():
             log.error("kafka_client_fatal", code=error.name(), detail=self._hide(error.str()))
 
@@ -290,6 +365,11 @@ def _settle(reports: list[_Report]) -> None:
     for future, error in reports:
         if not future.done():  # its sender may have given up waiting (timeout, cancelled)
             future.set_result(error)
+
+
+def _answer(future: asyncio.Future[str | None], problem: str | None) -> None:
+    if not future.done():
+        future.set_result(problem)
 
 
 def _failure(error: KafkaError, topic: str) -> DeliveryError | NotSent | Unconfirmed:
