@@ -32,6 +32,8 @@ DropReason = Literal[
     "http_4xx",  # the collector refused the event (400, 401, 403, 413, ...)
     "http_5xx",  # the collector failed (500, 503, ...)
     "write_error",  # the file transport could not write (disk full, permission, size limit)
+    "too_large",  # larger than the Kafka producer's or the broker's message size limit
+    "refused",  # the Kafka broker refused the event for good (authorization, topic, policy)
     "queue_full",  # the bounded queue was full when the event was offered
     "shutdown",  # still queued when the drain deadline passed, or its transport was removed
     "invalid",  # the event could not be serialized or signed (it is logged, never shipped)
@@ -44,6 +46,8 @@ NotSentReason = Literal[
     "connect",  # refused, unreachable, unresolvable, or no connection within the timeout
     "tls",  # the TLS handshake failed (certificate, protocol): nothing of the request was sent
     "closed",  # the collector closed the connection before it asked for the request's body
+    "unavailable",  # a Kafka broker answered that it wrote nothing (no leader, too few replicas)
+    "buffer_full",  # the Kafka producer's own buffer was full: the event was not taken
 ]
 NOT_SENT_REASONS: tuple[NotSentReason, ...] = get_args(NotSentReason)
 #: Why a request that left has no answer: the collector may have stored its events, so they

@@ -138,7 +138,7 @@ class RecordingTransport:
         match self.fail:
             case None:
                 self.sent.extend(batch)
-            case "connect" | "tls" | "closed" as reason:
+            case "connect" | "tls" | "closed" | "unavailable" | "buffer_full" as reason:
                 raise NotSent(reason, "configured to fail")
             case "timeout" | "network" as reason:
                 raise Unconfirmed(reason, "configured to fail")

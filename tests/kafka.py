@@ -155,6 +155,11 @@ class Kafka:
 
     def stop(self) -> None:
         """SIGTERM (a controlled shutdown), SIGKILL after STOP_TIMEOUT; remove the directory."""
+        self.halt()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def halt(self) -> None:
+        """Stop the process (SIGTERM, SIGKILL after STOP_TIMEOUT), keeping ports and data."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -162,7 +167,12 @@ class Kafka:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=STOP_TIMEOUT)
-        shutil.rmtree(self.root, ignore_errors=True)
+
+    def resume(self) -> None:
+        """Start the same broker again (same ports, same log directory) after `halt`."""
+        started = self.log.read_text(errors="replace").count(READY_MARKER)
+        self.process = _launch(self.cp, self.root)
+        _wait_ready(self, started)
 
 
 def _properties(root: Path, port: int, controller_port: int) -> str:
@@ -229,30 +239,40 @@ def start_kafka(parent: Path | None = None) -> Kafka:
     if formatted.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError(f"kafka-storage format failed: {formatted.stderr[-2000:]}")
-    with (root / "stdout.log").open("wb") as out:
-        process = subprocess.Popen(
+    kafka = Kafka(root, port, controller_port, _launch(cp, root), cp)
+    try:
+        _wait_ready(kafka, 0)
+    except BaseException:
+        kafka.stop()
+        raise
+    return kafka
+
+
+def _launch(cp: str, root: Path) -> subprocess.Popen[bytes]:
+    with (root / "stdout.log").open("ab") as out:
+        return subprocess.Popen(
             _java(cp, root, "kafka.Kafka", str(root / "server.properties")),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=root,
         )
-    kafka = Kafka(root, port, controller_port, process, cp)
+
+
+def _wait_ready(kafka: Kafka, started: int) -> None:
+    """Until the log shows one more start than `started` and the port accepts, bounded."""
     deadline = time.monotonic() + START_TIMEOUT
-    try:
-        while True:
-            if process.poll() is not None:
-                tail = (root / "stdout.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"kafka exited {process.returncode} at start: {tail}")
-            log = kafka.log.read_text(errors="replace") if kafka.log.exists() else ""
-            if READY_MARKER in log and accepts(port):
-                return kafka
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"kafka not ready after {START_TIMEOUT:.0f}s: {log[-2000:]}")
-            time.sleep(0.2)
-    except BaseException:
-        kafka.stop()
-        raise
+    process = kafka.process
+    while True:
+        if process.poll() is not None:
+            tail = (kafka.root / "stdout.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"kafka exited {process.returncode} at start: {tail}")
+        log = kafka.log.read_text(errors="replace") if kafka.log.exists() else ""
+        if log.count(READY_MARKER) > started and accepts(kafka.port):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"kafka not ready after {START_TIMEOUT:.0f}s: {log[-2000:]}")
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,13 @@ from tests.bench.overhead import order
 ROOT = Path(__file__).resolve().parents[1]
 
 FIGURES = {
+    "shipping_kafka": [
+        "kafka_one_record_per_event",
+        "client_rate_confluent_vs_aiokafka",
+        "client_p50_latency_confluent_vs_aiokafka",
+        "client_p99_latency_confluent_vs_aiokafka",
+        "client_cpu_confluent_vs_aiokafka",
+    ],
     "shipping": [
         "one_event_per_post",
         "batch_per_post",
@@ -101,7 +108,7 @@ def check(result: dict[str, Any]) -> None:
         assert (figure["met"] is None) == (figure["target"] is None)
 
 
-@pytest.mark.parametrize("name", ["shipping", "canonical", "memory", "scale"])
+@pytest.mark.parametrize("name", ["shipping", "shipping_kafka", "canonical", "memory", "scale"])
 def test_benchmark_runs_in_tiny_configuration(name: str, tmp_path: Path) -> None:
     """A benchmark without Spark runs end to end and reports every figure it promises."""
     [result] = run_bench([name], tmp_path, timeout=300)

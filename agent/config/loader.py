@@ -16,6 +16,7 @@ needs https) run after the walk.
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import dataclasses
 import difflib
@@ -24,6 +25,7 @@ import stat
 import types
 import typing
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal, get_args, get_origin
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -32,7 +34,17 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from agent.config import client
 from agent.config.clientsources import AgentSide
 from agent.config.kinds import KIND_READERS, bounds_text, within
-from agent.config.model import AgentConfig, Bounds, Kind, Secret, fields_of
+from agent.config.model import (
+    KAFKA_FIXED,
+    KAFKA_REFUSED,
+    AgentConfig,
+    Bounds,
+    KafkaTransportConfig,
+    Kind,
+    Secret,
+    fields_of,
+    is_secret_setting,
+)
 from agent.config.yamlnodes import (
     BOOL,
     FLOAT,
@@ -228,6 +240,19 @@ def _check_rules(config: AgentConfig, reader: _Reader, origins: dict[str, str]) 
                     f"required because lineage.transport includes {name!r}",
                 )
             )
+    if lineage.kafka is not None and not lineage.kafka.config.get("bootstrap.servers"):
+        reader.errors.append(
+            reader.error_at(
+                reader.lines.get("lineage.kafka.config", reader.lines.get("lineage.kafka", 1)),
+                "lineage.kafka.config.bootstrap.servers",
+                "required key is missing",
+            )
+        )
+    elif lineage.kafka is not None:
+        try:
+            _check_kafka(lineage.kafka, reader, origins)
+        except ConfigError as error:
+            reader.errors.append(error)
     http = lineage.http
     if http is None:
         return
@@ -263,6 +288,32 @@ def _check_rules(config: AgentConfig, reader: _Reader, origins: dict[str, str]) 
                 f" key; lineage.http.{missing} is missing"
             )
         )
+
+
+def _check_kafka(kafka: KafkaTransportConfig, reader: _Reader, origins: dict[str, str]) -> None:
+    """Producer settings that could write a record twice are refused where they are written
+    (the line of the agent's YAML, or the origin of a setting in the client's shape)."""
+
+    def refuse(key: str, what: str) -> ConfigError:
+        if key in origins:
+            return ConfigError(f"{origins[key]}: {key}: {what}")
+        line = reader.lines.get(key) or reader.lines.get("lineage.kafka")
+        return reader.error_at(line or reader.lines.get("lineage.transport", 1), key, what)
+
+    for name, value in kafka.config.items():
+        key = f"lineage.kafka.config.{name}"
+        fixed = KAFKA_FIXED.get(name)
+        if fixed is not None and value.strip().lower() != fixed:
+            raise refuse(
+                key,
+                f"must be {fixed} (at-most-once delivery: the producer never sends a record twice)",
+            )
+        if name in KAFKA_REFUSED:
+            raise refuse(
+                key,
+                "transactions are not supported (they retry until a record is written, which "
+                "at-most-once delivery forbids)",
+            )
 
 
 # --- the walk --------------------------------------------------------------------------------
@@ -321,7 +372,7 @@ class _Reader:
             return self.choice(node, get_args(hint), path)
         if origin is tuple:
             return self.items(node, get_args(hint)[0], path)
-        if origin is Mapping:
+        if origin is collections.abc.Mapping:
             return self.strings(node, path)
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             return self.section(node, hint, path, line_of(node))
@@ -426,25 +477,33 @@ class _Reader:
             raise _Failed(path)
         return tuple(items)
 
-    def strings(self, node: Node, path: str) -> dict[str, str]:
-        """A mapping of names to scalar values, each read as the text written (headers,
-        producer settings: `acks: 0` stays '0', `enable.idempotence: false` stays 'false')."""
+    def strings(self, node: Node, path: str) -> MappingProxyType[str, str]:
+        """A mapping of names to scalar values, passed through as strings (librdkafka's
+        properties: `bootstrap.servers: host:9092`, `linger.ms: 5`, `enable.ssl...: true`; HTTP
+        headers)."""
         if not isinstance(node, MappingNode):
             raise self.error(node, path, f"expected a mapping, got {describe(node)}")
-        found: dict[str, str] = {}
+        values: dict[str, str] = {}
         for key_node, value_node in node.value:
-            name = scalar(key_node, (STR, INT, FLOAT, BOOL))
-            key_path = f"{path}.{name}"
-            if name is None or str(name) == "":
+            name = scalar(key_node, (STR,))
+            if not name:
                 raise self.error(key_node, path, f"expected a key name, got {describe(key_node)}")
-            if str(key_node.value) in found:
-                raise self.error(key_node, key_path, f"duplicate key {str(key_node.value)!r}")
-            if not isinstance(value_node, ScalarNode) or is_null(value_node):
+            key_path = f"{path}.{name}"
+            if name in values:
+                raise self.error(key_node, key_path, f"duplicate key {name!r}")
+            self.lines[key_path] = line_of(key_node)
+            value = scalar(value_node, (STR, INT, FLOAT, BOOL))
+            if value is None or value == "":
                 raise self.error(
-                    value_node, key_path, f"expected a text value, got {describe(value_node)}"
+                    value_node,
+                    key_path,
+                    f"expected a string, number or boolean, got {describe(value_node)}",
                 )
-            found[str(key_node.value)] = _yaml_text(value_node)
-        return found
+            if isinstance(value, bool):
+                values[name] = "true" if value else "false"
+            else:  # as written: 1.5e3 stays 1.5e3 for librdkafka to judge
+                values[name] = str(value_node.value)
+        return MappingProxyType(values)
 
     def choice(self, node: Node, choices: tuple[str, ...], path: str) -> str:
         value = scalar(node, (STR,))
@@ -476,13 +535,6 @@ class _Reader:
 def _client_shape(cls: type, name: str) -> bool:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     return name in fields and bool(fields[name].metadata.get("client_shape"))
-
-
-def _yaml_text(node: ScalarNode) -> str:
-    """A scalar's value as text: booleans as `true`/`false` whatever the spelling."""
-    if node.tag == BOOL:
-        return "true" if scalar(node, (BOOL,)) else "false"
-    return str(node.value)
 
 
 # --- redacted --------------------------------------------------------------------------------
@@ -534,6 +586,8 @@ def _plain(value: Any, hint: Any, name: str = "") -> Any:
         return [_plain(item, item_hint) for item in value]
     if isinstance(value, str) and _kind_of(hint) is Kind.HTTP_URL:
         return _redact_url(value)
+    if isinstance(value, collections.abc.Mapping):  # librdkafka properties: secrets hidden
+        return {k: "***" if is_secret_setting(k) else v for k, v in value.items()}
     return value
 
 

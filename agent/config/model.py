@@ -138,12 +138,34 @@ class FileConfig:
 
 @dataclass(frozen=True, slots=True)
 class KafkaTransportConfig:
-    """The OpenLineage client's kafka transport: `config` goes to the producer as written
-    (librdkafka keys: bootstrap.servers, security.protocol, sasl.*, ssl.*)."""
+    """The OpenLineage client's Kafka transport: a topic and librdkafka producer settings."""
 
     topic: str
+    # librdkafka producer properties as written (bootstrap.servers, security.protocol, sasl.*,
+    # ssl.*); values are strings, a read-only mapping
     config: Mapping[str, str] = field(default_factory=dict)
-    message_key: str | None = None  # one key for every event; None: keyed per run
+    message_key: str | None = None  # one key for every event; default: the event's runId
+
+
+#: librdkafka settings that at-most-once delivery fixes (a producer that retries, or retries
+#: through idempotence or transactions, may write a record twice), with the one value a
+#: config may write for each; `transactional.id` may not be written at all.
+KAFKA_FIXED: Final[Mapping[str, str]] = {
+    "enable.idempotence": "false",
+    "message.send.max.retries": "0",
+    "retries": "0",  # librdkafka's alias of message.send.max.retries
+}
+KAFKA_REFUSED: Final = ("transactional.id",)
+
+
+def is_secret_setting(name: str) -> bool:
+    """Whether a librdkafka property holds a secret (sasl.password, ssl.key.password,
+    ssl.key.pem, sasl.oauthbearer.client.secret, ...): redacted wherever the config is shown."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+_SECRET_WORDS: Final = ("password", "secret", "ssl.key.pem", "oauthbearer.config")
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from tests.bench.harness import DEFAULT_WORK, Context, Result, machine
 
 BENCHMARKS = {
     "shipping": "tests.bench.shipping",
+    "shipping_kafka": "tests.bench.shipping_kafka",
     "canonical": "tests.bench.canonical",
     "ingest": "tests.bench.ingest",
     "latency": "tests.bench.latency",

@@ -7,7 +7,7 @@ import importlib
 import importlib.util
 from typing import Final
 
-from agent.config.model import KafkaTransportConfig, LineageConfig
+from agent.config.model import LineageConfig
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.file import FileTransport
@@ -27,16 +27,6 @@ def kafka_available() -> bool:
         return importlib.util.find_spec(KAFKA_MODULE) is not None
     except ImportError:
         return False
-
-
-def _kafka_transport(config: KafkaTransportConfig) -> Transport:
-    """The kafka transport, imported now; StartError when this build has none."""
-    try:
-        module = importlib.import_module(KAFKA_MODULE)
-    except ModuleNotFoundError as exc:
-        raise StartError(f"lineage.kafka: kafka transport not available ({exc})") from None
-    transport: Transport = module.KafkaTransport(config)
-    return transport
 
 
 async def build_transports(
@@ -62,13 +52,7 @@ async def build_transports(
                     logs.register_secret(value)
                 built[name] = await asyncio.to_thread(HttpTransport, lineage.http, token=token)
             elif name == "kafka":
-                if lineage.kafka is None:
-                    raise StartError("lineage.kafka: the kafka transport needs a topic")
-                for key, value in lineage.kafka.config.items():
-                    if any(word in key for word in ("password", "secret", "jaas", "token")):
-                        logs.register_secret(value)
-                # In a thread: a producer may resolve names and read key files as it starts.
-                built[name] = await asyncio.to_thread(_kafka_transport, lineage.kafka)
+                built[name] = await _build_kafka(lineage)
             elif name == "console":
                 built[name] = ConsoleTransport()
             else:
@@ -82,7 +66,32 @@ async def build_transports(
 
 
 def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
-    """(lanes, batch size) for a transport: HTTP requests in flight, file writes in batches."""
+    """(lanes, batch size) for a transport: HTTP requests in flight, file writes in batches,
+    Kafka records awaiting their delivery report (one event each)."""
     if name == "http" and lineage.http is not None:
         return lineage.http.concurrency, lineage.http.batch_size
+    if name == "kafka":
+        return KAFKA_LANES, 1
     return 1, 256
+
+
+#: Kafka records awaiting their report at once (`transports.kafka.LANES`, kept here so that
+#: sizing a queue does not load librdkafka).
+KAFKA_LANES = 64
+
+
+async def _build_kafka(lineage: LineageConfig) -> Transport:
+    """The Kafka transport, its module (and librdkafka) loaded only when one is configured."""
+    try:
+        kafka = importlib.import_module(KAFKA_MODULE)
+    except ModuleNotFoundError as exc:
+        raise StartError(f"lineage.kafka: kafka transport not available ({exc})") from None
+    if lineage.kafka is None:
+        raise StartError("lineage.kafka.topic: the kafka transport needs a topic")
+    for secret in kafka.secret_values(lineage.kafka):
+        logs.register_secret(secret)
+    # In a thread: the producer may resolve names and read key files as it starts.
+    transport: Transport = await asyncio.to_thread(
+        kafka.KafkaTransport, lineage.kafka, queue_size=lineage.queue_size
+    )
+    return transport
