@@ -19,6 +19,9 @@ PASS_THROUGH: Final = frozenset(
         # writes: their child's attributes are what they write
         "AppendData", "AppendDataExecV1", "OverwriteByExpression", "OverwriteByExpressionExecV1",
         "OverwritePartitionsDynamic", "ReplaceData", "WriteDelta", "InsertIntoHiveTable",
+        # streaming state and watermarks: rows kept or dropped, columns unchanged
+        "EventTimeWatermark", "StateStoreRestore", "StateStoreSave", "StreamingDeduplicate",
+        "SessionWindowStateStoreRestore", "SessionWindowStateStoreSave",
     }
 )  # fmt: skip
 AGGREGATES: Final = frozenset(

@@ -64,7 +64,7 @@ from agent.spark.plan.schema import split_top
 from agent.spark.plan.shaping import HANDLERS, attributes
 from agent.spark.plan.text import Attribute, PlanNode, PlanText, bracketed, parse_attribute
 
-_DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
+_DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan", "MicroBatchScan")
 #: The column a source filter tests: its first argument (`GreaterThan(amount,30)`,
 #: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
 _PUSHED_COLUMN = linear.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")

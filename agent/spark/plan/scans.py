@@ -36,6 +36,9 @@ _INPUT_METRICS: Final = {
     "number of files read": "files",
 }
 DELTA_LOG: Final = "_delta_log"
+MICRO_BATCH_SCAN: Final = "MicroBatchScan"
+#: The `unknown_reason` of a micro-batch scan: a source its query's progress names.
+MICRO_BATCH_SOURCE: Final = "a streaming source, named by its query's progress"
 _METADATA_COLUMNS: Final = frozenset({"_file", "_pos", "_spec_id", "_partition", "_deleted"})
 #: Location texts are stripped, node names too: `$` is their end.
 _LOCATION = linear.compile(rf"(?s)^[{linear.WORD}]+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$")
@@ -86,6 +89,8 @@ def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef
     """The datasets a scan operator of the plan description reads (no metrics: those are
     in `sparkPlanInfo`). Column lineage names its inputs with these."""
     name = node.name.strip()
+    if name == MICRO_BATCH_SCAN:
+        return [_micro_batch_scan(node, types)]
     if not name.startswith(("Scan ", "BatchScan", "FileScan", "HiveTableScan")):
         return []
     location = node.details.get("Location", "").strip()
@@ -98,6 +103,21 @@ def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef
     fields = tuple(typed(a.name, a, types) for a in attrs)
     schema = node.details.get("ReadSchema", "").strip() or None
     return _scan(name, paths, schema, delta_index(location), fields, {}, [], node.details.get(""))
+
+
+def _micro_batch_scan(node: PlanNode, types: Mapping[int, Field]) -> DatasetRef:
+    """A V2 streaming source's scan (`MicroBatchScan`, `class …KafkaSourceProvider$KafkaScan`)
+    names no dataset: the query's progress describes its sources, which the translator puts
+    in its place (`MICRO_BATCH_SOURCE`)."""
+    attrs = [a for a in map(parse_attribute, node.detail_list("Output") or []) if a]
+    kafka = "kafka010." in node.details.get("", "")
+    return DatasetRef(
+        "input",
+        MICRO_BATCH_SCAN,
+        format="kafka" if kafka else None,
+        fields=tuple(typed(a.name, a, types) for a in attrs),
+        unknown_reason=MICRO_BATCH_SOURCE,
+    )
 
 
 def delta_index(location: str | None) -> str | None:

@@ -99,7 +99,11 @@ class Queries:
             return
         plan = event.get("physicalPlanDescription")
         if execution.exec_id == execution.root and not execution.writes:
-            query.rows = returned_rows(plan) or query.rows
+            rows = returned_rows(plan)
+            # a batch with no new input plans its source as empty local rows: what the
+            # sink writes still comes from the source, as a batch that read it showed
+            if rows is not None and (rows.columns is not None or query.rows is None):
+                query.rows = rows
         scanned = streaming.add_scanned_tables(query, micro_batch_tables(plan), self._tables)
         self._note(query, scanned)
         if not streaming.absorb(query, execution.refs.values()):

@@ -26,10 +26,12 @@ from typing import Any, Final
 from agent import linear
 from agent.facets import facet
 from agent.spark.plan.datasets import DatasetRef, Role
+from agent.spark.plan.scans import MICRO_BATCH_SOURCE
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, collect, describe
 from agent.spark.translate.descriptions import Tables, described
 from agent.spark.translate.naming import (
+    KAFKA_UNKNOWN,
     UNKNOWN_NAMESPACE,
     Catalog,
     DatasetName,
@@ -274,9 +276,32 @@ def _with_rows(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
         return ref
     columns = rows.columns
     if columns is not None:
-        inputs = {k: tuple(_fold(query, r) for r in v) for k, v in columns.inputs.items()}
+        inputs = {
+            k: tuple(s for r in v for s in _sourced(query, _fold(query, r)))
+            for k, v in columns.inputs.items()
+        }
         columns = dataclasses.replace(columns, inputs=inputs)
     return dataclasses.replace(ref, fields=rows.fields, columns=columns)
+
+
+def _sourced(query: StreamQuery, ref: DatasetRef) -> tuple[DatasetRef, ...]:
+    """A V2 source's micro-batch scan (Kafka) as the sources of its kind that the query's
+    progress describes: the plan does not say which, the descriptions do."""
+    if ref.unknown_reason != MICRO_BATCH_SOURCE:
+        return (ref,)
+    kafka = ref.format == "kafka"
+    found: list[DatasetRef] = []
+    for (role, _), items in query.described.items():
+        for item in items if role == "input" else ():
+            if isinstance(item, DatasetName) and kafka and item.namespace.startswith("kafka://"):
+                servers = item.namespace.removeprefix("kafka://")
+                topic = (None if item.namespace == KAFKA_UNKNOWN else servers, item.name)
+                found.append(DatasetRef("input", ref.node, kafka=topic, fields=ref.fields))
+            elif isinstance(item, DatasetRef) and (item.kafka is not None) == kafka:
+                found.append(dataclasses.replace(item, fields=ref.fields))
+            elif isinstance(item, CatalogTable) and not kafka:
+                found.append(item.ref)
+    return tuple(found)
 
 
 def _source_dirs(query: StreamQuery) -> list[str]:

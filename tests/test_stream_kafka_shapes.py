@@ -1,0 +1,121 @@
+"""Kafka writes and Structured Streaming shapes the first translation missed, replayed from
+the checked-in PySpark 4.1.1 logs `kafka_sink_columns`, `stream_kafka_window`,
+`stream_join_delta` and `stream_fail_caught` (tests/data/make_lakehouse_logs.py; what each
+log holds: tests/data/eventlogs/lakehouse/NOTES.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from agent.spark.translate.listener import wanted
+from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.translator import ApplicationTranslator
+from agent.spark.translate.verdict import Verdict
+from tests.test_lakehouse_logs import text
+from tests.test_streaming import DATA, check_lifecycle, fields, names, of_type, replay
+
+Event = dict[str, Any]
+EXEC_ID = "fedcba9876543210fedcba9876543210"
+KAFKA_FIELDS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+
+
+def lineage(dataset: Event) -> dict[str, list[tuple[str, str, str]]]:
+    """Output column -> its input fields as (namespace, name, field)."""
+    facet = dataset.get("facets", {}).get("columnLineage", {"fields": {}})
+    return {
+        column: [(i["namespace"], i["name"], i["field"]) for i in entry["inputFields"]]
+        for column, entry in facet["fields"].items()
+    }
+
+
+def terminal(events: list[Event], job_type: str) -> list[Event]:
+    return [e for e in of_type(events, job_type) if e["eventType"] != "START"]
+
+
+def test_streaming_window_aggregation_from_kafka_has_column_lineage() -> None:
+    """Kafka -> from_json -> watermark -> window sum into files: each grouped or summed
+    column comes from the topic's `value`, typed from the JSON schema; `count(*)` reads no
+    column; the watermark's filter and the grouping are dataset-level."""
+    _, events = replay("stream_kafka_window")
+    check_lifecycle(events)
+    (end,) = terminal(events, "STREAMING_QUERY")
+    assert names(end["inputs"]) == [("kafka://unknown", "meter-readings")]
+    (sink,) = end["outputs"]
+    assert names([sink]) == [("file", f"{DATA}/meter_windows")]
+    assert fields(sink) == [
+        ("window_start", "timestamp"),
+        ("meter", "string"),
+        ("total_kwh", "double"),
+        ("readings", "long"),
+    ]
+    value = [("kafka://unknown", "meter-readings", "value")]
+    assert lineage(sink) == {"window_start": value, "meter": value, "total_kwh": value}
+    dataset = sink["facets"]["columnLineage"]["dataset"]
+    assert {t["subtype"] for d in dataset for t in d["transformations"]} == {"FILTER", "GROUP_BY"}
+
+
+def test_stream_static_join_names_directories_never_cut_file_lists() -> None:
+    """A file stream (two long file names per micro-batch, printed `[…, ... 1 entries]`)
+    joined with a parquet dimension into Delta, then the same stream alone: datasets and
+    column lineage name the source directory and the dimension, never a cut list."""
+    _, events = replay("stream_join_delta")
+    check_lifecycle(events)
+    joined, copied = terminal(events, "STREAMING_QUERY")
+    assert "entries" not in json.dumps(events)
+    assert sorted(names(joined["inputs"])) == [
+        ("file", f"{DATA}/sales_in"),
+        ("file", f"{DATA}/shops"),
+    ]
+    assert names(joined["outputs"]) == [("file", f"{DATA}/sales_by_shop")]
+    sales, shops = ("file", f"{DATA}/sales_in"), ("file", f"{DATA}/shops")
+    assert lineage(joined["outputs"][0]) == {
+        "sale": [(*sales, "sale")],
+        "shop": [(*shops, "shop")],
+        "zone": [(*shops, "zone")],
+        "cents": [(*sales, "euros")],
+    }
+    assert names(copied["inputs"]) == [sales]
+    assert lineage(copied["outputs"][0]) == {
+        "sale": [(*sales, "sale")],
+        "euros": [(*sales, "euros")],
+    }
+
+
+def test_caught_streaming_failure_fails_the_query_not_the_application() -> None:
+    """The program caught its query's failure and stopped cleanly (ApplicationEnd, nothing
+    else failed): the query's run ends FAIL with the exception, the application COMPLETE."""
+    _, events = replay("stream_fail_caught")
+    check_lifecycle(events)
+    (query,) = terminal(events, "STREAMING_QUERY")
+    assert query["eventType"] == "FAIL"
+    assert "FAILED_READ_FILE" in query["run"]["facets"]["errorMessage"]["message"]
+    (app,) = terminal(events, "APPLICATION")
+    assert (app["eventType"], "errorMessage" in app["run"]["facets"]) == ("COMPLETE", False)
+
+
+def _with_exec(shape: str) -> list[bytes]:
+    """The shape's log as `lineage-agent exec` would have started it."""
+    out = []
+    for line in text(shape).splitlines():
+        if line and '"SparkListenerEnvironmentUpdate"' in line[:64]:
+            event = json.loads(line)
+            event["Spark Properties"]["spark.lineageAgent.exec"] = EXEC_ID
+            line = json.dumps(event, separators=(",", ":"))
+        if line:
+            out.append(line.encode())
+    return out
+
+
+def test_exec_verdict_decides_the_end_of_an_application_whose_query_failed() -> None:
+    """With `lineage-agent exec`, the program's exit status decides: 1 (the failure was not
+    caught) fails the application, 0 completes it; the query's run is FAIL either way."""
+    for status, state in ((1, "FAIL"), (0, "COMPLETE")):
+        translator = ApplicationTranslator(TranslateOptions(namespace="spark", await_verdict=True))
+        events = [e for line in _with_exec("stream_fail_caught") if wanted(line)
+                  for e in translator.feed(orjson.loads(line))]  # fmt: skip
+        assert [e["eventType"] for e in terminal(events, "STREAMING_QUERY")] == ["FAIL"]
+        (app,) = translator.settle(Verdict(status, None, "", "uid 0 (root)"))
+        assert app["eventType"] == state
