@@ -167,6 +167,8 @@ class Queries:
         if run is None or run.stream is None:
             return
         failure = streaming.terminated(event, run.stream)
+        if run.stream.sink is None and run.stream.batches == 0:  # no progress event came
+            self._note(run.stream, [streaming.NO_PROGRESS])
         self._end(run, self._life.clock, terminal_state(failure), failure, out)
 
     def _note(self, query: StreamQuery, notes: list[str]) -> None:

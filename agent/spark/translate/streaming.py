@@ -49,6 +49,10 @@ _MICRO_BATCH: Final = linear.compile(
 MAX_REFS: Final = 256  # distinct datasets one query's micro-batch plans may add
 _MAX_DESCRIBED: Final = 64  # distinct source and sink descriptions one query may add
 _MAX_TEXT: Final = 4096  # characters of one offset or description in the facet
+NO_PROGRESS: Final = (
+    "ended before its first progress event: its sink is not in the event log, and a file "
+    "source is named by the directory of the files its micro-batch read"
+)
 
 
 def micro_batch_of(description: object) -> tuple[str, str, int] | None:
@@ -208,7 +212,8 @@ def stream_datasets(
                 refs.append((_with_fields(query, _with_rows(query, item)), {}))
             else:
                 topics.append((role, item))
-    refs += [(ref, {}) for ref in query.refs.values()]
+    unprogressed = not _source_dirs(query)  # no batch completed: no source described
+    refs += [(_directory(ref) if unprogressed else ref, {}) for ref in query.refs.values()]
     datasets = collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
     for table in tables:  # the catalog's own namespace, not the session catalog's
         name = describe(table.ref, catalog)[0]
@@ -256,6 +261,21 @@ def _fold(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
         if _inside(ref.location, directory):
             return DatasetRef("input", ref.node, location=directory, fields=ref.fields)
     return ref
+
+
+def _directory(ref: DatasetRef) -> DatasetRef:
+    """A file a micro-batch scans (`…/landing/batch-0.csv`), named as the directory a file
+    source reads, when no progress event described the source (its first batch failed):
+    a last path segment with an extension is taken for a file, its parent for the source.
+    A static input read from one file in such a batch is named by its directory too."""
+    location = ref.location
+    if ref.role != "input" or location is None or ref.table is not None:
+        return ref
+    parent, _, last = location.rstrip("/").rpartition("/")
+    stem, dot, extension = last.rpartition(".")
+    if not (parent and stem and dot and extension.isalnum()) or parent.endswith(":"):
+        return ref
+    return DatasetRef("input", ref.node, location=parent, format=ref.format, fields=ref.fields)
 
 
 def _with_fields(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
