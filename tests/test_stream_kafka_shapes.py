@@ -135,3 +135,45 @@ def test_query_failing_in_its_first_batch_names_its_source_directory() -> None:
         "the event log, and a file source is named by the directory of the files its "
         "micro-batch read"
     ]
+
+
+def _saves() -> list[Event]:
+    _, events = replay("kafka_sink_columns")
+    check_lifecycle(events)
+    return [e for e in terminal(events, "SQL_JOB") if "save_into" in e["job"]["name"]]
+
+
+def test_kafka_save_from_files_reports_its_input_and_lineage_into_key_and_value() -> None:
+    """`select(meter AS key, to_json(struct(site, round(kwh * 1000))) AS value)` saved to a
+    topic: the input is the JSON relation the save's logical plan reads (its files are not
+    in the log: namespace `unknown`, named by format and columns), with lineage into `key`
+    and `value` and the filter as a dataset-level input."""
+    save = _saves()[0]
+    relation = ("unknown", "LogicalRelation json [kwh, meter, site]")
+    assert names(save["inputs"]) == [relation]
+    assert names(save["outputs"]) == [("kafka://127.0.0.1:9092", "meter-json")]
+    assert lineage(save["outputs"][0]) == {
+        "key": [(*relation, "meter")],
+        "value": [(*relation, "site"), (*relation, "kwh")],
+    }
+    dataset = save["outputs"][0]["facets"]["columnLineage"]["dataset"]
+    assert [(d["field"], d["transformations"][0]["subtype"]) for d in dataset] == [
+        ("kwh", "FILTER")
+    ]
+
+
+def test_kafka_save_with_topic_from_a_column_names_a_pattern_and_its_input() -> None:
+    """`concat('alarms-', level) AS topic`: the topics are data, so the output is named by
+    the pattern `alarms-.*` (marked a pattern), and the CSV relation it reads is the input,
+    with lineage into topic, key and value."""
+    save = _saves()[1]
+    relation = ("unknown", "LogicalRelation csv [device, level, note]")
+    assert names(save["inputs"]) == [relation]
+    (output,) = save["outputs"]
+    assert names([output]) == [("kafka://127.0.0.1:9092", "alarms-.*")]
+    assert output["facets"]["lineageAgent_topicPattern"]["pattern"] == "alarms-.*"
+    assert lineage(output) == {
+        "topic": [(*relation, "level")],
+        "key": [(*relation, "device")],
+        "value": [(*relation, "note")],
+    }

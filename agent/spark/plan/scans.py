@@ -13,10 +13,11 @@ from agent import linear
 from agent.spark.plan.cuts import cut
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.kafka import kafka_scan
+from agent.spark.plan.kinds import LOGICAL_RELATION
 from agent.spark.plan.lakehouse import iceberg_scan
 from agent.spark.plan.schema import Field, parse_struct, split_top
 from agent.spark.plan.tables import TableIdent, parse_table_ident
-from agent.spark.plan.text import Block, PlanNode, block_list, parse_attribute
+from agent.spark.plan.text import Block, PlanNode, block_list, bracketed, parse_attribute
 from agent.spark.plan.writes import format_name, metrics_of, typed
 
 #: Scan-like leaves that read no external dataset.
@@ -37,6 +38,9 @@ _INPUT_METRICS: Final = {
 }
 DELTA_LOG: Final = "_delta_log"
 MICRO_BATCH_SCAN: Final = "MicroBatchScan"
+#: Why a relation of a save's logical plan is no named dataset.
+UNLOCATED_RELATION: Final = "the event log does not name the files of a save's relation"
+_FORMAT_WORD = linear.compile(rf"^[{linear.WORD}.]+$")
 #: The `unknown_reason` of a micro-batch scan: a source its query's progress names.
 MICRO_BATCH_SOURCE: Final = "a streaming source, named by its query's progress"
 _METADATA_COLUMNS: Final = frozenset({"_file", "_pos", "_spec_id", "_partition", "_deleted"})
@@ -91,6 +95,8 @@ def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef
     name = node.name.strip()
     if name == MICRO_BATCH_SCAN:
         return [_micro_batch_scan(node, types)]
+    if name == LOGICAL_RELATION:
+        return _logical_relation(node, types)
     if not name.startswith(("Scan ", "BatchScan", "FileScan", "HiveTableScan")):
         return []
     location = node.details.get("Location", "").strip()
@@ -118,6 +124,29 @@ def _micro_batch_scan(node: PlanNode, types: Mapping[int, Field]) -> DatasetRef:
         fields=tuple(typed(a.name, a, types) for a in attrs),
         unknown_reason=MICRO_BATCH_SOURCE,
     )
+
+
+def _logical_relation(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef]:
+    """A relation of a save's query, printed as a logical plan: `LogicalRelation json,
+    [a#1, b#2], false` names the format and columns of files it does not locate (the event
+    log has no path for them); a Kafka or JDBC relation names its topics or table."""
+    tokens = [t.strip() for t in split_top(node.details.get("Arguments", ""))]
+    listed = next((bracketed(t) for t in tokens if t.startswith("[")), None)
+    attrs = [a for a in map(parse_attribute, listed or []) if a]
+    fields = tuple(typed(a.name, a, types) for a in attrs)
+    relation = tokens[0] if tokens else ""
+    if not _FORMAT_WORD.match(relation):  # `KafkaRelation(…)`, `JDBCRelation(t) […]`
+        return _scan(f"Scan {relation}", None, None, None, fields, {}, [])
+    columns = ", ".join(a.name for a in attrs)
+    return [
+        DatasetRef(
+            "input",
+            f"{LOGICAL_RELATION} {relation} [{columns}]",
+            format=format_name(relation) or relation.lower(),
+            fields=fields,
+            unknown_reason=UNLOCATED_RELATION,
+        )
+    ]
 
 
 def delta_index(location: str | None) -> str | None:
