@@ -147,11 +147,12 @@ def test_kafka_save_from_files_reports_its_input_and_lineage_into_key_and_value(
     """`select(meter AS key, to_json(struct(site, round(kwh * 1000))) AS value)` saved to a
     topic: the input is the JSON relation the save's logical plan reads (its files are not
     in the log: namespace `unknown`, named by format and columns), with lineage into `key`
-    and `value` and the filter as a dataset-level input."""
+    and `value` (typed as the topic stores them) and the filter as a dataset-level input."""
     save = _saves()[0]
     relation = ("unknown", "LogicalRelation json [kwh, meter, site]")
     assert names(save["inputs"]) == [relation]
     assert names(save["outputs"]) == [("kafka://127.0.0.1:9092", "meter-json")]
+    assert fields(save["outputs"][0]) == [("key", "binary"), ("value", "binary")]  # as stored
     assert lineage(save["outputs"][0]) == {
         "key": [(*relation, "meter")],
         "value": [(*relation, "site"), (*relation, "kwh")],

@@ -40,7 +40,14 @@ _FOLLOWED: Final = frozenset(
 )
 _WRAPPERS: Final = ("AdaptiveSparkPlan", "ResultQueryStage")
 _SAVE: Final = "SaveIntoDataSourceCommand"
-_KAFKA_RECORD: Final = ("key", "value", "topic", "partition", "headers")
+#: The columns a Kafka sink takes, with the type the topic stores them as (None: as given).
+_KAFKA_RECORD: Final = {
+    "key": "binary",
+    "value": "binary",
+    "topic": "string",
+    "partition": "integer",
+    "headers": None,
+}
 #: Row-level writes (Iceberg MERGE / UPDATE / DELETE) and the metadata columns they carry.
 _ROW_LEVEL: Final = ("ReplaceData", "WriteDelta")
 _ROW_LEVEL_COLUMNS: Final = frozenset(
@@ -67,13 +74,15 @@ def followed(ref: DatasetRef) -> bool:
 
 
 def kafka_columns(ref: DatasetRef) -> DatasetRef:
-    """A Kafka save's written columns in the order of a Kafka record's fields (`key`,
-    `value`, `topic`, …), the schema a read of the topic shows."""
+    """A Kafka save's written columns as the topic stores them: in a Kafka record's order
+    (`key`, `value`, `topic`, …) and types (a string `key` or `value` is stored as bytes),
+    the schema a read of the topic shows."""
     if ref.role != "output" or ref.format != "kafka" or not ref.fields:
         return ref
-    order = {name: at for at, name in enumerate(_KAFKA_RECORD)}
-    fields = sorted(ref.fields, key=lambda f: order.get(f.name, len(order)))
-    return dataclasses.replace(ref, fields=tuple(fields))
+    order = list(_KAFKA_RECORD)
+    fields = sorted(ref.fields, key=lambda f: order.index(f.name) if f.name in order else 9)
+    stored = (Field(f.name, _KAFKA_RECORD.get(f.name), f.fields) for f in fields)
+    return dataclasses.replace(ref, fields=tuple(stored))
 
 
 def save_inputs(datasets: Sequence[DatasetRef]) -> list[DatasetRef]:
