@@ -10,12 +10,24 @@ from typing import Any
 
 import orjson
 
+from agent.spark.plan.datasets import DatasetRef
+from agent.spark.translate import streaming
 from agent.spark.translate.listener import wanted
+from agent.spark.translate.naming import Catalog
 from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.runs import Run, StreamQuery
 from agent.spark.translate.translator import ApplicationTranslator
 from agent.spark.translate.verdict import Verdict
 from tests.test_lakehouse_logs import text
-from tests.test_streaming import DATA, check_lifecycle, fields, names, of_type, replay
+from tests.test_streaming import (
+    DATA,
+    NO_TABLES,
+    check_lifecycle,
+    fields,
+    names,
+    of_type,
+    replay,
+)
 
 Event = dict[str, Any]
 EXEC_ID = "fedcba9876543210fedcba9876543210"
@@ -178,3 +190,22 @@ def test_kafka_save_with_topic_from_a_column_names_a_pattern_and_its_input() -> 
         "key": [(*relation, "device")],
         "value": [(*relation, "note")],
     }
+
+
+def test_a_file_read_in_a_batch_is_its_directory_only_before_any_progress() -> None:
+    """A file a micro-batch scans (`/lake/in/part-0.json`) stands for its directory only
+    while no progress event has described the query's sources; once one has (a Kafka
+    source here), a static file read in each batch keeps its own name."""
+    dimension = DatasetRef("input", "Scan json", location="file:/lake/dim/shops.json")
+    query = StreamQuery("q", "r", "n")
+    streaming.absorb(query, [dimension])
+    run = Run("stream", "00000000-0000-7000-8000-000000000000", "STREAMING_QUERY", 0, stream=query)
+    assert names(list(streaming.stream_datasets(run, Catalog()).inputs.values())) == [
+        ("file", "/lake/dim")
+    ]
+    progress = {"batchId": 0, "sources": [{"description": "KafkaV2[Subscribe[t]]"}], "sink": {}}
+    streaming.add_progress(query, progress, "h:1", NO_TABLES)
+    assert sorted(names(list(streaming.stream_datasets(run, Catalog()).inputs.values()))) == [
+        ("file", "/lake/dim/shops.json"),
+        ("kafka://h:1", "t"),
+    ]

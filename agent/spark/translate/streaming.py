@@ -212,7 +212,7 @@ def stream_datasets(
                 refs.append((_with_fields(query, _with_rows(query, item)), {}))
             else:
                 topics.append((role, item))
-    unprogressed = not _source_dirs(query)  # no batch completed: no source described
+    unprogressed = query.batches == 0  # no progress event: no source described
     refs += [(_directory(ref) if unprogressed else ref, {}) for ref in query.refs.values()]
     datasets = collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
     for table in tables:  # the catalog's own namespace, not the session catalog's
