@@ -126,6 +126,18 @@ def application_start(props: Mapping[str, str], facet: tuple[str, ...]) -> list[
     return [*translator.feed(environment), *translator.feed(start), *translator.feed(end)]
 
 
+#: A Kafka save whose topic column nests 3,000 concat calls over a 3,000-column relation.
+KAFKA_TOPIC_SAVE = (
+    "(2) SaveIntoDataSourceCommand\nArguments: org.apache.spark.sql.kafka010."
+    "KafkaSourceProvider@1, [kafka.bootstrap.servers=h:9092], ErrorIfExists\n\n"
+    "(3) LogicalRelation\nArguments: json, ["
+    + ", ".join(f"c{i}#{i}" for i in range(3000))
+    + "], false\n\n(4) Project\nArguments: ["
+    + "concat(a-, " * 3000
+    + "c1#1"
+    + ")" * 3000
+    + " AS topic#9000, c2#2 AS value#9001]\n"
+)
 NESTED_REDACTION = {"spark.redaction.regex": "(x+x+)+y", "spark.master": "x" * 10_000}
 
 #: Each worst case: the parser, and what it is given.
@@ -141,6 +153,10 @@ WORST_CASES: dict[str, tuple[Callable[..., object], tuple[object, ...]]] = {
     "location of 160 KB in a simple string": (
         plan_text,
         ("", "Scan parquet t", "Location: a(1 paths)[" * 7700),
+    ),
+    "Kafka topic of 3,000 nested concat calls": (
+        plan_text,
+        (KAFKA_TOPIC_SAVE, "Execute SaveIntoDataSourceCommand"),
     ),
     "redaction pattern (x+x+)+y on 10,000 characters": (
         application_start,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.datasets import DatasetRef, PlanSummary
 from agent.spark.plan.read import read_plan
 from agent.spark.translate.brokers import KafkaServers
 
@@ -39,6 +39,12 @@ def _starts() -> dict[str, dict[str, Any]]:
 def _save(expression: str | None = None) -> tuple[list[tuple[str | None, str]], list[str]]:
     """The real topic-column save, its `topic` expression replaced when one is given: the
     Kafka datasets it writes and the plan's notes."""
+    plan = _plan(expression)
+    return [d.kafka for d in plan.datasets if d.kafka is not None], list(plan.notes)
+
+
+def _plan(expression: str | None = None) -> PlanSummary:
+    """The real topic-column save's plan, its `topic` expression replaced when one is given."""
     event = _starts()["kafka: write with topic column"]
     text = event["physicalPlanDescription"]
     if expression is not None:
@@ -47,8 +53,7 @@ def _save(expression: str | None = None) -> tuple[list[tuple[str | None, str]], 
         text = (
             f"{head}(4) Project\nArguments: [{expression}{project[project.index(' AS topic#') :]}"
         )
-    plan = read_plan(event["sparkPlanInfo"], text)
-    return [d.kafka for d in plan.datasets if d.kafka is not None], list(plan.notes)
+    return read_plan(event["sparkPlanInfo"], text)
 
 
 def test_topic_column_of_a_case_of_literals_names_each_topic() -> None:
@@ -76,25 +81,50 @@ def test_topic_column_literal_shapes(expression: str, topics: list[str]) -> None
 
 
 @pytest.mark.parametrize(
-    ("expression", "why"),
+    ("expression", "pattern", "why"),
     [
         (
             "concat(events-, cast(id#8L as string))",
+            "events-.*",
             "topic column 'concat(events-, cast(id#8L as string))' is no literal, CASE or IF "
             "of literals",
         ),
         (
             "CASE WHEN (id#8L = 0) THEN a ELSE lower(b#9) END",
+            ".*",
             "topic column 'CASE WHEN (id#8L = 0) THEN a ELSE lower(b#9) END' is no literal, "
             "CASE or IF of literals",
         ),
-        ("null", "topic column 'null' is no literal, CASE or IF of literals"),
+        (
+            "concat(CASE WHEN (id#8L = 0) THEN in.a ELSE b END, -, kind#9)",
+            "(in\\.a|b)-.*",
+            "topic column 'concat(CASE WHEN (id#8L = 0) THEN in.a ELSE b END, -, kind#9)' is no "
+            "literal, CASE or IF of literals",
+        ),
     ],
 )
-def test_topic_column_not_understood_names_no_dataset(expression: str, why: str) -> None:
-    """A computed topic names no dataset (never the plan node) and a note says what was not
-    understood."""
-    assert _save(expression) == ([], [f"Kafka save without a topic option names no topic: {why}"])
+def test_topic_column_computed_names_a_pattern(expression: str, pattern: str, why: str) -> None:
+    """A computed topic is named by a pattern of the topics it can take (literal parts kept,
+    computed ones `.*`), marked a pattern like a `subscribePattern` read, and a note says
+    so; never by the plan node."""
+    plan = _plan(expression)
+    assert [(d.kafka, d.pattern) for d in plan.datasets if d.role == "output"] == [
+        (("127.0.0.1:9092", pattern), True)
+    ]
+    assert list(plan.notes) == [
+        f"Kafka save without a topic option: {why}; its topics are named by the pattern {pattern!r}"
+    ]
+
+
+def test_topic_column_of_nulls_names_no_dataset() -> None:
+    """A topic that is null on every row (Kafka refuses such rows) names no dataset."""
+    assert _save("null") == (
+        [],
+        [
+            "Kafka save without a topic option names no topic: topic column 'null' is no "
+            "literal, CASE or IF of literals"
+        ],
+    )
 
 
 def test_topic_column_defined_in_each_branch_of_a_union() -> None:

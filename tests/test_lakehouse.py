@@ -483,26 +483,37 @@ KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "t
 
 def test_kafka_batch_reads_and_writes() -> None:
     """Writes: `kafka://<first bootstrap server>`, the topic option, else each literal topic
-    of the `topic` column. Reads: `subscribe` lists, `assign` partitions by topic, a pattern
-    as written; on the servers the application's earlier Kafka writes name."""
+    of the `topic` column, with the columns written as the topic stores them. Reads:
+    `subscribe` lists, `assign` partitions by topic, a pattern as written; on the servers the
+    application's earlier Kafka writes name."""
     found = runs("kafka_batch")
+    written = ("value", "topic")
     assert [(job, outs) for job, _, outs in found[:3]] == [
-        ("execute_save_into_data_source_command.clicks", [(KAFKA, "clicks", None, None, (), ())]),
+        (
+            "execute_save_into_data_source_command.clicks",
+            [(KAFKA, "clicks", None, None, (), ("key", "value"))],
+        ),
         (
             "execute_save_into_data_source_command.events-a",
-            [(KAFKA, "events-a", None, None, (), ()), (KAFKA, "events-b", None, None, (), ())],
+            [
+                (KAFKA, "events-a", None, None, (), written),
+                (KAFKA, "events-b", None, None, (), written),
+            ],
         ),
         (
             "execute_save_into_data_source_command.orders-avro",
-            [(KAFKA, "orders-avro", None, None, (), ())],
+            [(KAFKA, "orders-avro", None, None, (), ("value",))],
         ),
     ]
     read = [[(ns, name, fields) for ns, name, _, _, _, fields in ins] for _, ins, _ in found[3:]]
+    # events-a and orders-avro were written with `value` (and `topic`): a read lists the
+    # columns known of its topic first
+    after_write = ("value", "topic", "key", "partition", "offset", "timestamp", "timestampType")
     assert read == [
-        [(KAFKA, "clicks", KAFKA_COLUMNS), (KAFKA, "events-a", KAFKA_COLUMNS)],
+        [(KAFKA, "clicks", KAFKA_COLUMNS), (KAFKA, "events-a", after_write)],
         [(KAFKA, "events-.*", KAFKA_COLUMNS)],
         [(KAFKA, "clicks", KAFKA_COLUMNS)],
-        [(KAFKA, "orders-avro", KAFKA_COLUMNS)],
+        [(KAFKA, "orders-avro", ("value", *[c for c in KAFKA_COLUMNS if c != "value"]))],
     ]
     _, warnings, _ = replayed("kafka_batch")
     assert not [w for w in warnings if "Kafka" in w]

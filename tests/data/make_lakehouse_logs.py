@@ -60,6 +60,10 @@ KEPT_PROPERTIES = {
 CHILD_TIMEOUT = 420.0  # one application, JVM start included, on a shared two-core machine
 SIGTERM_AFTER_PROGRESS = 3  # progress events of the endless query before SIGTERM
 STOP_TIMEOUT = 60.0
+METER_READINGS = [  # two windows of stream_kafka_window; the last reading moves the watermark
+    json.dumps({"meter": f"m-{n % 2}", "kwh": 0.5 * n, "read_at": f"2026-03-01T08:{m:02d}:00"})
+    for n, m in enumerate((1, 4, 8, 12, 16, 40))
+]
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -462,6 +466,150 @@ def stream_iceberg(spark: SparkSession, root: Path) -> None:
     )
 
 
+def kafka_sink_columns(spark: SparkSession, root: Path) -> None:
+    """Batch writes into Kafka from files: a JSON `value` built with to_json(struct(...)) and a
+    key, to a topic option; then a write whose topic is computed per row from a column."""
+    from pyspark.sql import functions as F
+
+    servers = os.environ["LAKEHOUSE_KAFKA"]
+    data = root / "data"
+    (data / "meters.json").write_text(
+        "".join(
+            json.dumps({"meter": f"m-{n}", "site": "north" if n % 2 else "south", "kwh": n * 0.75})
+            + "\n"
+            for n in range(5)
+        )
+    )
+    (data / "alarms.csv").write_text(
+        "device,level,note\npump-1,high,overheat\nfan-2,low,dust\nvalve-3,high,stuck\n"
+    )
+    describe(spark, "kafka sink: json value from a file")
+    meters = spark.read.json(str(data / "meters.json")).where("kwh > 0")
+    meters.select(
+        F.col("meter").alias("key"),
+        F.to_json(F.struct("site", F.round(F.col("kwh") * 1000).alias("wh"))).alias("value"),
+    ).write.format("kafka").option("kafka.bootstrap.servers", servers).option(
+        "topic", "meter-json"
+    ).save()
+    describe(spark, "kafka sink: topic from a column")
+    alarms = spark.read.option("header", "true").csv(str(data / "alarms.csv"))
+    alarms.select(
+        F.concat(F.lit("alarms-"), F.col("level")).alias("topic"),
+        F.col("device").alias("key"),
+        F.upper("note").alias("value"),
+    ).write.format("kafka").option("kafka.bootstrap.servers", servers).save()
+
+
+def stream_kafka_window(spark: SparkSession, root: Path) -> None:
+    """Kafka source -> from_json -> watermark -> 10-minute tumbling window sum per meter ->
+    a JSON file sink in append mode, availableNow."""
+    from pyspark.sql import functions as F
+
+    servers = os.environ["LAKEHOUSE_KAFKA"]
+    reading = "meter STRING, kwh DOUBLE, read_at TIMESTAMP"
+    (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", "meter-readings")
+        .option("startingOffsets", "earliest")
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), reading).alias("r"))
+        .select("r.*")
+        .withWatermark("read_at", "5 minutes")
+        .groupBy(F.window("read_at", "10 minutes"), "meter")
+        .agg(F.sum("kwh").alias("total_kwh"), F.count("*").alias("readings"))
+        .select(F.col("window.start").alias("window_start"), "meter", "total_kwh", "readings")
+        .writeStream.format("json")
+        .outputMode("append")
+        .option("path", str(root / "data" / "meter_windows"))
+        .option("checkpointLocation", str(root / "checkpoints" / "meter_windows"))
+        .queryName("meter_windows")
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination(300)
+    )
+
+
+def stream_join_delta(spark: SparkSession, root: Path) -> None:
+    """A JSON file stream joined with a static parquet dimension into a Delta path table, then
+    a plain file stream into parquet; two files per micro-batch, named long enough that the
+    plans cut their file lists (`[file:/…/a.json, ... 1 entries]`)."""
+    from pyspark.sql import functions as F
+
+    data = root / "data"
+    shops = spark.createDataFrame(
+        [(1, "harbour", "west"), (2, "market", "east")], "shop_id INT, shop STRING, zone STRING"
+    )
+    describe(spark, "the shops dimension")
+    shops.write.parquet(str(data / "shops"))
+    spark.sparkContext._jsc.setLocalProperty("spark.job.description", None)
+    incoming = data / "sales_in"  # the file names below pass the 100 characters Spark prints
+    incoming.mkdir(parents=True)
+    for n in range(4):
+        rows = [
+            {"sale": n * 10 + i, "shop_id": 1 + i % 2, "euros": 2.5 * (i + 1)} for i in range(3)
+        ]
+        name = f"register-export-{n}-{'x' * 64}.json"
+        (incoming / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(incoming / name, (1_700_000_000 + n, 1_700_000_000 + n))
+    sales = (
+        spark.readStream.schema("sale LONG, shop_id INT, euros DOUBLE")
+        .option("maxFilesPerTrigger", 2)
+        .json(str(incoming))
+    )
+    dimension = spark.read.parquet(str(data / "shops"))
+    (
+        sales.join(dimension, "shop_id")
+        .select("sale", "shop", "zone", (F.col("euros") * 100).cast("long").alias("cents"))
+        .writeStream.format("delta")
+        .option("path", str(data / "sales_by_shop"))
+        .option("checkpointLocation", str(root / "checkpoints" / "sales_by_shop"))
+        .queryName("sales_by_shop")
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination(300)
+    )
+    (
+        spark.readStream.schema("sale LONG, shop_id INT, euros DOUBLE")
+        .option("maxFilesPerTrigger", 2)
+        .json(str(incoming))
+        .select("sale", "euros")
+        .writeStream.format("parquet")
+        .option("path", str(data / "sales_copy"))
+        .option("checkpointLocation", str(root / "checkpoints" / "sales_copy"))
+        .queryName("sales_copy")
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination(300)
+    )
+
+
+def stream_fail_caught(spark: SparkSession, root: Path) -> None:
+    """A CSV file stream whose first micro-batch fails (FAILFAST on a malformed row); the
+    program catches the query's failure, says so and stops the session cleanly: exit 0."""
+    data = root / "data"
+    landing = data / "landing"
+    landing.mkdir(parents=True)
+    (landing / "batch-0.csv").write_text("id,litres\n1,4.5\n2,not-a-number\n")
+    query = (
+        spark.readStream.schema("id INT, litres DOUBLE")
+        .option("header", "true")
+        .option("mode", "FAILFAST")
+        .csv(str(landing))
+        .selectExpr("id", "litres * 1000 AS millilitres")
+        .writeStream.format("parquet")
+        .option("path", str(data / "volumes"))
+        .option("checkpointLocation", str(root / "checkpoints" / "volumes"))
+        .queryName("volumes")
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(300)
+    except Exception as exc:  # the program handles the failed query and ends normally
+        print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
+
+
 Job = Callable[["SparkSession", Path], None]
 SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "delta_path": (delta_path, False),
@@ -474,6 +622,10 @@ SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "stream_sigterm": (stream_sigterm, False),
     "stream_failure": (stream_failure, False),
     "stream_iceberg": (stream_iceberg, False),
+    "kafka_sink_columns": (kafka_sink_columns, True),
+    "stream_kafka_window": (stream_kafka_window, True),
+    "stream_join_delta": (stream_join_delta, False),
+    "stream_fail_caught": (stream_fail_caught, False),
 }
 
 
@@ -650,6 +802,9 @@ def generate(shape: str, keep: Path | None) -> None:
                 if shape == "stream_kafka_delta":
                     kafka.create_topic("orders", partitions=2)
                     kafka.produce("orders", [json.dumps({"n": n}) for n in range(7)])
+                if shape == "stream_kafka_window":
+                    kafka.create_topic("meter-readings", partitions=1)
+                    kafka.produce("meter-readings", METER_READINGS)
                 run_child(shape, root, env)
         else:
             run_child(shape, root, env)

@@ -205,6 +205,18 @@ CLASSES: tuple[Class, ...] = (
         "property (docs), as the rdd shape now does; nothing in the log names it otherwise.",
     ),
     Class(
+        "stream_query_no_progress",
+        ("run_only_agent",),
+        lambda d, _: (
+            _streaming(d) and ".streaming_query." in str(d.agent["job"]) and not d.agent["outputs"]
+        ),
+        "by_design",
+        "A streaming query that failed in its first micro-batch: no progress event named its "
+        "source or sink, so the agent's run names the directory of the batch's files and no "
+        "output (the sink is nowhere in the log); the listener's run of the failed batch names "
+        "the file itself (stream_micro_batch_run), so the two do not pair.",
+    ),
+    Class(
         "read_only_action",
         ("run_only_agent",),
         lambda d, _: bool(d.agent["inputs"]) and not d.agent["outputs"],
@@ -360,8 +372,10 @@ CLASSES: tuple[Class, ...] = (
         ),
         "both_valid",
         "The streaming query failed (a bad cast in a batch); the program caught the "
-        "exception `awaitTermination` raised and stopped Spark normally. The agent ends the "
-        "application FAIL (its last run failed), the listener COMPLETE; as caught_failure_app.",
+        "exception `awaitTermination` raised and stopped Spark normally. The agent ended the "
+        "application FAIL (its last run failed), the listener COMPLETE; as caught_failure_app. "
+        "Since a micro-batch's failure is its query's alone (docs/how-it-works/runs.md), the "
+        "agent ends it COMPLETE too.",
     ),
     # -- datasets --------------------------------------------------------------------------
     Class(
@@ -525,6 +539,47 @@ CLASSES: tuple[Class, ...] = (
         "'events-a' ELSE 'events-b'`): the agent names one output per literal topic the "
         "column can take, on the command's `kafka.bootstrap.servers`; the listener names no "
         "output.",
+    ),
+    Class(
+        "kafka_save_input_unlocated",
+        ("inputs",),
+        lambda d, _: (
+            "save_into_data_source" in d.execution
+            and bool(_names(d.agent))
+            and all(n.startswith("unknown:LogicalRelation ") for n in _names(d.agent))
+            and bool(_names(d.listener))
+        ),
+        "listener_right",
+        "A Kafka save from files: the save runs its query inside the command, and the event "
+        "log prints only its logical plan, `LogicalRelation json, [kwh#6, …], false`, without "
+        "a path. The agent names the input by format and columns in namespace `unknown` (with "
+        "the lineage into key and value); the listener reads the path in the JVM.",
+        "Not in the event log (docs/how-it-works/lakehouse.md): nothing to fix from outside "
+        "the JVM; the columns and their lineage are reported.",
+    ),
+    Class(
+        "schema_order",
+        ("schema_types",),
+        lambda d, _: not d.agent and not d.listener,
+        "both_valid",
+        "The same fields with the same types, in another order: the agent lists first the "
+        "columns the application showed of the dataset before (a topic written with `value` "
+        "alone, then read whole); a schema facet's order carries no meaning for a topic.",
+    ),
+    Class(
+        "kafka_save_schema",
+        ("schema_fields",),
+        lambda d, _: (
+            "save_into_data_source" in d.execution
+            and d.role == "outputs"
+            and d.dataset.startswith("kafka://")
+            and bool(d.agent)
+            and not d.listener
+        ),
+        "agent_right",
+        "A Kafka save: the agent gives the written columns (`key`, `value`, `topic` of the "
+        "query the save ran) as the topic stores them (binary key and value); the listener "
+        "gives the output no schema.",
     ),
     Class(
         "stream_kafka_input",
@@ -788,6 +843,21 @@ CLASSES: tuple[Class, ...] = (
         "Column lineage from the in-memory Derby read follows its dataset name "
         "(listener_derby_path), and `lower(NAME)` is a TRANSFORMATION in the agent where the "
         "listener says IDENTITY, which the spec reserves for an unchanged value.",
+    ),
+    Class(
+        "kafka_save_columns",
+        ("columns_direct", "columns_indirect"),
+        lambda d, _: (
+            "save_into_data_source" in d.execution
+            and d.dataset.startswith("kafka://")
+            and _only(d.listener) == 0
+            and bool(_edges(d.agent))
+            and all(e[2].startswith("LogicalRelation ") for e in _edges(d.agent))
+        ),
+        "agent_right",
+        "A Kafka save from files: the agent follows the save's logical plan into `key`, "
+        "`value` and `topic` (and the filter, dataset-level); the listener reports no column "
+        "lineage. The input's name is judged by kafka_save_input_unlocated.",
     ),
     Class(
         "jdbc_columns",

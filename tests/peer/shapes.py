@@ -143,6 +143,28 @@ SHAPES: tuple[Shape, ...] = (
         kafka=True,
     ),
     lake("stream_failure", "Structured Streaming: a micro-batch failing at run time", ()),
+    lake(
+        "kafka_sink_columns",
+        "Kafka batch saves from files: to_json value and key, a topic computed from a column",
+        ("spark-kafka",),
+        kafka=True,
+    ),
+    lake(
+        "stream_kafka_window",
+        "Structured Streaming: Kafka, from_json, watermark, window aggregation to JSON files",
+        ("spark-kafka",),
+        kafka=True,
+    ),
+    lake(
+        "stream_join_delta",
+        "Structured Streaming: file stream joined with a parquet dimension into Delta, cut lists",
+        ("delta",),
+    ),
+    lake(
+        "stream_fail_caught",
+        "Structured Streaming: first micro-batch fails, the program catches it and exits 0",
+        (),
+    ),
 )
 
 

@@ -183,6 +183,11 @@ def run(shapes: Sequence[Shape], work: Path) -> Outputs:
                 kafka = stack.enter_context(running_kafka(work))
                 kafka.create_topic("orders", partitions=2)  # stream_kafka_delta's source
                 kafka.produce("orders", [json.dumps({"n": n}) for n in range(7)])
+                if any(s.name == "stream_kafka_window" for s in runnable):
+                    from tests.data.make_lakehouse_logs import METER_READINGS
+
+                    kafka.create_topic("meter-readings", partitions=1)
+                    kafka.produce("meter-readings", METER_READINGS)
                 env["LAKEHOUSE_KAFKA"] = kafka.bootstrap
             agent = stack.enter_context(agent_process(agent_config(agent_dir, out / "events")))
             for version, group in groups.items():  # the project's PySpark first (the inputs)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from agent import linear
+from agent.spark.plan.text import without_delay
 
 Kind = Literal["DIRECT", "INDIRECT"]
 
@@ -118,7 +119,7 @@ def attribute_id(text: str) -> int | None:
     """The id of `text` when it is exactly one attribute (``name#12L``), else None."""
     text = text.strip()
     name, sep, tail = text.rpartition("#")
-    number = tail.removesuffix("L")
+    number = without_delay(tail).removesuffix("L")
     if not (sep and name and _is_number(number)):
         return None
     # a name holds no operator outside its own brackets: `a#1 + b` is not one attribute

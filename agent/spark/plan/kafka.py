@@ -8,8 +8,11 @@ Writes: `SaveIntoDataSourceCommand` of `KafkaSourceProvider` with the options
 `kafka.bootstrap.servers` and `topic`. Without a `topic` option the rows' `topic` column
 names the topics: its definition in the command's child (`<expr> AS topic#N`, Spark prints
 string literals unquoted) gives them when it is a literal, a CASE or an IF of literals
-(`CASE WHEN (…) THEN events-a ELSE events-b END`); anything else names no topic and a note
-says what was not understood.
+(`CASE WHEN (…) THEN events-a ELSE events-b END`). A topic computed from the data names one
+dataset by the pattern of the topics it can take (`concat(alarms-, level#3)` -> `alarms-.*`,
+marked a pattern like a `subscribePattern` read) and a note says so; a topic that is null on
+every row names none. The query a save writes is its child, printed as a logical plan
+(`lineage` follows it, `LogicalRelation` naming the relations it reads).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ _PARTITION = linear.compile(r"^(?P<topic>.+)-\d+$")
 _TOPIC = linear.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _ATTRIBUTE_REF = linear.compile(rf"^[{linear.WORD}]+#(?P<id>\d+)L?$")
 _MAX_DEPTH = 32  # aliases and nested CASE / IF followed at most, against hostile plans
+_ANY = ".*"  # the pattern of a computed part of a topic
+_MAX_PATTERN_TEXT = 2000  # characters of a topic expression read for its literal parts
 
 
 def kafka_scan(name: str) -> list[DatasetRef] | None:
@@ -59,27 +64,22 @@ def kafka_save(
     if topic:
         return [DatasetRef("output", node, kafka=(servers, topic), format="kafka")]
     topics, why = column_topics(described)
-    if not topics:
+    if topics:
+        return [DatasetRef("output", node, kafka=(servers, t), format="kafka") for t in topics]
+    pattern = column_pattern(described)
+    if pattern is None:
         notes.append(f"Kafka save without a topic option names no topic: {why}")
-    return [DatasetRef("output", node, kafka=(servers, t), format="kafka") for t in topics]
+        return []
+    notes.append(
+        f"Kafka save without a topic option: {why}; its topics are named by the pattern {pattern!r}"
+    )
+    return [DatasetRef("output", node, kafka=(servers, pattern), format="kafka", pattern=True)]
 
 
 def column_topics(described: Sequence[Block]) -> tuple[tuple[str, ...], str]:
     """The topics the `topic` column of a save's rows can take, from its definitions in the
     plan (a union defines it once per branch); () and why when any is not understood."""
-    defined: dict[int, str] = {}  # expression id -> expression, of every alias in the plan
-    topic_ids: list[int] = []
-    for block in described:
-        for value in block.details.values():
-            for item in bracketed(value) or ():
-                head, sep, _ = item.rpartition(" AS ")
-                attribute = parse_attribute(item)
-                if attribute is None:
-                    continue
-                if sep:
-                    defined.setdefault(attribute.expr_id, head.strip())
-                if attribute.name == "topic" and sep:
-                    topic_ids.append(attribute.expr_id)
+    defined, topic_ids = _definitions(described)
     if not topic_ids:
         return (), "the rows' topic column is not computed in the plan"
     found: list[str] = []
@@ -90,6 +90,74 @@ def column_topics(described: Sequence[Block]) -> tuple[tuple[str, ...], str]:
             return (), f"topic column {expression[:200]!r} is no literal, CASE or IF of literals"
         found += topics
     return tuple(dict.fromkeys(found)), ""
+
+
+def column_pattern(described: Sequence[Block]) -> str | None:
+    """A regular expression (Java's, as `subscribePattern` takes) of the topics a computed
+    `topic` column can take: its literal parts kept, every computed part `.*`
+    (`concat(alarms-, level#3)` -> `alarms-.*`); None when the plan does not compute the
+    column or every row's topic is null."""
+    defined, topic_ids = _definitions(described)
+    found = [_pattern(defined[i], defined, 0) for i in dict.fromkeys(topic_ids)]
+    branches = list(dict.fromkeys(p for p in found if p is not None))
+    if not branches:
+        return None
+    return _ANY if _ANY in branches else branches[0] if len(branches) == 1 else _any_of(branches)
+
+
+def _definitions(described: Sequence[Block]) -> tuple[dict[int, str], list[int]]:
+    """Every alias the plan defines (expression id -> expression), and the ids of those
+    that define a `topic` column."""
+    defined: dict[int, str] = {}
+    topic_ids: list[int] = []
+    for block in described:
+        for value in block.details.values():
+            for item in bracketed(value) or ():
+                head, sep, _ = item.rpartition(" AS ")
+                attribute = parse_attribute(item)
+                if attribute is None or not sep:
+                    continue
+                defined.setdefault(attribute.expr_id, head.strip())
+                if attribute.name == "topic":
+                    topic_ids.append(attribute.expr_id)
+    return defined, topic_ids
+
+
+def _pattern(expression: str, defined: Mapping[int, str], depth: int) -> str | None:
+    """The pattern of one expression's values (see `column_pattern`); None for `null`."""
+    text = expression.strip()
+    while text.startswith("(") and _closing(text, 0) == len(text) - 1:
+        text = text[1:-1].strip()
+    if text == "null":
+        return None
+    if depth > _MAX_DEPTH or len(text) > _MAX_PATTERN_TEXT:
+        return _ANY
+    if _TOPIC.match(text):
+        return text.replace(".", "\\.")
+    reference = _ATTRIBUTE_REF.match(text)
+    if reference is not None:
+        aliased = defined.get(int(reference["id"]))
+        return _ANY if aliased is None else _pattern(aliased, defined, depth + 1)
+    if text.startswith("concat(") and _closing(text, 6) == len(text) - 1:
+        parts = [_pattern(a, defined, depth + 1) for a in split_top(text[7:-1])]
+        if any(p is None for p in parts):
+            return None  # concat with a null is null
+        joined = "".join(p for p in parts if p is not None)
+        while _ANY + _ANY in joined:
+            joined = joined.replace(_ANY + _ANY, _ANY)
+        return joined
+    values = _case_values(text) if text.startswith("CASE ") else _if_values(text)
+    if values is None:
+        return _ANY
+    branches = [p for v in values if (p := _pattern(v, defined, depth + 1)) is not None]
+    unique = list(dict.fromkeys(branches))
+    if not unique:
+        return None
+    return _ANY if _ANY in unique else unique[0] if len(unique) == 1 else _any_of(unique)
+
+
+def _any_of(patterns: Sequence[str]) -> str:
+    return "(" + "|".join(patterns) + ")"
 
 
 def _literals(expression: str, defined: Mapping[int, str], depth: int) -> list[str] | None:

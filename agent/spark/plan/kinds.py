@@ -19,6 +19,10 @@ PASS_THROUGH: Final = frozenset(
         # writes: their child's attributes are what they write
         "AppendData", "AppendDataExecV1", "OverwriteByExpression", "OverwriteByExpressionExecV1",
         "OverwritePartitionsDynamic", "ReplaceData", "WriteDelta", "InsertIntoHiveTable",
+        "SaveIntoDataSourceCommand",
+        # streaming state and watermarks: rows kept or dropped, columns unchanged
+        "EventTimeWatermark", "StateStoreRestore", "StateStoreSave", "StreamingDeduplicate",
+        "SessionWindowStateStoreRestore", "SessionWindowStateStoreSave",
     }
 )  # fmt: skip
 AGGREGATES: Final = frozenset(
@@ -32,6 +36,8 @@ KEYED_JOINS: Final = frozenset({"BroadcastHashJoin", "SortMergeJoin", "ShuffledH
 OTHER_JOINS: Final = frozenset({"BroadcastNestedLoopJoin", "CartesianProduct"})
 PYTHON_EVAL: Final = frozenset({"BatchEvalPython", "ArrowEvalPython"})
 #: Leaves that read no dataset: their attributes are known to come from no input field.
+#: A relation in a logical plan (the query of a `SaveIntoDataSourceCommand`).
+LOGICAL_RELATION: Final = "LogicalRelation"
 LOCAL_LEAVES: Final = (
     "LocalTableScan",
     "Range",

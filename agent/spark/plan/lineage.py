@@ -39,6 +39,15 @@ _FOLLOWED: Final = frozenset(
     }
 )
 _WRAPPERS: Final = ("AdaptiveSparkPlan", "ResultQueryStage")
+_SAVE: Final = "SaveIntoDataSourceCommand"
+#: The columns a Kafka sink takes, with the type the topic stores them as (None: as given).
+_KAFKA_RECORD: Final = {
+    "key": "binary",
+    "value": "binary",
+    "topic": "string",
+    "partition": "integer",
+    "headers": None,
+}
 #: Row-level writes (Iceberg MERGE / UPDATE / DELETE) and the metadata columns they carry.
 _ROW_LEVEL: Final = ("ReplaceData", "WriteDelta")
 _ROW_LEVEL_COLUMNS: Final = frozenset(
@@ -57,8 +66,36 @@ def followed(ref: DatasetRef) -> bool:
     """Whether the column lineage of this output is followed through its plan."""
     command = ref.node.removeprefix("Execute ")
     return ref.role == "output" and (
-        ref.node in _FOLLOWED or command in _FOLLOWED or command.split(" ", 1)[0] in _FOLLOWED
+        ref.node in _FOLLOWED
+        or command in _FOLLOWED
+        or command.split(" ", 1)[0] in _FOLLOWED
+        or (ref.format == "kafka" and command == _SAVE)  # its query is a logical plan
     )
+
+
+def kafka_columns(ref: DatasetRef) -> DatasetRef:
+    """A Kafka save's written columns as the topic stores them: in a Kafka record's order
+    (`key`, `value`, `topic`, …) and types (a string `key` or `value` is stored as bytes),
+    the schema a read of the topic shows."""
+    if ref.role != "output" or ref.format != "kafka" or not ref.fields:
+        return ref
+    order = list(_KAFKA_RECORD)
+    fields = sorted(ref.fields, key=lambda f: order.index(f.name) if f.name in order else 9)
+    stored = (Field(f.name, _KAFKA_RECORD.get(f.name), f.fields) for f in fields)
+    return dataclasses.replace(ref, fields=tuple(stored))
+
+
+def save_inputs(datasets: Sequence[DatasetRef]) -> list[DatasetRef]:
+    """What the query of a Kafka save reads: the plan has no scan node for it, only the
+    relations of the logical plan its lineage followed (one per dataset)."""
+    found: dict[tuple[object, ...], DatasetRef] = {}
+    for ref in datasets:
+        if ref.role != "output" or ref.format != "kafka" or ref.columns is None:
+            continue
+        for scanned in ref.columns.inputs.values():
+            for read in scanned:
+                found.setdefault((read.location, read.kafka, read.jdbc, read.node), read)
+    return list(found.values())
 
 
 def attach(

@@ -54,6 +54,7 @@ from agent.spark.plan.kinds import (
     AGGREGATES,
     KEYED_JOINS,
     LOCAL_LEAVES,
+    LOGICAL_RELATION,
     OTHER_JOINS,
     PASS_THROUGH,
     aggregate_phase,
@@ -64,7 +65,7 @@ from agent.spark.plan.schema import split_top
 from agent.spark.plan.shaping import HANDLERS, attributes
 from agent.spark.plan.text import Attribute, PlanNode, PlanText, bracketed, parse_attribute
 
-_DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan")
+_DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan", "MicroBatchScan")
 #: The column a source filter tests: its first argument (`GreaterThan(amount,30)`,
 #: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
 _PUSHED_COLUMN = linear.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")
@@ -180,10 +181,14 @@ class AttributeGraph:
             return self._cache(node, first)
         if name.startswith(_DATASET_SCANS):
             return self._scan(node, dataset)
+        if name == LOGICAL_RELATION:
+            return self._logical_relation(node)
+        logical = _logical(node)
         if head == "Project":
-            return self.project(node.detail_list("Output") or [])
+            return self.project(node.detail_list("Arguments" if logical else "Output") or [])
         if head == "Filter":
-            self.depends(node.details.get("Condition"), "FILTER", dataset)
+            condition = node.details.get("Arguments" if logical else "Condition")
+            self.depends(condition, "FILTER", dataset)
             return first
         if head in AGGREGATES:
             return self._aggregate(node, dataset)
@@ -208,6 +213,18 @@ class AttributeGraph:
         for condition in node.detail_list("PartitionFilters") or []:
             self.depends(condition, "FILTER", dataset)
         self._pushed_filters(node, attrs, dataset)
+        return attrs
+
+    def _logical_relation(self, node: PlanNode) -> list[Attribute]:
+        """`LogicalRelation` of a save's query, printed as a logical plan (`Arguments: json,
+        [a#1, b#2], false`): a scan of the relation's columns, its files not named."""
+        found = next(
+            (bracketed(t) for t in split_top(node.details.get("Arguments", "")) if "[" in t), None
+        )
+        attrs = attributes(found)
+        self.scans[node.op_id] = node
+        for attr in attrs:
+            self.leaves[attr.expr_id] = Source(node.op_id, attr.name)
         return attrs
 
     def _pushed_filters(
@@ -366,6 +383,12 @@ class AttributeGraph:
     def _edge(self, attr: int, child: int, how: Transformation) -> None:
         if attr != child:
             self.edges.setdefault(attr, []).append((child, how))
+
+
+def _logical(node: PlanNode) -> bool:
+    """A node of a logical plan, as a save command's query prints (`Project` with
+    `Arguments: [...]`, no `Output` or `Input`)."""
+    return "Arguments" in node.details and not ({"Output", "Input"} & node.details.keys())
 
 
 def written_attributes(graph: AttributeGraph, write: PlanNode) -> list[Attribute]:

@@ -82,6 +82,8 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
         logs.extend(_delta_logs(node, name))
     datasets = [delta_save_query(ref, text) for ref in datasets]
     with_lineage = lineage.attach(datasets, text, types, scan_datasets, notes)
+    with_lineage = [lineage.kafka_columns(ref) for ref in with_lineage]
+    with_lineage += lineage.save_inputs(with_lineage)
     command = _command(plan_info)
     return PlanSummary(command, tuple(with_lineage), tuple(notes), tuple(dict.fromkeys(logs)))
 

@@ -13,10 +13,11 @@ from agent import linear
 from agent.spark.plan.cuts import cut
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.kafka import kafka_scan
+from agent.spark.plan.kinds import LOGICAL_RELATION
 from agent.spark.plan.lakehouse import iceberg_scan
 from agent.spark.plan.schema import Field, parse_struct, split_top
 from agent.spark.plan.tables import TableIdent, parse_table_ident
-from agent.spark.plan.text import Block, PlanNode, block_list, parse_attribute
+from agent.spark.plan.text import Block, PlanNode, block_list, bracketed, parse_attribute
 from agent.spark.plan.writes import format_name, metrics_of, typed
 
 #: Scan-like leaves that read no external dataset.
@@ -36,6 +37,12 @@ _INPUT_METRICS: Final = {
     "number of files read": "files",
 }
 DELTA_LOG: Final = "_delta_log"
+MICRO_BATCH_SCAN: Final = "MicroBatchScan"
+#: Why a relation of a save's logical plan is no named dataset.
+UNLOCATED_RELATION: Final = "the event log does not name the files of a save's relation"
+_FORMAT_WORD = linear.compile(rf"^[{linear.WORD}.]+$")
+#: The `unknown_reason` of a micro-batch scan: a source its query's progress names.
+MICRO_BATCH_SOURCE: Final = "a streaming source, named by its query's progress"
 _METADATA_COLUMNS: Final = frozenset({"_file", "_pos", "_spec_id", "_partition", "_deleted"})
 #: Location texts are stripped, node names too: `$` is their end.
 _LOCATION = linear.compile(rf"(?s)^[{linear.WORD}]+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$")
@@ -86,6 +93,10 @@ def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef
     """The datasets a scan operator of the plan description reads (no metrics: those are
     in `sparkPlanInfo`). Column lineage names its inputs with these."""
     name = node.name.strip()
+    if name == MICRO_BATCH_SCAN:
+        return [_micro_batch_scan(node, types)]
+    if name == LOGICAL_RELATION:
+        return _logical_relation(node, types)
     if not name.startswith(("Scan ", "BatchScan", "FileScan", "HiveTableScan")):
         return []
     location = node.details.get("Location", "").strip()
@@ -98,6 +109,44 @@ def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef
     fields = tuple(typed(a.name, a, types) for a in attrs)
     schema = node.details.get("ReadSchema", "").strip() or None
     return _scan(name, paths, schema, delta_index(location), fields, {}, [], node.details.get(""))
+
+
+def _micro_batch_scan(node: PlanNode, types: Mapping[int, Field]) -> DatasetRef:
+    """A V2 streaming source's scan (`MicroBatchScan`, `class …KafkaSourceProvider$KafkaScan`)
+    names no dataset: the query's progress describes its sources, which the translator puts
+    in its place (`MICRO_BATCH_SOURCE`)."""
+    attrs = [a for a in map(parse_attribute, node.detail_list("Output") or []) if a]
+    kafka = "kafka010." in node.details.get("", "")
+    return DatasetRef(
+        "input",
+        MICRO_BATCH_SCAN,
+        format="kafka" if kafka else None,
+        fields=tuple(typed(a.name, a, types) for a in attrs),
+        unknown_reason=MICRO_BATCH_SOURCE,
+    )
+
+
+def _logical_relation(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef]:
+    """A relation of a save's query, printed as a logical plan: `LogicalRelation json,
+    [a#1, b#2], false` names the format and columns of files it does not locate (the event
+    log has no path for them); a Kafka or JDBC relation names its topics or table."""
+    tokens = [t.strip() for t in split_top(node.details.get("Arguments", ""))]
+    listed = next((bracketed(t) for t in tokens if t.startswith("[")), None)
+    attrs = [a for a in map(parse_attribute, listed or []) if a]
+    fields = tuple(typed(a.name, a, types) for a in attrs)
+    relation = tokens[0] if tokens else ""
+    if not _FORMAT_WORD.match(relation):  # `KafkaRelation(…)`, `JDBCRelation(t) […]`
+        return _scan(f"Scan {relation}", None, None, None, fields, {}, [])
+    columns = ", ".join(a.name for a in attrs)
+    return [
+        DatasetRef(
+            "input",
+            f"{LOGICAL_RELATION} {relation} [{columns}]",
+            format=format_name(relation) or relation.lower(),
+            fields=fields,
+            unknown_reason=UNLOCATED_RELATION,
+        )
+    ]
 
 
 def delta_index(location: str | None) -> str | None:

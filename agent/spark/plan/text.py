@@ -117,14 +117,23 @@ class PlanText:
 
 
 def parse_attribute(text: str) -> Attribute | None:
-    """``k#4L`` -> Attribute('k', 4, True); ``a + 1 AS b#7`` -> Attribute('b', 7)."""
+    """``k#4L`` -> Attribute('k', 4, True); ``a + 1 AS b#7`` -> Attribute('b', 7); an
+    event-time column below a watermark (``ts#17-T300000ms``) is its attribute."""
     text = text.strip().rpartition(" AS ")[2]
     name, sep, tail = text.rpartition("#")
+    tail = without_delay(tail)
     is_long = tail.endswith("L")
     number = tail[:-1] if is_long else tail
     if not (sep and name and _is_number(number)):
         return None
     return Attribute(name, int(number), is_long)
+
+
+def without_delay(tail: str) -> str:
+    """The id part of an attribute that `EventTimeWatermark` marked with its delay
+    (``17-T300000ms`` -> ``17``): the same attribute, read after the watermark."""
+    number, sep, delay = tail.partition("-T")
+    return number if sep and delay.endswith("ms") and delay[:-2].isdigit() else tail
 
 
 def bracketed(value: str | None) -> list[str] | None:

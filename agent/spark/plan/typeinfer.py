@@ -85,9 +85,20 @@ _SAME_AS_ARGUMENT: Final = frozenset(
         "lead", "nth_value", "coalesce", "nvl", "ifnull", "nullif", "abs", "negative",
         "positive", "greatest", "least", "knownfloatingpointnormalized",
         "normalizenanandzero", "sort_array", "array_distinct", "array_sort", "shuffle",
-        "assert_not_null", "mode", "max_by", "min_by",
+        "assert_not_null", "mode", "max_by", "min_by", "knownnullable", "knownnotnull",
     }
 )  # fmt: skip
+#: Spark's data types as `from_json` and `precisetimestampconversion` print them.
+_DATA_TYPES: Final = {
+    "StringType": "string", "LongType": "long", "IntegerType": "integer", "ShortType": "short",
+    "ByteType": "byte", "DoubleType": "double", "FloatType": "float", "BooleanType": "boolean",
+    "DateType": "date", "TimestampType": "timestamp", "TimestampNTZType": "timestamp_ntz",
+    "BinaryType": "binary",
+}  # fmt: skip
+#: `StructField(name,StringType,true)`: a field of the schema `from_json` reads with.
+_STRUCT_FIELD = linear.compile(
+    rf"^StructField\((?P<name>[^,()]+),(?P<type>[{linear.WORD}]+),(?:true|false)\)$"
+)
 _COLLECTIONS: Final = frozenset({"collect_list", "collect_set", "array_agg"})
 _COMPARISONS: Final = (" AND ", " OR ", " = ", " <=> ", " > ", " >= ", " < ", " <= ", " != ")
 _ARITHMETIC: Final = (" + ", " - ", " * ", " / ", " % ", " div ")
@@ -226,6 +237,11 @@ class TypeOracle:
                 return avro_field("", args[1].strip())
             except ValueError:
                 return None
+        if name == "from_json":  # the schema's fields first, then the value and options
+            return _json_struct(args)
+        if name == "precisetimestampconversion" and len(args) == 3:  # (value, from, to)
+            found = _DATA_TYPES.get(args[2].strip())
+            return Field("", found) if found else None
         if name == "if" and len(args) == 3:
             return self._first_known(args[1:], nesting)
         return None
@@ -280,6 +296,21 @@ class TypeOracle:
             if found is not None and found.type is not None:
                 return found
         return None
+
+
+def _json_struct(args: list[str]) -> Field | None:
+    """`from_json(StructField(a,LongType,true), …, <value>, …)`: a struct of those fields
+    when all of them are of a plain type; None when one is nested (printed unreadably)."""
+    fields: list[Field] = []
+    for arg in args:
+        matched = _STRUCT_FIELD.match(arg.strip())
+        if matched is None:
+            break
+        found = _DATA_TYPES.get(matched["type"])
+        if found is None:
+            return None
+        fields.append(Field(matched["name"].strip(), found))
+    return Field("", "struct", tuple(fields)) if fields else None
 
 
 def _literal(text: str) -> Field | None:

@@ -99,7 +99,11 @@ class Queries:
             return
         plan = event.get("physicalPlanDescription")
         if execution.exec_id == execution.root and not execution.writes:
-            query.rows = returned_rows(plan) or query.rows
+            rows = returned_rows(plan)
+            # a batch with no new input plans its source as empty local rows: what the
+            # sink writes still comes from the source, as a batch that read it showed
+            if rows is not None and (rows.columns is not None or query.rows is None):
+                query.rows = rows
         scanned = streaming.add_scanned_tables(query, micro_batch_tables(plan), self._tables)
         self._note(query, scanned)
         if not streaming.absorb(query, execution.refs.values()):
@@ -163,6 +167,8 @@ class Queries:
         if run is None or run.stream is None:
             return
         failure = streaming.terminated(event, run.stream)
+        if run.stream.sink is None and run.stream.batches == 0:  # no progress event came
+            self._note(run.stream, [streaming.NO_PROGRESS])
         self._end(run, self._life.clock, terminal_state(failure), failure, out)
 
     def _note(self, query: StreamQuery, notes: list[str]) -> None:

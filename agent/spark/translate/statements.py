@@ -133,7 +133,8 @@ class Statements:
             self.finish(run, end, "COMPLETE", None, out)
             return
         last = Failure(classify(error), error, run.failure.stack if run.failure else None)
-        self._life.last = last
+        if run.query is None:  # a micro-batch's failure ends its query, not the program
+            self._life.last = last
         self.finish(run, end, terminal_state(last), last, out)
 
     def _wanted(self, run: Run) -> bool:

@@ -26,10 +26,12 @@ from typing import Any, Final
 from agent import linear
 from agent.facets import facet
 from agent.spark.plan.datasets import DatasetRef, Role
+from agent.spark.plan.scans import MICRO_BATCH_SOURCE
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, collect, describe
 from agent.spark.translate.descriptions import Tables, described
 from agent.spark.translate.naming import (
+    KAFKA_UNKNOWN,
     UNKNOWN_NAMESPACE,
     Catalog,
     DatasetName,
@@ -47,6 +49,10 @@ _MICRO_BATCH: Final = linear.compile(
 MAX_REFS: Final = 256  # distinct datasets one query's micro-batch plans may add
 _MAX_DESCRIBED: Final = 64  # distinct source and sink descriptions one query may add
 _MAX_TEXT: Final = 4096  # characters of one offset or description in the facet
+NO_PROGRESS: Final = (
+    "ended before its first progress event: its sink is not in the event log, and a file "
+    "source is named by the directory of the files its micro-batch read"
+)
 
 
 def micro_batch_of(description: object) -> tuple[str, str, int] | None:
@@ -206,7 +212,8 @@ def stream_datasets(
                 refs.append((_with_fields(query, _with_rows(query, item)), {}))
             else:
                 topics.append((role, item))
-    refs += [(ref, {}) for ref in query.refs.values()]
+    unprogressed = query.batches == 0  # no progress event: no source described
+    refs += [(_directory(ref) if unprogressed else ref, {}) for ref in query.refs.values()]
     datasets = collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
     for table in tables:  # the catalog's own namespace, not the session catalog's
         name = describe(table.ref, catalog)[0]
@@ -256,6 +263,21 @@ def _fold(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
     return ref
 
 
+def _directory(ref: DatasetRef) -> DatasetRef:
+    """A file a micro-batch scans (`…/landing/batch-0.csv`), named as the directory a file
+    source reads, when no progress event described the source (its first batch failed):
+    a last path segment with an extension is taken for a file, its parent for the source.
+    A static input read from one file in such a batch is named by its directory too."""
+    location = ref.location
+    if ref.role != "input" or location is None or ref.table is not None:
+        return ref
+    parent, _, last = location.rstrip("/").rpartition("/")
+    stem, dot, extension = last.rpartition(".")
+    if not (parent and stem and dot and extension.isalnum()) or parent.endswith(":"):
+        return ref
+    return DatasetRef("input", ref.node, location=parent, format=ref.format, fields=ref.fields)
+
+
 def _with_fields(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
     """A source directory carries the schema its micro-batch scans read."""
     if ref.role != "input" or ref.location is None or ref.fields:
@@ -274,9 +296,32 @@ def _with_rows(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
         return ref
     columns = rows.columns
     if columns is not None:
-        inputs = {k: tuple(_fold(query, r) for r in v) for k, v in columns.inputs.items()}
+        inputs = {
+            k: tuple(s for r in v for s in _sourced(query, _fold(query, r)))
+            for k, v in columns.inputs.items()
+        }
         columns = dataclasses.replace(columns, inputs=inputs)
     return dataclasses.replace(ref, fields=rows.fields, columns=columns)
+
+
+def _sourced(query: StreamQuery, ref: DatasetRef) -> tuple[DatasetRef, ...]:
+    """A V2 source's micro-batch scan (Kafka) as the sources of its kind that the query's
+    progress describes: the plan does not say which, the descriptions do."""
+    if ref.unknown_reason != MICRO_BATCH_SOURCE:
+        return (ref,)
+    kafka = ref.format == "kafka"
+    found: list[DatasetRef] = []
+    for (role, _), items in query.described.items():
+        for item in items if role == "input" else ():
+            if isinstance(item, DatasetName) and kafka and item.namespace.startswith("kafka://"):
+                servers = item.namespace.removeprefix("kafka://")
+                topic = (None if item.namespace == KAFKA_UNKNOWN else servers, item.name)
+                found.append(DatasetRef("input", ref.node, kafka=topic, fields=ref.fields))
+            elif isinstance(item, DatasetRef) and (item.kafka is not None) == kafka:
+                found.append(dataclasses.replace(item, fields=ref.fields))
+            elif isinstance(item, CatalogTable) and not kafka:
+                found.append(item.ref)
+    return tuple(found)
 
 
 def _source_dirs(query: StreamQuery) -> list[str]:

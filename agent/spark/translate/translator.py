@@ -310,8 +310,10 @@ class ApplicationTranslator:
             return
         end = self._life.tick(as_int(event.get("Completion Time")))
         failure = job_failure(event.get("Job Result"))
-        self._life.last = failure or Failure("ok", "")
         execution = self._sql.execution(job.execution)
+        batch = execution is not None and self._sql.run_of(execution).query is not None
+        if not (batch and failure is not None):  # a micro-batch's failure is its query's
+            self._life.last = failure or Failure("ok", "")
         if failure is not None and execution is not None:
             self._sql.run_of(execution).failure = failure
         if job.run is not None:
