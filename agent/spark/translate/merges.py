@@ -7,19 +7,42 @@ the source, scanning files for matches), whose plans resolve them to dataset fie
 changes) and what its clauses assign, through the source's transformations; the columns the
 clause conditions and the merge condition read decide which rows change (INDIRECT
 CONDITIONAL). A column assigned from an attribute no execution resolved stays incomplete.
+
+When Delta materializes the source, the optimizer may drop the aliases that gave the
+source's columns the ids the MERGE names (a view over a query, `SELECT *` through a window):
+the materializing execution's root then returns other ids. The statement's later executions
+scan the materialized rows (`mergeMaterializedSource`) under the MERGE's ids, column for
+column in the same order, which ties each to the field the materialization resolved
+(`materialized`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from agent.spark.plan.columns import InputField, OutputColumn
 from agent.spark.plan.datasets import DatasetRef, WrittenLineage
 from agent.spark.plan.expressions import Transformation, compose, indirect
 from agent.spark.plan.lineage import Resolved
+from agent.spark.translate.runs import Execution
 
 _CONDITIONAL = indirect("CONDITIONAL")
+
+
+def materialized(executions: Sequence[Execution], attributes: dict[int, Resolved]) -> None:
+    """Resolve, in `attributes`, the MERGE's ids of a materialized source's columns that no
+    plan defines (scanned from the materialized rows only) by position, from the columns the
+    materializing execution returned."""
+    rows = [e.source_rows for e in executions if e.source_rows]
+    scans = {scan for e in executions for scan in e.source_scans}
+    for returned in rows:
+        for scan in scans:
+            if len(scan) != len(returned):
+                continue
+            for attr, source in zip(scan, returned, strict=True):
+                if not attributes.get(attr) and attributes.get(source):
+                    attributes[attr] = attributes[source]
 
 
 def merged(ref: DatasetRef, attributes: Mapping[int, Resolved]) -> DatasetRef:
