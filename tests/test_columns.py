@@ -805,6 +805,16 @@ def test_cyclic_definitions_terminate() -> None:
         ),
         ("dynamicpruningexpression(k#1 IN dynamicpruning#50)", []),
         ("concat_ws(,, a#1, b#2)", [(1, TRANSFORMATION), (2, TRANSFORMATION)]),
+        ("empty2null(day#41)", [(41, IDENTITY)]),  # a partition column, as the writer sees it
+        ("empty2null(concat(a#1, b#2))", [(1, TRANSFORMATION), (2, TRANSFORMATION)]),
+        (  # the pivot column picks the output column a value lands in
+            "pivotfirst(metric#5, avg(reading)#13, temp, hum, 0, 0)",
+            [(5, indirect("CONDITIONAL")), (13, TRANSFORMATION)],
+        ),
+        (
+            "pivotfirst(lower(k#5), coalesce(v#6, w#7), x, 0, 0)",
+            [(5, indirect("CONDITIONAL")), (6, TRANSFORMATION), (7, TRANSFORMATION)],
+        ),
     ],
 )
 def test_references_and_their_roles(text: str, expected: list[tuple[int, Transformation]]) -> None:
@@ -1207,6 +1217,24 @@ def test_spark_union_window_explode(
     exploded, dataset = lineage_at(column_run, column_events, written_to["explode"])
     assert exploded["tag"] == [("data/people", "tags", "DIRECT/TRANSFORMATION")]
     assert dataset == [("data/people", "tags", "INDIRECT/FILTER")]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("query", "value"), [("pivot", "salary"), ("pivot_strings", "tags")])
+def test_spark_pivot_values_come_from_the_aggregated_column(
+    column_run: ColumnRun, column_events: list[dict[str, Any]], query: str, value: str
+) -> None:
+    """Each pivoted column is the aggregate of its value column; the pivot column only picks
+    where a value lands (CONDITIONAL), whether Spark plans pivotfirst or `if`s."""
+    by_column, dataset = lineage_at(column_run, column_events, column_run.written[query])
+    people = "data/people"
+    picked = [(people, "name", "INDIRECT/CONDITIONAL"), (people, value, "DIRECT/AGGREGATION")]
+    assert by_column == {
+        "city": [(people, "city", "DIRECT/IDENTITY")],
+        "ada": picked,
+        "alan": picked,
+    }
+    assert (people, "city", "INDIRECT/GROUP_BY") in dataset
 
 
 @pytest.mark.spark
