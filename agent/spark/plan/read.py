@@ -118,6 +118,20 @@ def merge_source_rows(description: object) -> tuple[int, ...]:
     return lineage.returned_ids(text) if text else ()
 
 
+def merge_source_filters(description: object) -> lineage.Resolved:
+    """The dataset fields that decide which rows the root of a Delta MERGE's "materialize
+    source" execution returns (its filters, joins, groupings: INDIRECT)."""
+    rows = returned_rows(description)
+    written = rows.columns if rows is not None else None
+    if written is None:
+        return ()
+    return tuple(
+        (ref, f.field, f.transformations)
+        for f in written.lineage.dataset
+        for ref in written.inputs.get(f.scan, ())
+    )
+
+
 def merge_source_scans(description: object) -> tuple[tuple[int, ...], ...]:
     """The attributes of each scan of a Delta MERGE's materialized source in this plan."""
     text = description if isinstance(description, str) else ""

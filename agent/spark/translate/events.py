@@ -124,6 +124,7 @@ def run_datasets(
                 if found or attr not in attributes:
                     attributes[attr] = found
         materialized(run.executions, attributes)
+        rows = tuple(f for e in run.executions for f in e.source_filters)
         snapshots: dict[str, set[str]] = {}
         for execution in run.executions:
             for table, version in execution.snapshots.items():
@@ -134,6 +135,7 @@ def run_datasets(
             column_lineage_max_fields=column_lineage_max_fields,
             attributes=attributes,
             snapshots={t: v.pop() for t, v in snapshots.items() if len(v) == 1},
+            merge_rows=rows,
         )
     datasets = collect(
         [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths]

@@ -16,6 +16,7 @@ from typing import Any
 from agent import linear
 from agent.spark.plan.read import (
     attribute_sources,
+    merge_source_filters,
     merge_source_rows,
     merge_source_scans,
     read_plan,
@@ -150,6 +151,7 @@ def add_plan(
             # the optimizer may drop the aliases that gave the source's columns the ids the
             # MERGE names; its later scans of the materialized rows use those ids again
             execution.source_rows = merge_source_rows(text)
+            execution.source_filters = merge_source_filters(text)
             wanted = wanted | set(execution.source_rows)
         execution.source_scans.update(merge_source_scans(text))
         found = attribute_sources(text, wanted)

@@ -45,8 +45,9 @@ def materialized(executions: Sequence[Execution], attributes: dict[int, Resolved
                     attributes[attr] = attributes[source]
 
 
-def merged(ref: DatasetRef, attributes: Mapping[int, Resolved]) -> DatasetRef:
-    """`ref` with its MERGE lineage completed from `attributes`; `ref` itself otherwise."""
+def merged(ref: DatasetRef, attributes: Mapping[int, Resolved], rows: Resolved = ()) -> DatasetRef:
+    """`ref` with its MERGE lineage completed from `attributes`, and `rows` (what decides
+    which rows of its source exist) at the dataset level; `ref` itself otherwise."""
     written = ref.columns
     merge = written.merge if written is not None else None
     if written is None or merge is None:
@@ -78,6 +79,7 @@ def merged(ref: DatasetRef, attributes: Mapping[int, Resolved]) -> DatasetRef:
             extra += fields(attr, how)
         columns.append(OutputColumn(column.name, (*column.inputs, *extra)))
     dataset = [f for attr in merge.conditions for f in fields(attr, _CONDITIONAL)]
+    dataset += [InputField(scan_of(source), field, found) for source, field, found in rows]
     lineage = dataclasses.replace(
         written.lineage,
         columns=tuple(columns),

@@ -120,6 +120,8 @@ class Execution:
     attributes: dict[int, Resolved] = field(default_factory=dict)
     #: a Delta MERGE's "materialize source" execution: the source rows its root returns
     source_rows: tuple[int, ...] = ()
+    #: and the dataset fields that decide which of those rows exist (filters, joins, windows)
+    source_filters: Resolved = ()
     #: the attributes of the scans of that materialized source in this execution's plans
     source_scans: set[tuple[int, ...]] = field(default_factory=set)
     #: Delta table location -> the snapshot version this (nested) execution computed
