@@ -591,6 +591,25 @@ def test_hive_table_insert_and_scan() -> None:
     }
 
 
+def test_hive_dynamic_partition_insert_reads_its_source() -> None:
+    """A dynamic-partition INSERT ... SELECT into a Hive-format table: the source is read,
+    and the partition column Spark's writer wraps in empty2null is still a copy."""
+    summary = read("hive_dynamic_partition")
+    (source,) = [d for d in summary.datasets if d.role == "input"]
+    assert source.location == "file:/data/peer/data/inputs/people"
+    insert = written(summary)
+    assert insert.columns is not None
+    by_column = {c.name: _fields(insert.columns, c.inputs) for c in insert.columns.lineage.columns}
+    assert by_column == {
+        "name": [("people", "name", "DIRECT/TRANSFORMATION")],
+        "age": [("people", "age", "DIRECT/IDENTITY")],
+        "city": [("people", "city", "DIRECT/IDENTITY")],
+    }
+    assert _fields(insert.columns, insert.columns.lineage.dataset) == [
+        ("people", "age", "INDIRECT/FILTER")
+    ]
+
+
 def test_adaptive_plans_initial_and_final_agree() -> None:
     """The first (initial) and the last (final) adaptive plan of an execution give the same
     lineage, though their operators and ids differ."""
