@@ -143,6 +143,19 @@ SHAPES: tuple[Shape, ...] = (
         kafka=True,
     ),
     lake("stream_failure", "Structured Streaming: a micro-batch failing at run time", ()),
+    Shape("pivot", "pivot", "pivot with two aggregates over listed values", COLUMNS),
+    Shape(
+        "hive_dynamic_partition",
+        "hive_dynamic_partition",
+        "Hive CREATE TABLE, then a dynamic-partition INSERT ... SELECT",
+        "new",
+        needs=("hive",),
+    ),
+    lake(
+        "delta_merge_window",
+        "Delta MERGE from the latest row per key of JSON (row_number window, to_date)",
+        ("delta",),
+    ),
 )
 
 
