@@ -146,8 +146,8 @@ def add_plan(
     wanted = _merge_attributes(run) if run is not None else set()
     if wanted:
         text = event.get("physicalPlanDescription")
-        told = event.get("description")
-        if isinstance(told, str) and _MATERIALIZE in told:
+        label = event.get("description")
+        if isinstance(label, str) and _MATERIALIZE in label:
             # the optimizer may drop the aliases that gave the source's columns the ids the
             # MERGE names; its later scans of the materialized rows use those ids again
             execution.source_rows = merge_source_rows(text)
