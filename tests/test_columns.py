@@ -610,6 +610,47 @@ def test_hive_dynamic_partition_insert_reads_its_source() -> None:
     ]
 
 
+HIVE_PRUNED = """== Physical Plan ==
+Execute InsertIntoHadoopFsRelationCommand (3)
++- * Project (2)
+   +- Scan hive spark_catalog.default.trips (1)
+
+
+(1) Scan hive spark_catalog.default.trips
+Output [3]: [city#39, day#41, km#40]
+Arguments: [city#39, day#41, km#40], HiveTableRelation [`spark_catalog`.`default`.`trips`, \
+org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe, Data Cols: [city#39, km#40], \
+Partition Cols: [day#41], Pruned Partitions: [(day=2026-01-02)]], \
+[isnotnull(day#41), (day#41 >= 2026-01-02)]
+
+(2) Project [codegen id : 1]
+Output [3]: [city#39, (km#40 * 1000.0) AS km#48, empty2null(day#41) AS day#51]
+Input [3]: [city#39, day#41, km#40]
+
+(3) Execute InsertIntoHadoopFsRelationCommand
+Input: []
+Arguments: file:/data/trips_km, false, [day#51], Parquet, Append, [city, km, day]
+"""
+
+
+def test_hive_partition_pruning_filters_the_rows_read() -> None:
+    """A WHERE on a Hive table's partition column prunes partitions in the scan (no Filter
+    node is left): the column is an INDIRECT FILTER input of the dataset."""
+    graph = PlanGraph(parse_plan(HIVE_PRUNED))
+    lineage = graph.lineage([("city", 39), ("km", 48), ("day", 51)])
+    assert [
+        (c.name, [(i.field, *map(_how, i.transformations)) for i in c.inputs])
+        for c in lineage.columns
+    ] == [
+        ("city", [("city", "DIRECT/IDENTITY")]),
+        ("km", [("km", "DIRECT/TRANSFORMATION")]),
+        ("day", [("day", "DIRECT/IDENTITY")]),
+    ]
+    assert [(i.field, *map(_how, i.transformations)) for i in lineage.dataset] == [
+        ("day", "INDIRECT/FILTER")
+    ]
+
+
 def test_adaptive_plans_initial_and_final_agree() -> None:
     """The first (initial) and the last (final) adaptive plan of an execution give the same
     lineage, though their operators and ids differ."""
