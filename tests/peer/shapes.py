@@ -148,7 +148,7 @@ SHAPES: tuple[Shape, ...] = (
         "hive_dynamic_partition",
         "hive_dynamic_partition",
         "Hive CREATE TABLE, then a dynamic-partition INSERT ... SELECT",
-        "new",
+        "tests/golden/plans/hive_dynamic_partition.json",
         needs=("hive",),
     ),
     lake(
