@@ -31,6 +31,7 @@ from agent.spark.plan.expressions import (
     references,
 )
 from agent.spark.plan.schema import Field
+from agent.spark.plan.tables import TableIdent
 from agent.spark.plan.text import parse_plan
 from agent.spark.translate.columnfacet import column_lineage_facets
 from agent.spark.translate.datasets import collect
@@ -608,6 +609,26 @@ def test_hive_dynamic_partition_insert_reads_its_source() -> None:
     assert _fields(insert.columns, insert.columns.lineage.dataset) == [
         ("people", "age", "INDIRECT/FILTER")
     ]
+
+
+def test_catalog_table_scan_pruned_to_no_file_still_reads_the_table() -> None:
+    """A dynamic-partition INSERT whose filter prunes every partition of its source table:
+    the scan lists no file, yet it reads that table, and the lineage goes to it."""
+    summary = read("hive_pruned_to_no_file")
+    (source,) = [d for d in summary.datasets if d.role == "input"]
+    assert (source.location, source.table, source.format) == (
+        None,
+        TableIdent("visits", "default", "spark_catalog"),
+        "parquet",
+    )
+    by_column, dataset = columns_of("hive_pruned_to_no_file")
+    table = "Scan parquet spark_catalog.default.visits"
+    assert by_column == {
+        "name": [(table, "name", "DIRECT/IDENTITY")],
+        "age": [(table, "age", "DIRECT/IDENTITY")],
+        "city": [(table, "city", "DIRECT/IDENTITY")],
+    }
+    assert dataset == [(table, "city", "INDIRECT/FILTER")]
 
 
 HIVE_PRUNED = """== Physical Plan ==

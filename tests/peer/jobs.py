@@ -420,6 +420,12 @@ def hive_dynamic_partition(spark: SparkSession, ctx: Context) -> None:
         "INSERT INTO visits PARTITION (city) SELECT upper(name), age, city FROM people_src"
         " WHERE age > 18"
     )
+    spark.sql("CREATE TABLE visits_far (name STRING, age INT) PARTITIONED BY (city STRING)")
+    # no partition of visits matches: the scan lists no file, yet it reads visits
+    spark.sql(
+        "INSERT INTO visits_far PARTITION (city) SELECT name, age, city FROM visits"
+        " WHERE city = 'atlantis'"
+    )
 
 
 JOBS: dict[str, Callable[[SparkSession, Context], None]] = {

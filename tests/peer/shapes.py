@@ -147,7 +147,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "hive_dynamic_partition",
         "hive_dynamic_partition",
-        "Hive CREATE TABLE, then a dynamic-partition INSERT ... SELECT",
+        "Hive CREATE TABLE, dynamic-partition INSERT ... SELECT (one pruned to no file)",
         "tests/golden/plans/hive_dynamic_partition.json",
         needs=("hive",),
     ),
