@@ -877,6 +877,19 @@ CLASSES: tuple[Class, ...] = (
         "it; the agent reports it as INDIRECT CONDITIONAL (and GROUP_BY for the dataset).",
     ),
     Class(
+        "create_data_source_table_no_run",
+        ("run_only_listener",),
+        lambda d, _: (
+            isinstance(d.listener, dict)
+            and "execute_create_data_source_table_command" in str(d.listener.get("job", ""))
+        ),
+        "by_design",
+        "`CREATE TABLE t (...)` without `STORED AS` in the session catalog (a data source "
+        "table): Spark logs `CreateDataSourceTableCommand` with the table's name only, no "
+        "location and no columns, so the agent makes no run of it "
+        "(docs/how-it-works/facets.md); the INSERT that follows names the table's place.",
+    ),
+    Class(
         "hive_create_schema_not_in_log",
         ("schema_fields",),
         lambda d, _: "create_table_command" in d.execution and d.role == "outputs" and not d.agent,
