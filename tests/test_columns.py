@@ -31,6 +31,7 @@ from agent.spark.plan.expressions import (
     references,
 )
 from agent.spark.plan.schema import Field
+from agent.spark.plan.tables import TableIdent
 from agent.spark.plan.text import parse_plan
 from agent.spark.translate.columnfacet import column_lineage_facets
 from agent.spark.translate.datasets import collect
@@ -591,6 +592,86 @@ def test_hive_table_insert_and_scan() -> None:
     }
 
 
+def test_hive_dynamic_partition_insert_reads_its_source() -> None:
+    """A dynamic-partition INSERT ... SELECT into a Hive-format table: the source is read,
+    and the partition column Spark's writer wraps in empty2null is still a copy."""
+    summary = read("hive_dynamic_partition")
+    (source,) = [d for d in summary.datasets if d.role == "input"]
+    assert source.location == "file:/data/peer/data/inputs/people"
+    insert = written(summary)
+    assert insert.columns is not None
+    by_column = {c.name: _fields(insert.columns, c.inputs) for c in insert.columns.lineage.columns}
+    assert by_column == {
+        "name": [("people", "name", "DIRECT/TRANSFORMATION")],
+        "age": [("people", "age", "DIRECT/IDENTITY")],
+        "city": [("people", "city", "DIRECT/IDENTITY")],
+    }
+    assert _fields(insert.columns, insert.columns.lineage.dataset) == [
+        ("people", "age", "INDIRECT/FILTER")
+    ]
+
+
+def test_catalog_table_scan_pruned_to_no_file_still_reads_the_table() -> None:
+    """A dynamic-partition INSERT whose filter prunes every partition of its source table:
+    the scan lists no file, yet it reads that table, and the lineage goes to it."""
+    summary = read("hive_pruned_to_no_file")
+    (source,) = [d for d in summary.datasets if d.role == "input"]
+    assert (source.location, source.table, source.format) == (
+        None,
+        TableIdent("visits", "default", "spark_catalog"),
+        "parquet",
+    )
+    by_column, dataset = columns_of("hive_pruned_to_no_file")
+    table = "Scan parquet spark_catalog.default.visits"
+    assert by_column == {
+        "name": [(table, "name", "DIRECT/IDENTITY")],
+        "age": [(table, "age", "DIRECT/IDENTITY")],
+        "city": [(table, "city", "DIRECT/IDENTITY")],
+    }
+    assert dataset == [(table, "city", "INDIRECT/FILTER")]
+
+
+HIVE_PRUNED = """== Physical Plan ==
+Execute InsertIntoHadoopFsRelationCommand (3)
++- * Project (2)
+   +- Scan hive spark_catalog.default.trips (1)
+
+
+(1) Scan hive spark_catalog.default.trips
+Output [3]: [city#39, day#41, km#40]
+Arguments: [city#39, day#41, km#40], HiveTableRelation [`spark_catalog`.`default`.`trips`, \
+org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe, Data Cols: [city#39, km#40], \
+Partition Cols: [day#41], Pruned Partitions: [(day=2026-01-02)]], \
+[isnotnull(day#41), (day#41 >= 2026-01-02)]
+
+(2) Project [codegen id : 1]
+Output [3]: [city#39, (km#40 * 1000.0) AS km#48, empty2null(day#41) AS day#51]
+Input [3]: [city#39, day#41, km#40]
+
+(3) Execute InsertIntoHadoopFsRelationCommand
+Input: []
+Arguments: file:/data/trips_km, false, [day#51], Parquet, Append, [city, km, day]
+"""
+
+
+def test_hive_partition_pruning_filters_the_rows_read() -> None:
+    """A WHERE on a Hive table's partition column prunes partitions in the scan (no Filter
+    node is left): the column is an INDIRECT FILTER input of the dataset."""
+    graph = PlanGraph(parse_plan(HIVE_PRUNED))
+    lineage = graph.lineage([("city", 39), ("km", 48), ("day", 51)])
+    assert [
+        (c.name, [(i.field, *map(_how, i.transformations)) for i in c.inputs])
+        for c in lineage.columns
+    ] == [
+        ("city", [("city", "DIRECT/IDENTITY")]),
+        ("km", [("km", "DIRECT/TRANSFORMATION")]),
+        ("day", [("day", "DIRECT/IDENTITY")]),
+    ]
+    assert [(i.field, *map(_how, i.transformations)) for i in lineage.dataset] == [
+        ("day", "INDIRECT/FILTER")
+    ]
+
+
 def test_adaptive_plans_initial_and_final_agree() -> None:
     """The first (initial) and the last (final) adaptive plan of an execution give the same
     lineage, though their operators and ids differ."""
@@ -805,6 +886,16 @@ def test_cyclic_definitions_terminate() -> None:
         ),
         ("dynamicpruningexpression(k#1 IN dynamicpruning#50)", []),
         ("concat_ws(,, a#1, b#2)", [(1, TRANSFORMATION), (2, TRANSFORMATION)]),
+        ("empty2null(day#41)", [(41, IDENTITY)]),  # a partition column, as the writer sees it
+        ("empty2null(concat(a#1, b#2))", [(1, TRANSFORMATION), (2, TRANSFORMATION)]),
+        (  # the pivot column picks the output column a value lands in
+            "pivotfirst(metric#5, avg(reading)#13, temp, hum, 0, 0)",
+            [(5, indirect("CONDITIONAL")), (13, TRANSFORMATION)],
+        ),
+        (
+            "pivotfirst(lower(k#5), coalesce(v#6, w#7), x, 0, 0)",
+            [(5, indirect("CONDITIONAL")), (6, TRANSFORMATION), (7, TRANSFORMATION)],
+        ),
     ],
 )
 def test_references_and_their_roles(text: str, expected: list[tuple[int, Transformation]]) -> None:
@@ -1207,6 +1298,24 @@ def test_spark_union_window_explode(
     exploded, dataset = lineage_at(column_run, column_events, written_to["explode"])
     assert exploded["tag"] == [("data/people", "tags", "DIRECT/TRANSFORMATION")]
     assert dataset == [("data/people", "tags", "INDIRECT/FILTER")]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("query", "value"), [("pivot", "salary"), ("pivot_strings", "tags")])
+def test_spark_pivot_values_come_from_the_aggregated_column(
+    column_run: ColumnRun, column_events: list[dict[str, Any]], query: str, value: str
+) -> None:
+    """Each pivoted column is the aggregate of its value column; the pivot column only picks
+    where a value lands (CONDITIONAL), whether Spark plans pivotfirst or `if`s."""
+    by_column, dataset = lineage_at(column_run, column_events, column_run.written[query])
+    people = "data/people"
+    picked = [(people, "name", "INDIRECT/CONDITIONAL"), (people, value, "DIRECT/AGGREGATION")]
+    assert by_column == {
+        "city": [(people, "city", "DIRECT/IDENTITY")],
+        "ada": picked,
+        "alan": picked,
+    }
+    assert (people, "city", "INDIRECT/GROUP_BY") in dataset
 
 
 @pytest.mark.spark

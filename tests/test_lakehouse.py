@@ -140,7 +140,14 @@ def lineage(event: Event, output: int = 0) -> dict[str, set[tuple[str, str, str]
     return found
 
 
-SHAPES = ("delta_path", "delta_catalog", "iceberg_hadoop", "iceberg_jdbc", "kafka_batch")
+SHAPES = (
+    "delta_path",
+    "delta_catalog",
+    "iceberg_hadoop",
+    "iceberg_jdbc",
+    "kafka_batch",
+    "delta_merge_window",
+)
 DELTA = "/data/lakehouse/data/delta_events"
 SALES = "/data/lakehouse/warehouse/sales"
 ORDERS = "/data/lakehouse/iceberg_hadoop/db/orders"
@@ -229,6 +236,54 @@ def test_delta_merge_update_delete_column_lineage() -> None:
         "*": {(DELTA, "id", "CONDITIONAL")},
     }
     assert lineage(delete) == {**own, "*": {(DELTA, "id", "FILTER")}}
+
+
+STOCK = "/data/lakehouse/warehouse/stock"
+COUNTS = "/data/lakehouse/data/stock_counts"
+
+
+def test_delta_merge_from_a_window_deduplicated_view_reaches_the_source() -> None:
+    """A MERGE from the latest row per key of a JSON feed: the source's columns and the
+    date derived from its timestamp reach the target's columns, through a SQL view whose
+    aliases Spark optimized away (matched by the materialized source's scans) as through
+    the Python API; conditions read both sides, and the window picks the source's rows."""
+    by_view, by_api = completed("delta_merge_window")[2:4]
+    for merge in (by_view, by_api):
+        assert [(d["namespace"], d["name"]) for d in merge["inputs"]] == [
+            ("file", STOCK),
+            ("file", COUNTS),
+        ]
+    own = {c: {(STOCK, c, "IDENTITY")} for c in ("item", "qty", "depot", "count_day")}
+    # the latest row per item: the window's partition and order decide which rows exist
+    latest = {(COUNTS, "counted_at", "FILTER")}  # and item (below)
+    assert lineage(by_view) == {
+        "item": own["item"] | {(COUNTS, "item", "IDENTITY")},
+        "qty": own["qty"] | {(COUNTS, "qty", "IDENTITY")},
+        "depot": own["depot"] | {(COUNTS, "depot", "IDENTITY")},
+        "count_day": own["count_day"] | {(COUNTS, "counted_at", "TRANSFORMATION")},
+        "*": {
+            (STOCK, "item", "CONDITIONAL"),
+            (COUNTS, "item", "CONDITIONAL"),
+            (STOCK, "qty", "CONDITIONAL"),
+            (COUNTS, "qty", "CONDITIONAL"),
+            *latest,
+        },
+    }
+    assert lineage(by_api) == {
+        "item": own["item"] | {(COUNTS, "item", "IDENTITY")},
+        "qty": own["qty"] | {(COUNTS, "qty", "TRANSFORMATION")},
+        "depot": own["depot"] | {(COUNTS, "depot", "IDENTITY")},
+        "count_day": own["count_day"] | {(COUNTS, "counted_at", "TRANSFORMATION")},
+        "*": {(STOCK, "item", "CONDITIONAL"), (COUNTS, "item", "CONDITIONAL"), *latest},
+    }
+    assert "lineageAgent_truncation" not in by_view["outputs"][0]["facets"]
+    for merge in (by_view, by_api):
+        (item,) = [
+            [t["subtype"] for t in f["transformations"]]
+            for f in merge["outputs"][0]["facets"]["columnLineage"]["dataset"]
+            if (f["name"], f["field"]) == (COUNTS, "item")
+        ]
+        assert item == ["CONDITIONAL", "FILTER"]
 
 
 def test_delta_catalog_tables() -> None:

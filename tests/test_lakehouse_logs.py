@@ -28,6 +28,7 @@ SHAPES = (
     "stream_sigterm",
     "stream_failure",
     "stream_iceberg",
+    "delta_merge_window",
 )
 START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
 END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
@@ -170,6 +171,31 @@ def test_delta_merge_plan_shows_clauses_and_read_version() -> None:
     assert "`name` = orphan" in sql  # WHEN NOT MATCHED BY SOURCE: a fourth list
     update = root(shape, "delta path: update")["physicalPlanDescription"]
     assert f"UpdateCommand\nArguments: Delta[version=4, {table}], " in update
+
+
+def test_delta_merge_source_ids_return_in_the_materialized_scans() -> None:
+    """Through a SQL view, the ids the MERGE assigns from are not in the materialize-source
+    plan; the scans of the materialized rows output them, in that plan's column order."""
+    shape = "delta_merge_window"
+    merge = root(shape, "delta merge window: sql view")
+    assigned = re.findall(r"`(\w+)` = (\w+#\d+L?)", merge["physicalPlanDescription"])
+    ids = list(dict.fromkeys(attr for _, attr in assigned))
+    assert [a.split("#")[0] for a in ids] == ["item", "qty", "depot", "count_day"]
+    nested = [e for e in starts(shape) if e.get("rootExecutionId") == merge["executionId"]]
+    (materialize,) = [e for e in nested if e["description"].endswith("materialize source")]
+    plan = materialize["physicalPlanDescription"]
+    returned = re.search(r"\(\d+\) Project\n.*?Output \[4\]: \[(.*?)\]", plan, re.S)
+    assert returned is not None
+    assert not set(ids[:3]) & set(returned[1].split(", "))  # the aliases were dropped
+    scans = {
+        m
+        for e in nested
+        for m in re.findall(
+            r"Scan ExistingRDD mergeMaterializedSource.*?\nOutput \[4\]: \[(.*?)\]",
+            e["physicalPlanDescription"],
+        )
+    }
+    assert scans == {", ".join(ids)}
 
 
 def test_delta_committed_version_is_on_disk_only() -> None:

@@ -610,6 +610,68 @@ def stream_fail_caught(spark: SparkSession, root: Path) -> None:
         print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
 
 
+def delta_merge_window(spark: SparkSession, root: Path) -> None:
+    """Delta MERGE from the latest row per key of a JSON feed (row_number over a window),
+    with a date derived from a timestamp string: through a SQL view (whose aliases the
+    optimizer drops) and through the Python API."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    feed = root / "data" / "stock_counts"
+    feed.mkdir(parents=True, exist_ok=True)
+    counts = [
+        ("bolt-m4", 120, "2026-03-02 07:15:00", "leeds", "kim"),
+        ("bolt-m4", 95, "2026-03-04 18:40:00", "leeds", "ola"),
+        ("nut-m4", 300, "2026-03-03 09:05:00", "york", "kim"),
+        ("washer-8", 40, "2026-03-01 12:00:00", "hull", "raj"),
+    ]
+    keys = ("item", "qty", "counted_at", "depot", "clerk")
+    (feed / "counts-1.json").write_text(
+        "".join(json.dumps(dict(zip(keys, row, strict=True))) + "\n" for row in counts)
+    )
+    describe(spark, "delta merge window: create")
+    spark.sql(
+        "CREATE TABLE stock (item STRING, qty BIGINT, depot STRING, count_day DATE)"
+        " USING delta PARTITIONED BY (count_day)"
+    )
+    spark.sql("INSERT INTO stock VALUES ('bolt-m4', 100, 'leeds', DATE'2026-02-27')")
+    spark.read.json(str(feed)).createOrReplaceTempView("stock_counts_raw")
+    spark.sql(
+        """CREATE OR REPLACE TEMP VIEW stock_counts_latest AS
+        SELECT item, qty, depot, to_date(counted_at) AS count_day FROM (
+          SELECT *, row_number() OVER (PARTITION BY item ORDER BY counted_at DESC) AS pick
+          FROM stock_counts_raw) WHERE pick = 1"""
+    )
+    describe(spark, "delta merge window: sql view")
+    spark.sql(
+        """MERGE INTO stock AS t USING stock_counts_latest AS s ON t.item = s.item
+        WHEN MATCHED AND s.qty <> t.qty THEN UPDATE SET *
+        WHEN NOT MATCHED THEN INSERT *"""
+    )
+    describe(spark, "delta merge window: python api")
+    newest = Window.partitionBy("item").orderBy(F.col("counted_at").desc())
+    latest = (
+        spark.read.json(str(feed))
+        .withColumn("pick", F.row_number().over(newest))
+        .where(F.col("pick") == 1)
+        .select(
+            "item",
+            (F.col("qty") * 2).alias("qty"),
+            "depot",
+            F.to_date("counted_at", "yyyy-MM-dd HH:mm:ss").alias("count_day"),
+        )
+    )
+    delta_table: Any = importlib.import_module("delta.tables").DeltaTable
+    (
+        delta_table.forName(spark, "stock")
+        .alias("t")
+        .merge(latest.alias("s"), "t.item = s.item")
+        .whenMatchedUpdate(set={"qty": "s.qty", "count_day": "s.count_day"})
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
 Job = Callable[["SparkSession", Path], None]
 SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "delta_path": (delta_path, False),
@@ -626,6 +688,7 @@ SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "stream_kafka_window": (stream_kafka_window, True),
     "stream_join_delta": (stream_join_delta, False),
     "stream_fail_caught": (stream_fail_caught, False),
+    "delta_merge_window": (delta_merge_window, False),
 }
 
 

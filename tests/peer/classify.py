@@ -929,6 +929,105 @@ CLASSES: tuple[Class, ...] = (
         "(1,000) and records the cut in `lineageAgent_truncation`; the listener carries all "
         "(its events for this shape are 4 times larger).",
     ),
+    Class(
+        "pivot_column_direct",
+        ("columns_direct", "columns_indirect"),
+        lambda d, _: (
+            d.shape == "pivot"
+            and {(e[0], e[3]) for e in _edges(d.listener)} | {(e[0], e[3]) for e in _edges(d.agent)}
+            <= {(e[0], "name") for e in _edges(d.listener) + _edges(d.agent)}
+            and all(tuple(e[4:]) == ("DIRECT", "AGGREGATION") for e in _edges(d.listener))
+            and all(tuple(e[4:]) == ("INDIRECT", "CONDITIONAL") for e in _edges(d.agent))
+        ),
+        "agent_right",
+        "pivot(`name`, [ada, alan, grace]) then sum(salary), max(age): each pivoted column "
+        "(`ada_pay`) holds an aggregate of salary or age; `name`'s values only name the "
+        "columns and pick where a row's value lands. The listener reports `name` as a DIRECT "
+        "AGGREGATION input of every pivoted column, as if its values were aggregated into "
+        "it; the agent reports it as INDIRECT CONDITIONAL (and GROUP_BY for the dataset).",
+    ),
+    Class(
+        "create_data_source_table_no_run",
+        ("run_only_listener",),
+        lambda d, _: (
+            isinstance(d.listener, dict)
+            and "execute_create_data_source_table_command" in str(d.listener.get("job", ""))
+        ),
+        "by_design",
+        "`CREATE TABLE t (...)` without `STORED AS` in the session catalog (a data source "
+        "table): Spark logs `CreateDataSourceTableCommand` with the table's name only, no "
+        "location and no columns, so the agent makes no run of it "
+        "(docs/how-it-works/facets.md); the INSERT that follows names the table's place.",
+    ),
+    Class(
+        "hive_create_schema_not_in_log",
+        ("schema_fields",),
+        lambda d, _: "create_table_command" in d.execution and d.role == "outputs" and not d.agent,
+        "by_design",
+        "A Hive-format `CREATE TABLE` logs `CreateTableCommand` with the table's name and "
+        "serde only, no columns: the listener asks the catalog in the JVM; the agent gives "
+        "no schema facet rather than one it cannot read (docs/how-it-works/facets.md), and "
+        "the INSERT that follows carries the table's typed columns.",
+    ),
+    Class(
+        "partition_column_empty2null",
+        ("columns_direct",),
+        lambda d, _: (
+            bool(_edges(d.listener))
+            and all(tuple(e[4:]) == ("DIRECT", "TRANSFORMATION") for e in _edges(d.listener))
+            and all(tuple(e[4:]) == ("DIRECT", "IDENTITY") for e in _edges(d.agent))
+            and {tuple(e[1:4]) for e in _edges(d.listener)}
+            <= {tuple(e[1:4]) for e in _edges(d.agent)}
+            and "insert_into" in d.execution
+        ),
+        "agent_right",
+        "A dynamic-partition write: Spark's file writer wraps the string partition column in "
+        "`empty2null` (an empty string is stored as the default partition); the value is the "
+        "column's, so the agent reports city <- city IDENTITY. The listener calls it a "
+        "TRANSFORMATION and adds a dataset-level DIRECT edge for it, which would say every "
+        "row is a copy of city.",
+    ),
+    Class(
+        "listener_misses_merge_source",
+        ("inputs",),
+        lambda d, _: "merge_into_command" in d.listener_job and bool(d.agent) and not d.listener,
+        "agent_right",
+        "Delta MERGE from a DataFrame or view over JSON files deduplicated with a window: "
+        "the source rows Delta materializes come from the JSON directory, which the agent "
+        "reports as an input; the listener reports only the target table.",
+    ),
+    Class(
+        "merge_copy_is_identity",
+        ("columns_direct",),
+        lambda d, _: (
+            "merge_into_command" in d.listener_job
+            and all(tuple(e[4:]) == ("DIRECT", "TRANSFORMATION") for e in _edges(d.listener))
+            and {(*e[:4], "DIRECT", "IDENTITY") for e in map(tuple, _edges(d.listener))}
+            <= set(map(tuple, _edges(d.agent)))
+        ),
+        "agent_right",
+        "Delta MERGE `UPDATE SET *` / `INSERT *` from a source column of the same value: the "
+        "agent reports the copy as IDENTITY (and the target's own values, see "
+        "listener_misses_merge_target); the listener calls every assignment a "
+        "TRANSFORMATION.",
+    ),
+    Class(
+        "merge_source_window",
+        ("columns_indirect",),
+        lambda d, _: (
+            "merge_into_command" in d.listener_job
+            and bool(_edges(d.listener))
+            and all(tuple(e[4:]) == ("INDIRECT", "WINDOW") for e in _edges(d.listener))
+            and {(*e[:4], "INDIRECT", "FILTER") for e in map(tuple, _edges(d.listener))}
+            <= set(map(tuple, _edges(d.agent)))
+        ),
+        "both_valid",
+        "Delta MERGE from the latest row per key (`row_number() OVER (PARTITION BY item "
+        "ORDER BY counted_at DESC) = 1`): the window's keys decide which source rows exist; "
+        "the agent reports them as FILTER (as for any window that keeps the top rows, Spark's "
+        "WindowGroupLimit) with the MERGE's conditions as CONDITIONAL, the listener as WINDOW "
+        "without the conditions.",
+    ),
 )
 
 

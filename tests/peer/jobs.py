@@ -403,6 +403,31 @@ def wide(spark: SparkSession, ctx: Context) -> None:
     source.select(*mixed).write.parquet(ctx.path("wide_mix"))
 
 
+def pivot(spark: SparkSession, ctx: Context) -> None:
+    names = ["ada", "alan", "grace"]
+    people(spark, ctx).groupBy("city").pivot("name", names).agg(
+        F.sum("salary").alias("pay"), F.max("age").alias("oldest")
+    ).write.parquet(ctx.path("pivot"))
+
+
+def hive_dynamic_partition(spark: SparkSession, ctx: Context) -> None:
+    spark.sql("SET hive.exec.dynamic.partition.mode=nonstrict")
+    spark.sql(
+        "CREATE TABLE visits (name STRING, age INT) PARTITIONED BY (city STRING) STORED AS PARQUET"
+    )
+    people(spark, ctx).createOrReplaceTempView("people_src")
+    spark.sql(
+        "INSERT INTO visits PARTITION (city) SELECT upper(name), age, city FROM people_src"
+        " WHERE age > 18"
+    )
+    spark.sql("CREATE TABLE visits_far (name STRING, age INT) PARTITIONED BY (city STRING)")
+    # no partition of visits matches: the scan lists no file, yet it reads visits
+    spark.sql(
+        "INSERT INTO visits_far PARTITION (city) SELECT name, age, city FROM visits"
+        " WHERE city = 'atlantis'"
+    )
+
+
 JOBS: dict[str, Callable[[SparkSession, Context], None]] = {
     "parquet": parquet,
     "csv": csv,
@@ -434,6 +459,8 @@ JOBS: dict[str, Callable[[SparkSession, Context], None]] = {
     "cancelled": cancelled,
     "rdd": rdd,
     "wide": wide,
+    "pivot": pivot,
+    "hive_dynamic_partition": hive_dynamic_partition,
 }
 
 

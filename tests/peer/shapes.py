@@ -165,6 +165,19 @@ SHAPES: tuple[Shape, ...] = (
         "Structured Streaming: first micro-batch fails, the program catches it and exits 0",
         (),
     ),
+    Shape("pivot", "pivot", "pivot with two aggregates over listed values", COLUMNS),
+    Shape(
+        "hive_dynamic_partition",
+        "hive_dynamic_partition",
+        "Hive CREATE TABLE, dynamic-partition INSERT ... SELECT (one pruned to no file)",
+        "tests/golden/plans/hive_dynamic_partition.json",
+        needs=("hive",),
+    ),
+    lake(
+        "delta_merge_window",
+        "Delta MERGE from the latest row per key of JSON (row_number window, to_date)",
+        ("delta",),
+    ),
 )
 
 

@@ -249,6 +249,14 @@ def queries(jobs: Jobs) -> None:
         .select("city", (F.col("a.payroll") + F.col("b.payroll")).alias("twice")),
         **{"spark.sql.autoBroadcastJoinThreshold": "-1"},
     )
+    jobs.write(
+        "pivot",
+        people.groupBy("city").pivot("name", ["ada", "alan"]).agg(F.sum("salary").alias("pay")),
+    )
+    jobs.write(
+        "pivot_strings",  # values of a type PivotFirst does not take: Spark writes `if`s
+        people.groupBy("city").pivot("name", ["ada", "alan"]).agg(F.first("tags")),
+    )
     jobs.run(
         "noop_v2",
         lambda: (

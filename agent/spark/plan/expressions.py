@@ -8,10 +8,14 @@ stack of the open function calls, and classifies every reference by the innermos
 that decides it:
 
 * inside ``windowspecdefinition(...)`` or a ranking function's arguments: INDIRECT WINDOW;
-* in a condition (``CASE WHEN ... THEN``, ``if (...)``, ``FILTER (WHERE ...)``):
-  INDIRECT CONDITIONAL;
+* in a condition (``CASE WHEN ... THEN``, ``if (...)``, ``FILTER (WHERE ...)``), or the
+  pivot column of ``pivotfirst(pivot, value, ...)`` (it picks the output column a value
+  lands in, as the ``if (pivot <=> v)`` Spark writes for other pivots does): INDIRECT
+  CONDITIONAL;
 * inside an aggregate function: DIRECT AGGREGATION;
-* the whole expression is the attribute itself: DIRECT IDENTITY; else DIRECT TRANSFORMATION.
+* the whole expression is the attribute itself (or ``empty2null(attr)``, which Spark's file
+  writer puts around a string partition column: the value is the column's): DIRECT
+  IDENTITY; else DIRECT TRANSFORMATION.
 
 Masking (the value cannot be read back: hashes, `mask`, counts) is flagged on DIRECT ones.
 Attributes whose *name* is the text of another expression (``sum(salary#13)#38``) are one
@@ -70,6 +74,8 @@ _LAMBDA = linear.compile(rf"lambda [^{linear.SPACE},()]+#\d+L?")
 _TRUNCATED = linear.compile(r"\.\.\. \d+ more fields")
 _KEYWORDS: Final = ("CASE", "WHEN", "THEN", "ELSE", "END")
 _SKIPPED_CALLS: Final = ("dynamicpruningexpression",)
+#: What a dynamic-partition write does to a string partition column (empty string -> null).
+_WRITER_WRAPPER: Final = "empty2null("
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -131,6 +137,9 @@ def attribute_id(text: str) -> int | None:
 def references(text: str) -> References:
     """Every attribute `text` reads, with the transformation its role implies."""
     alone = attribute_id(text)
+    if alone is None and text.startswith(_WRITER_WRAPPER) and text.endswith(")"):
+        # Spark's file writer wraps a string partition column so: the value is unchanged
+        alone = attribute_id(text[len(_WRITER_WRAPPER) : -1])
     if alone is not None:
         return References(((alone, IDENTITY),))
     hidden = _hidden_spans(text)
@@ -155,6 +164,8 @@ def references(text: str) -> References:
             frames.append((i, _context(text, i)))
         elif ch == ")" and frames:
             frames.pop()
+        elif ch == "," and frames and frames[-1][1] == "pivot":
+            frames[-1] = (frames[-1][0], "")  # past the pivot column: the value and the rest
         elif i in keywords:
             _case_keyword(keywords[i], len(frames), cases)
         elif i in refs and _is_reference(text, i):
@@ -174,6 +185,8 @@ def _context(text: str, paren: int) -> str:
         return "condition"
     if name == "windowspecdefinition" or name in RANKING:
         return "window"
+    if name == "pivotfirst":
+        return "pivot"  # its first argument only, until the first comma at its depth
     for prefix in ("partial_", "merge_", "finalmerge_"):
         name = name.removeprefix(prefix)
     if name in AGGREGATES:
@@ -199,7 +212,7 @@ def _classify(frames: list[tuple[int, str]], cases: list[tuple[int, bool]]) -> T
     contexts = {context for _, context in frames}
     if "window" in contexts:
         return indirect("WINDOW")
-    if "condition" in contexts or any(in_when for _, in_when in cases):
+    if "condition" in contexts or "pivot" in contexts or any(in_when for _, in_when in cases):
         return indirect("CONDITIONAL")
     masking = "mask" in contexts or "mask-aggregate" in contexts
     if "aggregate" in contexts or "mask-aggregate" in contexts:

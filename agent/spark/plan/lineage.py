@@ -22,7 +22,7 @@ from agent.spark.plan.columns import PlanGraph, written_attributes
 from agent.spark.plan.datasets import DatasetRef, WrittenLineage
 from agent.spark.plan.expressions import Transformation
 from agent.spark.plan.schema import Field
-from agent.spark.plan.text import Attribute, PlanNode, PlanText, parse_plan
+from agent.spark.plan.text import Attribute, PlanNode, PlanText, parse_attribute, parse_plan
 from agent.spark.plan.typeinfer import TypeOracle
 
 ScanDatasets = Callable[[PlanNode, Mapping[int, Field]], list[DatasetRef]]
@@ -48,6 +48,9 @@ _KAFKA_RECORD: Final = {
     "partition": "integer",
     "headers": None,
 }
+#: Delta's scan of the MERGE source it materialized in an execution of its own.
+_MATERIALIZED: Final = "Scan ExistingRDD mergeMaterializedSource"
+_MAX_WALK: Final = 100_000
 #: Row-level writes (Iceberg MERGE / UPDATE / DELETE) and the metadata columns they carry.
 _ROW_LEVEL: Final = ("ReplaceData", "WriteDelta")
 _ROW_LEVEL_COLUMNS: Final = frozenset(
@@ -281,3 +284,37 @@ def resolve_attributes(
                 fields.append((ref, source.field, tuple(sorted(transformations))))
         found[attr] = tuple(fields)
     return found
+
+
+def returned_ids(description: str) -> tuple[int, ...]:
+    """The ids of the attributes a plan's root returns, in order; () when the plan does not
+    tell. Never raises."""
+    plan = parse_plan(description)
+    if plan.root is None:
+        return ()
+    try:
+        graph = PlanGraph(plan)
+        root = plan.root
+        while root.name.startswith(_WRAPPERS) and root.children:
+            root = root.children[0]
+        return tuple(a.expr_id for a in graph.output(root))
+    except Exception:  # a reader bug costs this lookup only
+        return ()
+
+
+def materialized_scans(description: str) -> tuple[tuple[int, ...], ...]:
+    """The attributes each scan of a Delta MERGE's materialized source outputs, in order
+    (`Scan ExistingRDD mergeMaterializedSource`, in the statement's later executions)."""
+    plan = parse_plan(description)
+    found: dict[tuple[int, ...], None] = {}
+    stack = [*([plan.root] if plan.root else []), *plan.initial]
+    seen = 0
+    while stack and seen < _MAX_WALK:
+        node = stack.pop()
+        seen += 1
+        stack.extend(node.children)
+        if node.name.startswith(_MATERIALIZED):
+            attrs = [parse_attribute(item) for item in node.detail_list("Output") or ()]
+            if attrs and all(a is not None for a in attrs):
+                found[tuple(a.expr_id for a in attrs if a is not None)] = None
+    return tuple(found)

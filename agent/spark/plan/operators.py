@@ -66,6 +66,7 @@ from agent.spark.plan.shaping import HANDLERS, attributes
 from agent.spark.plan.text import Attribute, PlanNode, PlanText, bracketed, parse_attribute
 
 _DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan", "MicroBatchScan")
+_HIVE_SCAN: Final = "Scan hive "
 #: The column a source filter tests: its first argument (`GreaterThan(amount,30)`,
 #: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
 _PUSHED_COLUMN = linear.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")
@@ -212,6 +213,13 @@ class AttributeGraph:
             self.leaves[attr.expr_id] = Source(node.op_id, attr.name)
         for condition in node.detail_list("PartitionFilters") or []:
             self.depends(condition, "FILTER", dataset)
+        if node.name.startswith(_HIVE_SCAN):
+            # `[attrs], HiveTableRelation [...], [partition pruning predicates]`: the
+            # partitions a predicate prunes are never read, and no Filter node is left
+            arguments = split_top(node.details.get("Arguments", ""))
+            pruning = bracketed(arguments[2].strip()) if len(arguments) > 2 else None
+            for condition in pruning or []:
+                self.depends(condition, "FILTER", dataset)
         self._pushed_filters(node, attrs, dataset)
         return attrs
 

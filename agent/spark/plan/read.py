@@ -113,6 +113,33 @@ def returned_rows(description: object, query: Collection[int] = ()) -> DatasetRe
     return lineage.returned(text, types, scan_datasets, query)
 
 
+def merge_source_rows(description: object) -> tuple[int, ...]:
+    """The attributes the root of a Delta MERGE's "materialize source" execution returns,
+    in order: the source's columns, whatever ids the statement gave them."""
+    text = description if isinstance(description, str) else ""
+    return lineage.returned_ids(text) if text else ()
+
+
+def merge_source_filters(description: object) -> lineage.Resolved:
+    """The dataset fields that decide which rows the root of a Delta MERGE's "materialize
+    source" execution returns (its filters, joins, groupings: INDIRECT)."""
+    rows = returned_rows(description)
+    written = rows.columns if rows is not None else None
+    if written is None:
+        return ()
+    return tuple(
+        (ref, f.field, f.transformations)
+        for f in written.lineage.dataset
+        for ref in written.inputs.get(f.scan, ())
+    )
+
+
+def merge_source_scans(description: object) -> tuple[tuple[int, ...], ...]:
+    """The attributes of each scan of a Delta MERGE's materialized source in this plan."""
+    text = description if isinstance(description, str) else ""
+    return lineage.materialized_scans(text) if "mergeMaterializedSource" in text else ()
+
+
 def micro_batch_tables(description: object) -> tuple[str, ...]:
     """The catalog tables a streaming micro-batch scans through a V2 source that its plan
     node does not name (`MicroBatchScan` with `IcebergScan(table=lake.db.t, …)`), as printed."""

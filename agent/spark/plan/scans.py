@@ -208,6 +208,12 @@ def _scan(
         paths = [p for p in paths if "/_delta_log/" not in p and not p.endswith("/_delta_log")]
         if len(paths) > 1 or declared > len(paths):
             metrics = {}  # the node's totals cannot be split between its paths
+        if not listed and declared == 0 and table is not None:
+            # a catalog table whose partitions the query's filter all pruned: no file is
+            # listed, but the statement reads the table (named from the catalog's place)
+            return [
+                DatasetRef("input", name, table=table, format=fmt, fields=fields, metrics=metrics)
+            ]
         return [
             DatasetRef(
                 "input", name, location=p, table=table, format=fmt, fields=fields, metrics=metrics

@@ -142,6 +142,7 @@ def collect(
     column_lineage_max_fields: int = DEFAULT_MAX_FIELDS,
     attributes: Mapping[int, Resolved] | None = None,
     snapshots: Mapping[str, str] | None = None,
+    merge_rows: Resolved = (),
 ) -> RunDatasets:
     """Merge plan references (with their execution's accumulator values) into a run's datasets.
 
@@ -155,6 +156,7 @@ def collect(
     output has none, to the run's only output that writes through such a query. The query
     of a Delta write, recognized by the attributes it returns (`DatasetRef.query`), lends
     its lineage to that write's output, in place of what the write's arguments tell.
+    `merge_rows`: what decides which rows of a Delta MERGE's materialized source exist.
     """
     run = RunDatasets()
     created: list[DatasetRef] = []
@@ -232,7 +234,7 @@ def collect(
         if read is not None and "version" not in read.get("facets", {}):
             read.setdefault("facets", {})["version"] = facet("version", datasetVersion=version)
     if attributes is not None:  # a Delta MERGE's clauses, resolved in other executions
-        lineages = {n: merged(ref, attributes) for n, ref in lineages.items()}
+        lineages = {n: merged(ref, attributes, merge_rows) for n, ref in lineages.items()}
     _column_lineage(run, lineages, catalog, column_lineage_max_fields)
     return run
 

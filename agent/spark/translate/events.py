@@ -22,6 +22,7 @@ from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.lineage import Resolved
 from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets import RunDatasets, collect
+from agent.spark.translate.merges import materialized
 from agent.spark.translate.naming import Catalog
 from agent.spark.translate.runs import Failure, Run
 from agent.spark.translate.streaming import stream_datasets, stream_facet
@@ -122,6 +123,8 @@ def run_datasets(
             for attr, found in execution.attributes.items():  # (Delta's materialized source)
                 if found or attr not in attributes:
                     attributes[attr] = found
+        materialized(run.executions, attributes)
+        rows = tuple(f for e in run.executions for f in e.source_filters)
         snapshots: dict[str, set[str]] = {}
         for execution in run.executions:
             for table, version in execution.snapshots.items():
@@ -132,6 +135,7 @@ def run_datasets(
             column_lineage_max_fields=column_lineage_max_fields,
             attributes=attributes,
             snapshots={t: v.pop() for t, v in snapshots.items() if len(v) == 1},
+            merge_rows=rows,
         )
     datasets = collect(
         [(DatasetRef("input", "RDD", location=path), {}) for path in run.paths]

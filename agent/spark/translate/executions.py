@@ -14,7 +14,14 @@ from collections.abc import Callable, Mapping, Sequence, ValuesView
 from typing import Any
 
 from agent import linear
-from agent.spark.plan.read import attribute_sources, read_plan, returned_rows
+from agent.spark.plan.read import (
+    attribute_sources,
+    merge_source_filters,
+    merge_source_rows,
+    merge_source_scans,
+    read_plan,
+    returned_rows,
+)
 from agent.spark.translate.brokers import KafkaServers
 from agent.spark.translate.datasets import names_dataset
 from agent.spark.translate.jdbc import JdbcUrls
@@ -24,6 +31,8 @@ from agent.spark.translate.values import as_int, as_number
 
 #: Delta's description of a nested execution that replays a table's log up to a version.
 _SNAPSHOT = linear.compile(r"Compute snapshot for version: (\d+)")
+#: Delta's description of the nested execution that materializes a MERGE's source.
+_MATERIALIZE = "MERGE operation - materialize source"
 
 
 class SqlRuns:
@@ -136,7 +145,16 @@ def add_plan(
                 break
     wanted = _merge_attributes(run) if run is not None else set()
     if wanted:
-        found = attribute_sources(event.get("physicalPlanDescription"), wanted)
+        text = event.get("physicalPlanDescription")
+        label = event.get("description")
+        if isinstance(label, str) and _MATERIALIZE in label:
+            # the optimizer may drop the aliases that gave the source's columns the ids the
+            # MERGE names; its later scans of the materialized rows use those ids again
+            execution.source_rows = merge_source_rows(text)
+            execution.source_filters = merge_source_filters(text)
+            wanted = wanted | set(execution.source_rows)
+        execution.source_scans.update(merge_source_scans(text))
+        found = attribute_sources(text, wanted)
         execution.attributes.update(found)
     return notes, any(map(names_dataset, execution.refs.values()))
 

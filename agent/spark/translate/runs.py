@@ -118,6 +118,12 @@ class Execution:
     notes: set[str] = field(default_factory=set)
     #: attributes a Delta MERGE of its run assigns from, resolved in this execution's plan
     attributes: dict[int, Resolved] = field(default_factory=dict)
+    #: a Delta MERGE's "materialize source" execution: the source rows its root returns
+    source_rows: tuple[int, ...] = ()
+    #: and the dataset fields that decide which of those rows exist (filters, joins, windows)
+    source_filters: Resolved = ()
+    #: the attributes of the scans of that materialized source in this execution's plans
+    source_scans: set[tuple[int, ...]] = field(default_factory=set)
     #: Delta table location -> the snapshot version this (nested) execution computed
     snapshots: dict[str, str] = field(default_factory=dict)
 

@@ -12,7 +12,8 @@ wide-table plans only `wide_hash` is kept (the Spark tests cover the others).
 
 `jdbc_pushed_filter.json` is not made here: it is the filtered PostgreSQL read of the side by
 side harness's `jdbc_postgres` shape (`./run peer`, tests/peer/jobs.py), in the same record
-format, with the run's directory as `/data/peer`.
+format, with the run's directory as `/data/peer`; so are `hive_dynamic_partition.json` and
+`hive_pruned_to_no_file.json`, the two INSERTs of its `hive_dynamic_partition` shape.
 """
 
 from __future__ import annotations
