@@ -9,13 +9,12 @@ outage is logged once, at its start, and once at its end.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
 
-from agent.state.db import StateDB
+from agent.state.store import StateStore
 
 log = structlog.get_logger("agent.spark")
 
@@ -25,7 +24,7 @@ Event = dict[str, Any]
 class Claims:
     """The state database's claims and position writes, with the outage policy above."""
 
-    def __init__(self, state: StateDB) -> None:
+    def __init__(self, state: StateStore) -> None:
         self.state = state
         self.refused = False  # a write was refused in this pass: try no more this pass
         self._error: str | None = None  # the outage in progress, if any
@@ -41,7 +40,7 @@ class Claims:
             return None
         try:
             fresh = self.state.claim(key, events)
-        except sqlite3.Error as error:
+        except self.state.write_errors as error:
             self._failed(error, len(events))
             return None
         self._recovered()
@@ -53,12 +52,12 @@ class Claims:
             return False
         try:
             write(*args)
-        except sqlite3.Error as error:
+        except self.state.write_errors as error:
             self._failed(error, 0)
             return False
         return True
 
-    def _failed(self, error: sqlite3.Error, held: int) -> None:
+    def _failed(self, error: Exception, held: int) -> None:
         self.refused = True
         if self._error is None:  # logged once per outage
             log.error(

@@ -40,7 +40,8 @@ from agent.spark.eventlog.records import RecordBatch
 from agent.spark.followed import Followed
 from agent.spark.problems import LogProblems
 from agent.spark.tablemeta import DiskTableMetadata
-from agent.state.db import LogPosition, StateDB
+from agent.state.db import LogPosition
+from agent.state.store import StateStore
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -58,7 +59,7 @@ class SparkSource:
         self,
         spark: SparkConfig,
         namespace: str,
-        state: StateDB,
+        state: StateStore,
         metrics: Metrics,
         health: HealthTracker | None = None,
         *,

@@ -25,7 +25,6 @@ import os
 import pwd
 import re
 import socket
-import sqlite3
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -41,7 +40,7 @@ from agent.service.control.bind import bind, identity
 from agent.service.control.client import MAX_REQUEST
 from agent.service.control.connections import Connections, ControlLimits
 from agent.source import ApplicationControl
-from agent.state.db import StateDB
+from agent.state.store import StateStore
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -82,7 +81,7 @@ class AgentView(Protocol):
     def pipeline(self) -> Pipeline | None: ...
 
     @property
-    def state_db(self) -> StateDB | None: ...
+    def state_db(self) -> StateStore | None: ...
 
     @property
     def applications(self) -> ApplicationControl | None:
@@ -307,7 +306,7 @@ class ControlServer:
         who = user_name(uid)
         try:
             recorded = state.record_verdict(exec_id, status, signame, tail, who)
-        except sqlite3.Error as error:
+        except state.write_errors as error:
             raise ControlError(f"the state database refused the verdict: {error}") from None
         apps = self.agent.applications
         app_ids = apps.verdict_arrived(exec_id) if apps else []
