@@ -14,7 +14,8 @@ from typing import Any
 
 import structlog
 
-from agent.state.store import StateStore
+from agent.state.postgres import LeaseLost
+from agent.state.store import Leases, StateStore
 
 log = structlog.get_logger("agent.spark")
 
@@ -26,20 +27,29 @@ class Claims:
 
     def __init__(self, state: StateStore) -> None:
         self.state = state
+        self._leases = state if isinstance(state, Leases) else None
         self.refused = False  # a write was refused in this pass: try no more this pass
         self._error: str | None = None  # the outage in progress, if any
 
     def new_pass(self) -> None:
         self.refused = False
 
-    def claim(self, key: str, events: Sequence[Event]) -> list[Event] | None:
-        """The events of `events` not emitted before (claimed now); None while refused."""
+    def claim(
+        self, key: str, events: Sequence[Event], token: int | None = None
+    ) -> list[Event] | None:
+        """The events of `events` not emitted before (claimed now); None while refused.
+        With the `token` of a lease, LeaseLost when this agent no longer holds it."""
         if not events:
             return []
         if self.refused:
             return None
         try:
-            fresh = self.state.claim(key, events)
+            if token is not None and self._leases is not None:
+                fresh = self._leases.claim(key, events, token=token)
+            else:
+                fresh = self.state.claim(key, events)
+        except LeaseLost:
+            raise
         except self.state.write_errors as error:
             self._failed(error, len(events))
             return None

@@ -32,6 +32,10 @@ class Followed:
     busy: bool = False
     summary: Any = None
     alive_signal: str | None = None  # what `driver_idle_alive` last said proved life
+    # With a shared state database: the fencing token of this agent's lease on it, and the
+    # monotonic time the lease was last renewed.
+    token: int | None = None
+    renewed: float = 0.0
 
     @property
     def app_id(self) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agent.delivery.envelope import Envelope
 
@@ -102,3 +102,30 @@ class StateStore(Protocol):
 
     def ledger_for(self, app_id: str) -> list[dict[str, Any]]:
         """The ledger rows of an application, oldest first."""
+
+
+@runtime_checkable
+class Leases(Protocol):
+    """A state several agents share: each application owned by one agent at a time.
+
+    `acquire` gives this agent an application (or renews its lease) and returns the lease's
+    fencing token, None while another agent holds it. A claim or position write given that
+    token raises one of `write_errors` unless the lease is still this agent's and unexpired,
+    checked by the database in the same transaction as the write.
+    """
+
+    owner: str
+    lease_seconds: float
+
+    def acquire(self, app_key: str) -> int | None: ...
+
+    def release(self, app_key: str, token: int) -> None: ...
+
+    def leases(self) -> dict[str, tuple[str, int, float]]:
+        """Every unexpired lease: application key -> (owner, token, seconds left)."""
+
+    def claim(
+        self, app_key: str, events: Sequence[dict[str, Any]], *, token: int | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    def save_position(self, position: LogPosition, *, token: int | None = None) -> None: ...

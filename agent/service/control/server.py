@@ -40,7 +40,7 @@ from agent.service.control.bind import bind, identity
 from agent.service.control.client import MAX_REQUEST
 from agent.service.control.connections import Connections, ControlLimits
 from agent.source import ApplicationControl
-from agent.state.store import StateStore
+from agent.state.store import Leases, StateStore
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -263,6 +263,25 @@ class ControlServer:
                     "summary": app.summary,
                 }
                 for app in (apps.applications() if apps else ())
+            ],
+            **self._leases(),
+        }
+
+    def _leases(self) -> dict[str, Any]:
+        """With a state several agents share: this agent's id and who owns what, from the
+        database (so any agent tells the same)."""
+        state = self.agent.state_db
+        if not isinstance(state, Leases):
+            return {}
+        try:
+            held = state.leases()
+        except state.write_errors as error:
+            return {"agent_id": state.owner, "leases_error": str(error)}
+        return {
+            "agent_id": state.owner,
+            "leases": [
+                {"key": key, "owner": owner, "token": token, "seconds_left": round(left, 1)}
+                for key, (owner, token, left) in sorted(held.items())
             ],
         }
 
