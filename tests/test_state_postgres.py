@@ -127,6 +127,9 @@ def test_a_fenced_write_after_the_lease_was_lost_is_refused(state_url: str) -> N
         a.save_position(LogPosition("d/app-1", "/l", None, None, 10, False), token=token)
     assert isinstance(LeaseLost("x"), a.write_errors)
     assert b.claim("d/app-1", events, token=taken) == events[1:]
+    assert b.claim("d/app-1", events, token=taken) == []  # all claimed, the lease still held
+    other = list(sample_run_events(2, app="other"))
+    assert b.claim("d/app-2", [*other, *other]) == other  # a repeat in a batch counts once
     a.close()
     b.close()
 

@@ -104,6 +104,24 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+_CLAIM = """
+WITH fence AS (
+    SELECT 1 FROM leases WHERE %(fenced)s AND app_key = %(app_key)s AND owner = %(owner)s
+    AND token = %(token)s AND expires > now() FOR UPDATE
+), inserted AS (
+    INSERT INTO emitted
+    SELECT run, key, %(app_key)s, job, type, time
+    FROM unnest(%(runs)s::text[], %(keys)s::text[], %(jobs)s::text[], %(types)s::text[],
+                %(times)s::text[]) WITH ORDINALITY AS e(run, key, job, type, time, n)
+    WHERE NOT %(fenced)s OR EXISTS (SELECT 1 FROM fence)
+    ORDER BY n
+    ON CONFLICT DO NOTHING
+    RETURNING run_id, event_key
+)
+SELECT 'fence', NULL FROM fence UNION ALL SELECT run_id, event_key FROM inserted
+"""
+
+
 class LeaseLost(psycopg.Error):
     """A fenced write for an application this agent no longer holds."""
 
@@ -290,24 +308,37 @@ class PostgresState:
     def claim(
         self, app_key: str, events: Sequence[dict[str, Any]], *, token: int | None = None
     ) -> list[dict[str, Any]]:
-        fresh: list[dict[str, Any]] = []
-        with self._transaction() as conn:
-            if token is not None:
-                self._fence(conn, app_key, token)
-            for event in events:
-                cursor = conn.execute(
-                    "INSERT INTO emitted VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (
-                        event["run"]["runId"],
-                        event_key(event),
-                        app_key,
-                        event["job"]["name"],
-                        event["eventType"],
-                        event["eventTime"],
-                    ),
-                )
-                if cursor.rowcount:
-                    fresh.append(event)
+        if not events:
+            return []
+        keys = [(event["run"]["runId"], event_key(event)) for event in events]
+        # One statement, one round trip, atomic on its own: the lease check (the row locked)
+        # and the inserts. The `fence` row in the answer says the lease was held.
+        rows = (
+            self._connection()
+            .execute(
+                _CLAIM,
+                {
+                    "app_key": app_key,
+                    "owner": self.owner,
+                    "token": token,
+                    "fenced": token is not None,
+                    "runs": [run for run, _ in keys],
+                    "keys": [key for _, key in keys],
+                    "jobs": [event["job"]["name"] for event in events],
+                    "types": [event["eventType"] for event in events],
+                    "times": [event["eventTime"] for event in events],
+                },
+            )
+            .fetchall()
+        )
+        if token is not None and ("fence", None) not in rows:
+            raise LeaseLost(f"lease on {app_key} lost (token {token})")
+        inserted = set(rows)
+        fresh = []
+        for event, key in zip(events, keys, strict=True):
+            if key in inserted:  # the first of two equal events in one batch is the one
+                inserted.discard(key)
+                fresh.append(event)
         return fresh
 
     def emitted_for(self, app_key: str) -> list[tuple[str, str, str, str]]:
