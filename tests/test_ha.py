@@ -206,12 +206,13 @@ def test_agents_wait_out_a_database_restart_and_resume(
     postgres_server: Postgres,
 ) -> None:
     """The database restarts while two agents follow applications: they hold their events,
-    reconnect and end every run once."""
+    reconnect and end every run once; a third agent started later follows none of them and
+    describes each from the shared state."""
     url, pending, collector = shared
     events_dir = pending[0][0].parent
-    configs = [agent_config(tmp_path / f"a{i}", events_dir, url, collector) for i in range(2)]
+    configs = [agent_config(tmp_path / f"a{i}", events_dir, url, collector) for i in range(3)]
     with ExitStack() as stack:
-        agents = [stack.enter_context(spark_daemon(c)) for c in configs]
+        agents = [stack.enter_context(spark_daemon(c)) for c in configs[:2]]
         wait_until(collector, started)
         postgres_server.restart()
         complete(pending)
@@ -221,6 +222,16 @@ def test_agents_wait_out_a_database_restart_and_resume(
         assert_once(events)
         status = status_of(agents[0])
         assert status["agent_id"] and status["leases"] == []  # all released when finished
+        late = stack.enter_context(spark_daemon(configs[2]))
+        time.sleep(2.0)  # its first scans
+        assert not [line for line in late.logs() if line["event"] == "eventlog_followed"]
+        described = [
+            control(late, {"command": "describe", "app_id": path.with_suffix("").name})
+            for path, _ in pending
+        ]
+        # Every event the collector got, told by an agent that followed none of them.
+        told = [(e["run_id"], e["event_type"]) for d in described for e in d["emitted"]]
+        assert sorted(told) == sorted((e["run"]["runId"], e["eventType"]) for e in events)
         for agent in agents:
             assert_identity(agent.scrape(), "http")
             # Logged connection failures and the URL never carry the password.
@@ -229,9 +240,15 @@ def test_agents_wait_out_a_database_restart_and_resume(
 
 def status_of(agent: AgentProcess) -> dict[str, Any]:
     """`lineage-agent status --json` of a running agent, through its control socket."""
+    return control(agent, {"command": "status"})
+
+
+def control(agent: AgentProcess, request: dict[str, Any]) -> dict[str, Any]:
+    """A control-socket command's JSON answer, through the agent's own command line."""
     config = yaml.safe_load(next(agent.log_path.parent.glob("config.yaml")).read_text())
+    args = [request["command"]] + ([request["app_id"]] if "app_id" in request else [])
     out = subprocess.run(
-        [sys.executable, "-m", "agent", "status", "--socket", config["control_socket"], "--json"],
+        [sys.executable, "-m", "agent", *args, "--socket", config["control_socket"], "--json"],
         capture_output=True,
         text=True,
         timeout=30,
