@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.commands import views
 from tests.agentproc import AgentProcess, assert_identity, keygen, metric
 from tests.collector import Collector
 from tests.pg import Postgres
@@ -150,6 +151,12 @@ def test_a_killed_agents_applications_are_finished_by_the_others(
         first = stack.enter_context(spark_daemon(configs[0]))
         wait_until(collector, started)
         assert metric(first.scrape(), "lineage_state_leases_held") == APPS
+        status = status_of(first)
+        owner = status["agent_id"]
+        assert [(lease["owner"], lease["token"]) for lease in status["leases"]] == [
+            (owner, 1)
+        ] * APPS
+        assert f"leases (this agent: {owner})" in views.status(status)
         first.signal(signal.SIGKILL)
         first.proc.wait(10)
         killed_at = time.monotonic()
