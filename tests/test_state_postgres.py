@@ -10,7 +10,8 @@ import pytest
 
 from agent.errors import StateError
 from agent.state.db import LogPosition
-from agent.state.postgres import SCHEMA_VERSION, LeaseLost, PostgresState, redact_url
+from agent.state.pgschema import SCHEMA_VERSION
+from agent.state.postgres import LeaseLost, PostgresState, redact_url
 from agent.testing import sample_run_events
 from tests.pg import Postgres
 from tests.pg_plugin import fresh_database, url_of

@@ -40,86 +40,12 @@ import psycopg
 from agent.delivery.envelope import Envelope
 from agent.errors import StateError
 from agent.state.db import MAX_PENDING_ROWS, VERDICTS_KEPT, LogPosition, LostAs, event_key
+from agent.state.pgschema import CLAIM, MIGRATIONS, SCHEMA_VERSION
 
 #: Connecting and each statement give up after this many seconds: calls run on the loop.
 TIMEOUT = 5
 #: Key of the advisory lock held while the schema is created or migrated.
 _MIGRATION_LOCK = 0x4C494E45  # "LINE"
-
-#: The schema, one entry per version: entry i migrates version i to version i + 1.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE logs (
-        key TEXT PRIMARY KEY,
-        path TEXT NOT NULL,
-        dev BIGINT, ino BIGINT,
-        bytes_read BIGINT NOT NULL DEFAULT 0,
-        finished BOOLEAN NOT NULL DEFAULT FALSE,
-        updated DOUBLE PRECISION NOT NULL
-    );
-    CREATE TABLE emitted (
-        run_id TEXT NOT NULL,
-        event_key TEXT NOT NULL,
-        app_key TEXT NOT NULL,
-        job_name TEXT NOT NULL,
-        event_type TEXT NOT NULL,
-        event_time TEXT NOT NULL,
-        PRIMARY KEY (run_id, event_key)
-    );
-    CREATE INDEX emitted_app ON emitted (app_key);
-    CREATE TABLE stops (
-        app_id TEXT PRIMARY KEY,
-        reason TEXT NOT NULL,
-        requested_by TEXT NOT NULL,
-        time DOUBLE PRECISION NOT NULL
-    );
-    CREATE TABLE verdicts (
-        exec_id TEXT PRIMARY KEY,
-        status INTEGER NOT NULL,
-        signal TEXT,
-        stderr_tail TEXT NOT NULL,
-        requested_by TEXT NOT NULL,
-        time DOUBLE PRECISION NOT NULL
-    );
-    CREATE TABLE ledger (
-        id BIGSERIAL PRIMARY KEY,
-        time DOUBLE PRECISION NOT NULL,
-        execution TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        event_type TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        transport TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        reason TEXT
-    );
-    CREATE INDEX ledger_execution ON ledger (execution);
-    CREATE TABLE leases (
-        app_key TEXT PRIMARY KEY,
-        owner TEXT NOT NULL,
-        token BIGINT NOT NULL,
-        expires TIMESTAMPTZ NOT NULL
-    );
-    """,
-)
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-_CLAIM = """
-WITH fence AS (
-    SELECT 1 FROM leases WHERE %(fenced)s AND app_key = %(app_key)s AND owner = %(owner)s
-    AND token = %(token)s AND expires > now() FOR UPDATE
-), inserted AS (
-    INSERT INTO emitted
-    SELECT run, key, %(app_key)s, job, type, time
-    FROM unnest(%(runs)s::text[], %(keys)s::text[], %(jobs)s::text[], %(types)s::text[],
-                %(times)s::text[]) WITH ORDINALITY AS e(run, key, job, type, time, n)
-    WHERE NOT %(fenced)s OR EXISTS (SELECT 1 FROM fence)
-    ORDER BY n
-    ON CONFLICT DO NOTHING
-    RETURNING run_id, event_key
-)
-SELECT 'fence', NULL FROM fence UNION ALL SELECT run_id, event_key FROM inserted
-"""
 
 
 class LeaseLost(psycopg.Error):
@@ -316,7 +242,7 @@ class PostgresState:
         rows = (
             self._connection()
             .execute(
-                _CLAIM,
+                CLAIM,
                 {
                     "app_key": app_key,
                     "owner": self.owner,
