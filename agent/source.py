@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from agent.state.db import StateDB
+from agent.state.store import StateStore
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -29,7 +29,7 @@ class Source(Protocol):
 class SourceContext:
     """What the daemon lends a source it builds: the state database, metrics and health."""
 
-    state_db: StateDB
+    state_db: StateStore
     metrics: Metrics
     health: HealthTracker
 

@@ -84,6 +84,23 @@ class Postgres:
             raise RuntimeError(f"psql exited {result.returncode}: {result.stderr.strip()}")
         return result.stdout.strip()
 
+    def restart(self) -> None:
+        """Stop the server (fast: connections are cut) and start it again, same port."""
+        _run(
+            self.root,
+            self.bindir / "pg_ctl",
+            "-D",
+            str(self.root / "data"),
+            "-l",
+            str(self.root / "server.log"),
+            "-m",
+            "fast",
+            "-t",
+            str(START_TIMEOUT),
+            "-w",
+            "restart",
+        )
+
     def stop(self) -> None:
         """Stop the server (fast shutdown) and delete its directory."""
         subprocess.run(

@@ -68,6 +68,7 @@ FIGURES = {
         "replay_horizon_including_s",
         "rss_horizon_including_peak_mib",
     ],
+    "state": ["claims_per_second", "failover_seconds"],
 }
 
 
@@ -108,7 +109,9 @@ def check(result: dict[str, Any]) -> None:
         assert (figure["met"] is None) == (figure["target"] is None)
 
 
-@pytest.mark.parametrize("name", ["shipping", "shipping_kafka", "canonical", "memory", "scale"])
+@pytest.mark.parametrize(
+    "name", ["shipping", "shipping_kafka", "canonical", "memory", "scale", "state"]
+)
 def test_benchmark_runs_in_tiny_configuration(name: str, tmp_path: Path) -> None:
     """A benchmark without Spark runs end to end and reports every figure it promises."""
     [result] = run_bench([name], tmp_path, timeout=300)
@@ -140,7 +143,7 @@ def test_benchmark_names_are_checked(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1] == (
         "python -m tests.bench: error: unknown benchmark 'speed'; choose from shipping, "
-        "canonical, ingest, latency, overhead, memory, scale"
+        "canonical, ingest, latency, overhead, memory, scale, state"
     )
 
 

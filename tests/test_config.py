@@ -271,7 +271,8 @@ BROKEN = [
         colour: blue
         """,
         "config.yaml:2: colour: unknown key (expected one of 'lineage', 'signing', 'spark',"
-        " 'metrics', 'state_dir', 'control_socket', 'logging')",
+        " 'metrics', 'state_dir', 'state_url', 'state_password_file', 'state_lease',"
+        " 'control_socket', 'logging')",
         id="unknown-key-no-match",
     ),
     pytest.param(
@@ -435,6 +436,11 @@ BROKEN = [
         id="http-section-without-endpoint",
     ),
     pytest.param(
+        "lineage: {transport: file}\nstate_url: 'mysql://u:s3cret@db/state'\n",
+        "config.yaml:2: state_url: expected a postgresql:// URL (libpq's URI form)",
+        id="state-url-not-postgresql-and-not-echoed",
+    ),
+    pytest.param(
         "lineage: {transport: http, http: {endpoint: 'localhost:5000/api/v1/lineage'}}\n",
         "config.yaml:1: lineage.http.endpoint: expected an absolute http:// or https:// URL,"
         " got 'localhost:5000/api/v1/lineage'",
@@ -556,7 +562,8 @@ BROKEN = [
           <<: *defaults
         """,
         "config.yaml:1: defaults: unknown key (expected one of 'lineage', 'signing', 'spark',"
-        " 'metrics', 'state_dir', 'control_socket', 'logging')\n"
+        " 'metrics', 'state_dir', 'state_url', 'state_password_file', 'state_lease',"
+        " 'control_socket', 'logging')\n"
         "config.yaml:3: lineage: YAML merge keys (<<) are not supported",
         id="anchor-holder-key",
     ),

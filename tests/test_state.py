@@ -1,10 +1,12 @@
-"""The SQLite state: emitted-event claims, positions, stop requests, the delivery ledger."""
+"""The state: emitted-event claims, positions, stop requests, the delivery ledger, in SQLite
+and (the tests taking `open_store`) in PostgreSQL too."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,16 +14,30 @@ import pytest
 from agent.delivery.envelope import Envelope
 from agent.errors import StateError
 from agent.state.db import LogPosition, StateDB
+from agent.state.postgres import PostgresState
+from agent.state.store import StateStore
 from agent.testing import sample_run_events
 
+Opener = Callable[..., StateStore]
 
-def test_claim_returns_each_event_once_across_reopen(tmp_path: Path) -> None:
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    """Opens the same state again and again: a SQLite state directory or a PostgreSQL
+    database (a fresh one per test, the session's server)."""
+    if request.param == "sqlite":
+        return lambda **options: StateDB(tmp_path, **options)
+    url = request.getfixturevalue("state_url")
+    return lambda **options: PostgresState(url, owner="agent-1", **options)
+
+
+def test_claim_returns_each_event_once_across_reopen(open_store: Opener) -> None:
     """An event claimed once is never claimed again, also after the database is reopened."""
     events = list(sample_run_events(4))
-    db = StateDB(tmp_path)
+    db = open_store()
     assert db.claim("app", events[:3]) == events[:3]
     db.close()
-    db = StateDB(tmp_path)
+    db = open_store()
     assert db.claim("app", events) == [events[3]]
     assert [row[2] for row in db.emitted_for("app")] == ["START", "COMPLETE", "START", "COMPLETE"]
     db.close()
@@ -110,13 +126,13 @@ def test_a_database_without_the_agents_tables_at_a_first_start_is_no_loss(
     db.close()
 
 
-def test_positions_and_stops_round_trip(tmp_path: Path) -> None:
+def test_positions_and_stops_round_trip(open_store: Opener) -> None:
     """Positions and stop requests survive a reopen."""
-    db = StateDB(tmp_path)
+    db = open_store()
     db.save_position(LogPosition("d/app-1", "/logs/app-1.zstd", 1, 2, 300, True))
     db.record_stop("app-1", "maintenance", "uid 0")
     db.close()
-    db = StateDB(tmp_path)
+    db = open_store()
     assert db.position("d/app-1") == LogPosition("d/app-1", "/logs/app-1.zstd", 1, 2, 300, True)
     assert db.finished_keys() == {"d/app-1"}
     assert db.stop_request("app-1") == ("maintenance", "uid 0")
@@ -124,9 +140,9 @@ def test_positions_and_stops_round_trip(tmp_path: Path) -> None:
     db.close()
 
 
-def test_ledger_records_outcomes_and_stays_bounded(tmp_path: Path) -> None:
+def test_ledger_records_outcomes_and_stays_bounded(open_store: Opener) -> None:
     """The ledger keeps each outcome with its digest, and forgets the oldest past its bound."""
-    db = StateDB(tmp_path, ledger_rows=5)
+    db = open_store(ledger_rows=5)
     for i in range(8):
         envelope = Envelope(b"{}", f"run-{i}", "START", "app-1", f"digest-{i}", 0.0)
         db.record(
@@ -135,4 +151,17 @@ def test_ledger_records_outcomes_and_stays_bounded(tmp_path: Path) -> None:
     rows = db.ledger_for("app-1")
     assert [row["digest"] for row in rows] == [f"digest-{i}" for i in range(3, 8)]
     assert rows[0]["outcome"] == "unconfirmed" and rows[0]["reason"] == "timeout"
+    db.close()
+
+
+def test_verdicts_keep_the_first_across_reopen(open_store: Opener) -> None:
+    """A verdict of `exec` survives a reopen; a repeat does not replace it."""
+    db = open_store()
+    assert db.verdict("exec-1") is None
+    assert db.record_verdict("exec-1", 3, "SIGQUIT", "tail", "uid 1000")
+    assert not db.record_verdict("exec-1", 0, None, "", "uid 1000")
+    db.close()
+    db = open_store()
+    assert db.verdict("exec-1") == (3, "SIGQUIT", "tail", "uid 1000")
+    assert db.app_key_for("app-1") is None
     db.close()

@@ -121,6 +121,20 @@ def status(answer: dict[str, Any]) -> str:
             ]
         )
     parts.append(table(["app id", "name", "state", "runs", "running", "log", "exec"], rows))
+    if "agent_id" in answer:  # state shared by several agents (state_url)
+        parts += ["", f"leases (this agent: {answer['agent_id']})"]
+        if "leases_error" in answer:
+            parts.append(f"  the state database refused: {answer['leases_error']}")
+        else:
+            parts.append(
+                table(
+                    ["log", "owner", "token", "expires in"],
+                    [
+                        [lease["key"], lease["owner"], lease["token"], f"{lease['seconds_left']}s"]
+                        for lease in answer["leases"]
+                    ],
+                )
+            )
     return "\n".join(parts)
 
 

@@ -137,6 +137,19 @@ def _read_http_url(reader: NodeReader, node: Node, path: str, bounds: Bounds | N
     return text
 
 
+def _read_postgres_url(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
+    text = reader.string(node, path)
+    try:
+        parts = urlsplit(text)
+        valid = parts.scheme in ("postgresql", "postgres") and parts.port != 0
+    except ValueError:
+        valid = False
+    if not valid or any(c.isspace() for c in text):
+        # Not echoed: the URL may carry a password.
+        raise reader.error(node, path, "expected a postgresql:// URL (libpq's URI form)")
+    return text
+
+
 def _read_env_name(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
     text = reader.string(node, path)
     if not _ENV_NAME.fullmatch(text):
@@ -208,4 +221,5 @@ KIND_READERS: dict[Kind, typing.Callable[[NodeReader, Node, str, Bounds | None],
     Kind.LISTEN: _read_listen,
     Kind.TAG: _read_tag,
     Kind.PROPERTY: _read_property,
+    Kind.POSTGRES_URL: _read_postgres_url,
 }

@@ -32,6 +32,9 @@ class Kind(enum.Enum):
     LISTEN = enum.auto()  # host:port or [v6]:port; null, false or '' disable
     TAG = enum.auto()  # key:value (the value may hold more colons)
     PROPERTY = enum.auto()  # a Spark property name: dotted words (spark.executor.memory)
+    POSTGRES_URL = (
+        enum.auto()
+    )  # postgresql:// or postgres:// URL (never echoed: it may hold a secret)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,7 @@ HttpUrl = Annotated[str, Kind.HTTP_URL]
 EnvName = Annotated[str, Kind.ENV_NAME]
 Listen = Annotated[str, Kind.LISTEN]
 Tag = Annotated[str, Kind.TAG]
+PostgresUrl = Annotated[str, Kind.POSTGRES_URL]
 SparkProperty = Annotated[str, Kind.PROPERTY]
 
 #: The Spark properties the application's `lineageAgent_sparkProperties` facet shows by
@@ -244,6 +248,11 @@ class AgentConfig:
     spark: SparkConfig = field(default_factory=SparkConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     state_dir: LocalPath = "/var/lib/lineage-agent"
+    # State in PostgreSQL instead of SQLite in state_dir: several agents share one log store.
+    state_url: PostgresUrl | None = None
+    state_password_file: LocalPath | None = None  # else PGPASSWORD / PGPASSFILE / ~/.pgpass
+    # How long an application stays owned by an agent that stops renewing its lease.
+    state_lease: Annotated[float, Kind.DURATION, Bounds(1, HOUR)] = 30.0
     control_socket: LocalPath = "/run/lineage-agent/control.sock"
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     # the file this was loaded from; not a YAML key

@@ -42,7 +42,8 @@ from agent.service.preflight import check_startup
 from agent.service.reload import apply_config, signer_of
 from agent.service.sdnotify import Notifier, watchdog_interval
 from agent.source import ApplicationControl, Source, SourceContext
-from agent.state.db import StateDB
+from agent.state.opening import open_state
+from agent.state.store import StateStore
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics, MetricsServer
 
@@ -76,7 +77,7 @@ class Daemon:
         self._intake_stop = asyncio.Event()
         self.pipeline: Pipeline | None = None
         self.metrics_server: MetricsServer | None = None
-        self.state_db: StateDB | None = None
+        self.state_db: StateStore | None = None
         self.applications: ApplicationControl | None = None  # the source's, if it follows any
         self.deliveries: Deliveries | None = None
         self.control: ControlServer | None = None
@@ -171,7 +172,7 @@ class Daemon:
     ) -> tuple[dict[str, Transport], Source]:
         """State database, transports, metrics endpoint and source, in that order."""
         try:
-            self.state_db = StateDB(config.state_dir)
+            self.state_db = open_state(config)
         except StateError as error:
             raise StartError(str(error)) from error
         try:

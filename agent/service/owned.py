@@ -11,7 +11,7 @@ import structlog
 
 from agent.delivery.pipeline import Pipeline
 from agent.delivery.transports.file import FileTransport
-from agent.state.db import StateDB
+from agent.state.store import StateStore
 
 log = structlog.get_logger("agent.daemon")
 
@@ -36,7 +36,7 @@ class OwnedFiles:
     def described(self) -> list[str]:
         return [f"{path} {change}" for path, change in sorted(self.problems.items())]
 
-    def check(self, state_db: StateDB | None, pipeline: Pipeline | None) -> None:
+    def check(self, state_db: StateStore | None, pipeline: Pipeline | None) -> None:
         """Notice the state database, an events file or its lock removed or replaced under
         the running agent: one log line per change, and /healthz is not ok while it lasts."""
         found: dict[str, str] = {}

@@ -21,6 +21,7 @@ from agent.delivery.signing import Signer
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.factory import build_transports
 from agent.service.preflight import Checked, check_startup
+from agent.state.postgres import redact_url
 from agent.telemetry import logs
 
 log = structlog.get_logger("agent.daemon")
@@ -40,6 +41,10 @@ async def apply_config(
     for key, before, after in (
         ("metrics.listen", old.metrics.listen, new.metrics.listen),
         ("state_dir", old.state_dir, new.state_dir),
+        # Redacted: the URL may carry a password, which no log line shows.
+        ("state_url", redact_url(old.state_url), redact_url(new.state_url)),
+        ("state_password_file", old.state_password_file, new.state_password_file),
+        ("state_lease", old.state_lease, new.state_lease),
         ("control_socket", old.control_socket, new.control_socket),
         ("lineage.enabled", old.lineage.enabled, new.lineage.enabled),
     ):

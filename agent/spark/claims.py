@@ -9,13 +9,13 @@ outage is logged once, at its start, and once at its end.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
 
-from agent.state.db import StateDB
+from agent.state.postgres import LeaseLost
+from agent.state.store import Leases, StateStore
 
 log = structlog.get_logger("agent.spark")
 
@@ -25,23 +25,32 @@ Event = dict[str, Any]
 class Claims:
     """The state database's claims and position writes, with the outage policy above."""
 
-    def __init__(self, state: StateDB) -> None:
+    def __init__(self, state: StateStore) -> None:
         self.state = state
+        self._leases = state if isinstance(state, Leases) else None
         self.refused = False  # a write was refused in this pass: try no more this pass
         self._error: str | None = None  # the outage in progress, if any
 
     def new_pass(self) -> None:
         self.refused = False
 
-    def claim(self, key: str, events: Sequence[Event]) -> list[Event] | None:
-        """The events of `events` not emitted before (claimed now); None while refused."""
+    def claim(
+        self, key: str, events: Sequence[Event], token: int | None = None
+    ) -> list[Event] | None:
+        """The events of `events` not emitted before (claimed now); None while refused.
+        With the `token` of a lease, LeaseLost when this agent no longer holds it."""
         if not events:
             return []
         if self.refused:
             return None
         try:
-            fresh = self.state.claim(key, events)
-        except sqlite3.Error as error:
+            if token is not None and self._leases is not None:
+                fresh = self._leases.claim(key, events, token=token)
+            else:
+                fresh = self.state.claim(key, events)
+        except LeaseLost:
+            raise
+        except self.state.write_errors as error:
             self._failed(error, len(events))
             return None
         self._recovered()
@@ -53,12 +62,12 @@ class Claims:
             return False
         try:
             write(*args)
-        except sqlite3.Error as error:
+        except self.state.write_errors as error:
             self._failed(error, 0)
             return False
         return True
 
-    def _failed(self, error: sqlite3.Error, held: int) -> None:
+    def _failed(self, error: Exception, held: int) -> None:
         self.refused = True
         if self._error is None:  # logged once per outage
             log.error(

@@ -34,6 +34,10 @@ class Followed:
     alive_signal: str | None = None  # what `driver_idle_alive` last said proved life
     # A rolling log found before its first event file: its codec is told once that file is.
     codec_pending: bool = False
+    # With a shared state database: the fencing token of this agent's lease on it, and the
+    # monotonic time the lease was last renewed.
+    token: int | None = None
+    renewed: float = 0.0
 
     @property
     def app_id(self) -> str:

@@ -19,10 +19,12 @@ stops the others. Stale in-progress logs and `job stop` are `liveness`'s busines
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import structlog
 
@@ -40,7 +42,9 @@ from agent.spark.eventlog.records import RecordBatch
 from agent.spark.followed import Followed
 from agent.spark.problems import LogProblems
 from agent.spark.tablemeta import DiskTableMetadata
-from agent.state.db import LogPosition, StateDB
+from agent.state.db import LogPosition
+from agent.state.postgres import LeaseLost
+from agent.state.store import Leases, StateStore
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -58,7 +62,7 @@ class SparkSource:
         self,
         spark: SparkConfig,
         namespace: str,
-        state: StateDB,
+        state: StateStore,
         metrics: Metrics,
         health: HealthTracker | None = None,
         *,
@@ -70,6 +74,8 @@ class SparkSource:
         self.metrics = metrics
         self.health = health or HealthTracker()
         self.claims = Claims(state)
+        # A state several agents share: follow only the applications this agent leases.
+        self.leases = state if isinstance(state, Leases) else None
         self.problems = LogProblems(metrics, self.health)
         # One for all applications: a table they all name is read once per version.
         self.tables = DiskTableMetadata()
@@ -114,6 +120,10 @@ class SparkSource:
                     or self._first_scan
                     or self._dirs.missing  # not watchable yet: look each poll interval
                     or now - last_scan >= RESCAN_EVERY
+                    # Applications of an agent that died are taken once their lease expires.
+                    or (
+                        self.leases is not None and now - last_scan >= self.leases.lease_seconds / 3
+                    )
                 ):
                     self._fs.rescan = False
                     self._discover(await self._dirs.list())
@@ -122,6 +132,9 @@ class SparkSource:
                 await self._pump_all(stop)
                 await self._check_stale()
                 self.metrics.applications.set(sum(1 for a in self.apps.values() if not a.closed))
+                self.metrics.leases_held.set(
+                    sum(1 for a in self.apps.values() if a.token is not None)
+                )
                 waiter = asyncio.create_task(self._wake.wait())
                 stopper = asyncio.create_task(stop.wait())
                 await asyncio.wait(
@@ -137,6 +150,7 @@ class SparkSource:
             for app in self.apps.values():
                 self.claims.store(self._save, app)
                 app.log.close()
+                self._release(app)  # another agent may take it at once
 
     def wake(self) -> None:
         self._wake.set()
@@ -182,9 +196,14 @@ class SparkSource:
                         else:
                             skipped_as_handled += 1
                     continue
+                token = self._take(key)
+                if token is False:
+                    continue
                 # An application still running when the database was lost: what its log
                 # holds already was handled too; only what it writes from now on is sent.
                 self._follow(key, ref, quiet=lost and self.state.position(key) is None)
+                self.apps[key].token = token
+                self.apps[key].renewed = time.monotonic()
         if self._first_scan and self._skipped_by_horizon:
             log.info(
                 "eventlogs_skipped_by_horizon",
@@ -201,6 +220,70 @@ class SparkSource:
                 "taken as already emitted (spark.replay_existing: true replays them)",
             )
         self._first_scan = False
+
+    # -- leases (a state several agents share) --------------------------------------------------
+
+    def _take(self, key: str) -> int | Literal[False] | None:
+        """The token of this agent's new lease on a log (None without leases); False when
+        another agent holds it, another agent finished it, or the database refused."""
+        if self.leases is None:
+            return None
+        try:
+            token = self.leases.acquire(key)
+            if token is None:
+                return False
+            position = self.state.position(key)
+        except self.state.write_errors:
+            return False  # the next scan tries again
+        if position is not None and position.finished:  # another agent finished it
+            self._finished.add(key)
+            with contextlib.suppress(*self.state.write_errors):
+                self.leases.release(key, token)
+            return False
+        log.info("lease_taken", key=key, owner=self.leases.owner, token=token)
+        return token
+
+    def _renew(self, app: Followed) -> bool:
+        """Renew this agent's lease on an application well before it expires; False (and
+        the application dropped) when it was lost, to an expiry or to another agent."""
+        if self.leases is None or app.token is None:
+            return True
+        now = time.monotonic()
+        if now - app.renewed < self.leases.lease_seconds / 3:
+            return True
+        try:
+            token = self.leases.acquire(app.key)
+        except self.state.write_errors:
+            return True  # claims are refused too meanwhile, and fenced when it is back
+        if token != app.token:
+            self._lose(app, token)
+            return False
+        app.renewed = now
+        return True
+
+    def _lose(self, app: Followed, token: int | None) -> None:
+        """Stop following an application whose lease this agent lost; what it still held
+        unclaimed is another agent's to emit (never this one's: its writes are fenced)."""
+        if self.apps.get(app.key) is not app:
+            return
+        del self.apps[app.key]
+        app.log.close()
+        log.warning(
+            "lease_lost",
+            key=app.key,
+            owner=self.leases.owner if self.leases else None,
+            token=app.token,
+            held_events=len(app.pending),
+            detail="another agent continues this application from the events claimed",
+        )
+        if token is not None and self.leases is not None:  # ours again, with a new token
+            with contextlib.suppress(*self.state.write_errors):
+                self.leases.release(app.key, token)
+
+    def _release(self, app: Followed) -> None:
+        if self.leases is not None and app.token is not None:
+            with contextlib.suppress(*self.state.write_errors):
+                self.leases.release(app.key, app.token)
 
     def _follow(self, key: str, ref: LogRef, *, quiet: bool = False) -> None:
         app_log = ApplicationLog(
@@ -236,6 +319,8 @@ class SparkSource:
                 continue
             if stop.is_set() or self.claims.refused:
                 return
+            if not self._renew(app):
+                continue
             try:
                 await self._pump(app)
             except Exception as error:  # one log must never stop the others
@@ -284,6 +369,10 @@ class SparkSource:
             if reader.caught_up or reader.gone or held:  # else it stopped at its batch size
                 break
             await asyncio.sleep(0)  # a large log must not starve the deliveries
+            if not self._renew(app):
+                return
+        if self.apps.get(app.key) is not app:
+            return  # its lease was lost meanwhile
         if (reader.exhausted or reader.gone) and not app.log.translator.awaiting_verdict:
             self._finish(app)
 
@@ -308,7 +397,11 @@ class SparkSource:
         app.pending.extend(events)
         if self._sink is None:
             return True
-        fresh = self.claims.claim(app.key, app.pending)
+        try:
+            fresh = self.claims.claim(app.key, app.pending, app.token)
+        except LeaseLost:
+            self._lose(app, None)
+            return False
         if fresh is None:
             return False
         app.pending = []
@@ -333,11 +426,15 @@ class SparkSource:
         self._finished.add(app.key)
         app.log.close()
         del self.apps[app.key]
+        self._release(app)
         log.info("eventlog_finished", log=app.log.ref.path, app_id=app.log.translator.app_id)
 
     def _save(self, app: Followed, finished: bool = False) -> None:
         position = app.log.reader.position
-        self.state.save_position(
+        save = self.state.save_position
+        if self.leases is not None and app.token is not None:
+            save = functools.partial(self.leases.save_position, token=app.token)
+        save(
             LogPosition(
                 app.key,
                 position.path if position else app.log.ref.path,

@@ -12,7 +12,6 @@ then it ends as Spark logged it and `exec_verdict_missing` says so.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import Any
 
@@ -21,18 +20,18 @@ import structlog
 from agent.spark.application import VerdictLookup
 from agent.spark.followed import Followed
 from agent.spark.translate.verdict import Verdict
-from agent.state.db import StateDB
+from agent.state.store import StateStore
 
 log = structlog.get_logger("agent.spark")
 
 
-def lookup(state: StateDB) -> VerdictLookup:
+def lookup(state: StateStore) -> VerdictLookup:
     """The translator's way to the verdicts the state database keeps."""
 
     def verdict(exec_id: str) -> Verdict | None:
         try:
             row = state.verdict(exec_id)
-        except sqlite3.Error:  # locked for a moment: the next pass looks again
+        except state.write_errors:  # locked for a moment: the next pass looks again
             return None
         return None if row is None else Verdict(*row)
 

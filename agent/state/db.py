@@ -129,6 +129,9 @@ def event_key(event: dict[str, Any]) -> str:
 class StateDB:
     """One SQLite database in WAL mode, used from the event-loop thread only."""
 
+    #: What a refused write raises (the `StateStore` contract).
+    write_errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+
     def __init__(self, state_dir: str | os.PathLike[str], *, ledger_rows: int = 1_000_000):
         self.directory = Path(state_dir)
         self.path = self.directory / "state.sqlite3"

@@ -126,6 +126,11 @@ class Metrics:
             "Spark applications the agent is following.",
             registry=registry,
         )
+        self.leases_held = Gauge(
+            "lineage_state_leases_held",
+            "Spark applications this agent owns through a lease in the shared state database.",
+            registry=registry,
+        )
         self.eventlog_bytes = Counter(
             "lineage_eventlog_read_bytes",
             "Bytes read from Spark event-log files (as stored, before decompression).",

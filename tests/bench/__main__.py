@@ -38,6 +38,7 @@ BENCHMARKS = {
     "overhead": "tests.bench.overhead",
     "memory": "tests.bench.memory",
     "scale": "tests.bench.scale",
+    "state": "tests.bench.state",
 }
 
 

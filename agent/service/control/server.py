@@ -25,7 +25,6 @@ import os
 import pwd
 import re
 import socket
-import sqlite3
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -41,7 +40,7 @@ from agent.service.control.bind import bind, identity
 from agent.service.control.client import MAX_REQUEST
 from agent.service.control.connections import Connections, ControlLimits
 from agent.source import ApplicationControl
-from agent.state.db import StateDB
+from agent.state.store import Leases, StateStore
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -82,7 +81,7 @@ class AgentView(Protocol):
     def pipeline(self) -> Pipeline | None: ...
 
     @property
-    def state_db(self) -> StateDB | None: ...
+    def state_db(self) -> StateStore | None: ...
 
     @property
     def applications(self) -> ApplicationControl | None:
@@ -265,6 +264,25 @@ class ControlServer:
                 }
                 for app in (apps.applications() if apps else ())
             ],
+            **self._leases(),
+        }
+
+    def _leases(self) -> dict[str, Any]:
+        """With a state several agents share: this agent's id and who owns what, from the
+        database (so any agent tells the same)."""
+        state = self.agent.state_db
+        if not isinstance(state, Leases):
+            return {}
+        try:
+            held = state.leases()
+        except state.write_errors as error:
+            return {"agent_id": state.owner, "leases_error": str(error)}
+        return {
+            "agent_id": state.owner,
+            "leases": [
+                {"key": key, "owner": owner, "token": token, "seconds_left": round(left, 1)}
+                for key, (owner, token, left) in sorted(held.items())
+            ],
         }
 
     async def _describe(self, request: dict[str, Any], _uid: int) -> dict[str, Any]:
@@ -307,7 +325,7 @@ class ControlServer:
         who = user_name(uid)
         try:
             recorded = state.record_verdict(exec_id, status, signame, tail, who)
-        except sqlite3.Error as error:
+        except state.write_errors as error:
             raise ControlError(f"the state database refused the verdict: {error}") from None
         apps = self.agent.applications
         app_ids = apps.verdict_arrived(exec_id) if apps else []

@@ -1,0 +1,425 @@
+"""State in PostgreSQL (`state_url: postgresql://…`), through psycopg 3: the same claims,
+positions, stop requests, verdicts and ledger as `agent.state.db`, shared by several agents
+over one log store, plus the leases by which one agent at a time owns an application.
+
+Errors:
+    StateError: the server cannot be reached or refuses the schema at start. The message
+    names the URL without its password; the daemon refuses to start.
+    psycopg.Error (`write_errors`): a call refused later (server restarting, connection
+    lost): the caller holds its work; the next call connects again.
+    LeaseLost (a psycopg.Error subclass, so callers hold their work as for any refusal):
+    a fenced write for an application whose lease this agent no longer holds.
+
+Credentials: libpq's own (PGPASSWORD, PGPASSFILE, ~/.pgpass, PG* variables) or the file named
+by `state_password_file`; a URL is only ever shown through `redact_url`.
+
+Schema: created and migrated by the agent at start, one transaction under an advisory lock
+(agents starting together migrate once); `lineage_agent_schema` holds the version. A database
+of a newer agent is refused rather than written with an older schema.
+
+Leases and fencing: `acquire` gives an application to this agent when nobody holds it or its
+holder's lease expired, and raises the lease's `token` by one at every change of owner.
+`claim` and `save_position` with a lease check in the same transaction (the lease row locked
+`FOR UPDATE`) that this agent still holds that token and that it has not expired by the
+server's clock; an agent paused past its lease (SIGSTOP) and resumed cannot write for an
+application it lost. Whatever it claimed before the pause is claimed for every agent: the
+`emitted` primary key makes a second emission of the same event impossible across agents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from agent.delivery.envelope import Envelope
+from agent.errors import StateError
+from agent.state.db import MAX_PENDING_ROWS, VERDICTS_KEPT, LogPosition, LostAs, event_key
+from agent.state.pgschema import CLAIM, MIGRATIONS, SCHEMA_VERSION
+
+#: Connecting and each statement give up after this many seconds: calls run on the loop.
+TIMEOUT = 5
+#: Key of the advisory lock held while the schema is created or migrated.
+_MIGRATION_LOCK = 0x4C494E45  # "LINE"
+
+
+class LeaseLost(psycopg.Error):
+    """A fenced write for an application this agent no longer holds."""
+
+
+def redact_url(url: str | None) -> str | None:
+    """The URL with any password replaced by `***`, fit for a log line."""
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    query = "&".join(
+        "password=***" if item.lower().startswith("password=") else item
+        for item in parts.query.split("&")
+    )
+    netloc = parts.netloc
+    if password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{hostport}"
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class PostgresState:
+    """One connection to the server, used from the event-loop thread only; reconnected on
+    the next call after it broke."""
+
+    write_errors: tuple[type[Exception], ...] = (psycopg.Error,)
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        owner: str,
+        password_file: str | None = None,
+        lease_seconds: float = 30.0,
+        ledger_rows: int = 1_000_000,
+    ) -> None:
+        self._url = url
+        self.path = redact_url(url) or ""
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+        self._ledger_rows = ledger_rows
+        self._pending: list[tuple[Any, ...]] = []
+        self.ledger_rows_lost = 0
+        # A server database is not lost with a file: a first start and a lost one look alike.
+        self.recreated = False
+        self.lost_as: LostAs | None = None
+        self.opened_ns = time.time_ns()
+        self._password: str | None = None
+        if password_file is not None:
+            try:
+                self._password = Path(password_file).read_text().strip()
+            except OSError as error:
+                raise StateError(
+                    f"state_password_file: {password_file}: cannot read: {error.strerror}"
+                ) from error
+        self._conn: psycopg.Connection[Any] | None = None
+        try:
+            self._migrate()
+        except psycopg.Error as error:
+            self._drop()
+            raise StateError(
+                f"{self.path}: state database is unusable ({self.scrub(str(error))})"
+            ) from None
+        except BaseException:
+            self._drop()
+            raise
+
+    def scrub(self, text: str) -> str:
+        """`text` (a server's or libpq's message) with any password of ours replaced."""
+        secrets = [self._password]
+        with contextlib.suppress(ValueError):
+            secrets.append(urlsplit(self._url).password)
+        for secret in secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    # -- connection and schema ---------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        self._drop()
+        extra: dict[str, Any] = {"password": self._password} if self._password else {}
+        conn = psycopg.connect(
+            self._url,
+            autocommit=True,
+            connect_timeout=TIMEOUT,
+            application_name=f"lineage-agent {self.owner}",
+            **extra,
+        )
+        conn.execute(f"SET statement_timeout = {TIMEOUT * 1000}")
+        self._conn = conn
+        return conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        conn = self._connection()
+        with conn.transaction():
+            yield conn
+
+    def _migrate(self) -> None:
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute("CREATE TABLE IF NOT EXISTS lineage_agent_schema (version INTEGER)")
+            row = conn.execute("SELECT version FROM lineage_agent_schema").fetchone()
+            version = 0 if row is None else int(row[0])
+            if version > SCHEMA_VERSION:
+                raise StateError(
+                    f"{self.path}: state database has schema version {version}, newer than "
+                    f"this agent's {SCHEMA_VERSION}; run the newer agent"
+                )
+            for step in MIGRATIONS[version:]:
+                conn.execute(step)
+            if row is None:
+                conn.execute("INSERT INTO lineage_agent_schema VALUES (%s)", (SCHEMA_VERSION,))
+            elif version < SCHEMA_VERSION:
+                conn.execute("UPDATE lineage_agent_schema SET version = %s", (SCHEMA_VERSION,))
+
+    def file_change(self) -> str | None:
+        return None  # no file of ours to be removed or replaced
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._drop()
+
+    # -- leases ------------------------------------------------------------------------------
+
+    def acquire(self, app_key: str) -> int | None:
+        """Own an application for `lease_seconds` (renewed when already ours): its fencing
+        token, or None while another agent holds an unexpired lease on it."""
+        with self._transaction() as conn:
+            row = conn.execute(
+                "INSERT INTO leases AS l VALUES (%s, %s, 1, now() + make_interval(secs => %s)) "
+                "ON CONFLICT (app_key) DO UPDATE SET owner = excluded.owner, "
+                "token = CASE WHEN l.owner = excluded.owner AND l.expires > now() "
+                "THEN l.token ELSE l.token + 1 END, expires = excluded.expires "
+                "WHERE l.owner = excluded.owner OR l.expires <= now() RETURNING token",
+                (app_key, self.owner, self.lease_seconds),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def release(self, app_key: str, token: int) -> None:
+        """Give an application up (finished): another agent may take it at once."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE leases SET expires = now() WHERE app_key = %s AND owner = %s "
+                "AND token = %s",
+                (app_key, self.owner, token),
+            )
+
+    def leases(self) -> dict[str, tuple[str, int, float]]:
+        """Every unexpired lease: application key -> (owner, token, seconds left)."""
+        rows = self._connection().execute(
+            "SELECT app_key, owner, token, EXTRACT(EPOCH FROM expires - now()) FROM leases "
+            "WHERE expires > now()"
+        )
+        return {row[0]: (row[1], int(row[2]), float(row[3])) for row in rows}
+
+    def _fence(self, conn: psycopg.Connection[Any], app_key: str, token: int) -> None:
+        row = conn.execute(
+            "SELECT 1 FROM leases WHERE app_key = %s AND owner = %s AND token = %s "
+            "AND expires > now() FOR UPDATE",
+            (app_key, self.owner, token),
+        ).fetchone()
+        if row is None:
+            raise LeaseLost(f"lease on {app_key} lost (token {token})")
+
+    # -- emitted run events ------------------------------------------------------------------
+
+    def claim(
+        self, app_key: str, events: Sequence[dict[str, Any]], *, token: int | None = None
+    ) -> list[dict[str, Any]]:
+        if not events:
+            return []
+        keys = [(event["run"]["runId"], event_key(event)) for event in events]
+        # One statement, one round trip, atomic on its own: the lease check (the row locked)
+        # and the inserts. The `fence` row in the answer says the lease was held.
+        rows = (
+            self._connection()
+            .execute(
+                CLAIM,
+                {
+                    "app_key": app_key,
+                    "owner": self.owner,
+                    "token": token,
+                    "fenced": token is not None,
+                    "runs": [run for run, _ in keys],
+                    "keys": [key for _, key in keys],
+                    "jobs": [event["job"]["name"] for event in events],
+                    "types": [event["eventType"] for event in events],
+                    "times": [event["eventTime"] for event in events],
+                },
+            )
+            .fetchall()
+        )
+        if token is not None and ("fence", None) not in rows:
+            raise LeaseLost(f"lease on {app_key} lost (token {token})")
+        inserted = set(rows)
+        fresh = []
+        for event, key in zip(events, keys, strict=True):
+            if key in inserted:  # the first of two equal events in one batch is the one
+                inserted.discard(key)
+                fresh.append(event)
+        return fresh
+
+    def emitted_for(self, app_key: str) -> list[tuple[str, str, str, str]]:
+        rows = self._connection().execute(
+            "SELECT run_id, job_name, event_type, event_time FROM emitted "
+            "WHERE app_key = %s ORDER BY event_time",
+            (app_key,),
+        )
+        return [(row[0], row[1], row[2], row[3]) for row in rows]
+
+    def app_key_for(self, app_id: str) -> str | None:
+        row = (
+            self._connection()
+            .execute(
+                "SELECT app_key FROM emitted WHERE app_key = %s OR app_key LIKE %s LIMIT 1",
+                (app_id, "%/" + app_id.lower()),
+            )
+            .fetchone()
+        )
+        return str(row[0]) if row else None
+
+    # -- positions ---------------------------------------------------------------------------
+
+    def position(self, key: str) -> LogPosition | None:
+        row = (
+            self._connection()
+            .execute(
+                "SELECT key, path, dev, ino, bytes_read, finished FROM logs WHERE key = %s",
+                (key,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return LogPosition(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+
+    def save_position(self, position: LogPosition, *, token: int | None = None) -> None:
+        with self._transaction() as conn:
+            if token is not None:
+                self._fence(conn, position.key, token)
+            conn.execute(
+                "INSERT INTO logs VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO "
+                "UPDATE SET path = excluded.path, dev = excluded.dev, ino = excluded.ino, "
+                "bytes_read = excluded.bytes_read, finished = excluded.finished, "
+                "updated = excluded.updated",
+                (
+                    position.key,
+                    position.path,
+                    position.dev,
+                    position.ino,
+                    position.bytes_read,
+                    position.finished,
+                    time.time(),
+                ),
+            )
+
+    def finished_keys(self) -> set[str]:
+        rows = self._connection().execute("SELECT key FROM logs WHERE finished")
+        return {row[0] for row in rows}
+
+    # -- stop requests -----------------------------------------------------------------------
+
+    def record_stop(self, app_id: str, reason: str, requested_by: str) -> None:
+        self._connection().execute(
+            "INSERT INTO stops VALUES (%s, %s, %s, %s) ON CONFLICT (app_id) DO UPDATE SET "
+            "reason = excluded.reason, requested_by = excluded.requested_by, "
+            "time = excluded.time",
+            (app_id, reason, requested_by, time.time()),
+        )
+
+    def stop_requests(self) -> dict[str, tuple[str, str]]:
+        rows = self._connection().execute("SELECT app_id, reason, requested_by FROM stops")
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def stop_request(self, app_id: str) -> tuple[str, str] | None:
+        row = (
+            self._connection()
+            .execute("SELECT reason, requested_by FROM stops WHERE app_id = %s", (app_id,))
+            .fetchone()
+        )
+        return (row[0], row[1]) if row else None
+
+    # -- verdicts of `lineage-agent exec` ------------------------------------------------------
+
+    def record_verdict(
+        self, exec_id: str, status: int, signal: str | None, stderr_tail: str, requested_by: str
+    ) -> bool:
+        now = time.time()
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM verdicts WHERE time < %s", (now - VERDICTS_KEPT,))
+            cursor = conn.execute(
+                "INSERT INTO verdicts VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (exec_id, status, signal, stderr_tail, requested_by, now),
+            )
+        return bool(cursor.rowcount)
+
+    def verdict(self, exec_id: str) -> tuple[int, str | None, str, str] | None:
+        row = (
+            self._connection()
+            .execute(
+                "SELECT status, signal, stderr_tail, requested_by FROM verdicts WHERE exec_id = %s",
+                (exec_id,),
+            )
+            .fetchone()
+        )
+        return (int(row[0]), row[1], str(row[2]), str(row[3])) if row else None
+
+    # -- delivery ledger ---------------------------------------------------------------------
+
+    def record(self, envelope: Envelope, transport: str, outcome: str, reason: str | None) -> None:
+        self._pending.append(
+            (
+                time.time(),
+                envelope.app_id,
+                envelope.run_id,
+                envelope.event_type,
+                envelope.digest,
+                transport,
+                outcome,
+                reason,
+            )
+        )
+        if len(self._pending) >= 2048 and len(self._pending) % 2048 == 0:
+            with contextlib.suppress(psycopg.Error):
+                self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        rows, self._pending = self._pending, []
+        try:
+            with self._transaction() as conn, conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO ledger (time, execution, run_id, event_type, digest, "
+                    "transport, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    rows,
+                )
+                cursor.execute(
+                    "DELETE FROM ledger WHERE id <= (SELECT MAX(id) FROM ledger) - %s",
+                    (self._ledger_rows,),
+                )
+        except psycopg.Error:
+            self._pending = rows + self._pending
+            excess = len(self._pending) - MAX_PENDING_ROWS
+            if excess > 0:
+                del self._pending[:excess]
+                self.ledger_rows_lost += excess
+            raise
+
+    def ledger_for(self, app_id: str) -> list[dict[str, Any]]:
+        with contextlib.suppress(psycopg.Error):
+            self.flush()
+        columns = ("time", "run_id", "event_type", "digest", "transport", "outcome", "reason")
+        rows = self._connection().execute(
+            f"SELECT {', '.join(columns)} FROM ledger WHERE execution = %s ORDER BY id",
+            (app_id,),
+        )
+        return [dict(zip(columns, row, strict=True)) for row in rows]

@@ -1,0 +1,131 @@
+"""The state seam: what the daemon, the Spark source and the control socket need from the
+agent's state, whichever database keeps it (SQLite in the state directory, `agent.state.db`;
+PostgreSQL at `state_url`, `agent.state.postgres`).
+
+Contract shared by every implementation:
+
+* `claim` is the durability point: an event is recorded as emitted (committed) before it is
+  handed to the pipeline, so a crash can lose an event (at-most-once) but never send it twice.
+* Writes that the database refuses (locked, disk full, server gone) raise one of
+  `write_errors`; the caller holds its events and offers them again later. Nothing else
+  escapes a write.
+* Recording a ledger outcome never raises; `flush` writes the batch and raises one of
+  `write_errors` when refused, keeping the rows (bounded, `ledger_rows_lost` counts the rest).
+* Used from the event-loop thread only; every call is short (one statement or transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from agent.delivery.envelope import Envelope
+
+# The records stay in `db` beside the SQLite schema they mirror (moving them would churn it).
+from agent.state.db import LogPosition, LostAs
+
+
+class StateStore(Protocol):
+    """Claims of emitted events, log positions, stop requests, verdicts and the ledger."""
+
+    @property
+    def path(self) -> Path | str:
+        """Where the state is, for log lines: a file, or a database URL without its secret."""
+
+    @property
+    def write_errors(self) -> tuple[type[Exception], ...]:
+        """What a refused write raises: the caller holds its work and tries again later."""
+
+    @property
+    def recreated(self) -> bool:
+        """The database was lost since an agent last used it (not a first start)."""
+
+    @property
+    def lost_as(self) -> LostAs | None:
+        """What stood where the lost database was, for the log line."""
+
+    @property
+    def opened_ns(self) -> int:
+        """When the state was opened (ns since the epoch): logs completed before it are old."""
+
+    @property
+    def ledger_rows_lost(self) -> int:
+        """Ledger rows forgotten while the database refused them."""
+
+    def close(self) -> None:
+        """Write what the ledger still holds if the database lets us, then release it."""
+
+    def file_change(self) -> str | None:
+        """ "removed" or "replaced" when the state's file no longer is the one opened."""
+
+    def claim(self, app_key: str, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Mark events as emitted and return those that were not emitted before, in order."""
+
+    def emitted_for(self, app_key: str) -> list[tuple[str, str, str, str]]:
+        """(run id, job name, event type, event time) of an application, in time order."""
+
+    def app_key_for(self, app_id: str) -> str | None:
+        """The log key under which an application's events were claimed, if any."""
+
+    def position(self, key: str) -> LogPosition | None:
+        """How far a log was read, if it was."""
+
+    def save_position(self, position: LogPosition) -> None:
+        """Remember how far a log was read (and whether it is finished)."""
+
+    def finished_keys(self) -> set[str]:
+        """Keys of the logs read to their end with every terminal event emitted."""
+
+    def record_stop(self, app_id: str, reason: str, requested_by: str) -> None:
+        """Remember that an application was asked to stop."""
+
+    def stop_requests(self) -> dict[str, tuple[str, str]]:
+        """Every recorded stop: application id -> (reason, requested by)."""
+
+    def stop_request(self, app_id: str) -> tuple[str, str] | None:
+        """(reason, requested by) of an application's stop, if one was recorded."""
+
+    def record_verdict(
+        self, exec_id: str, status: int, signal: str | None, stderr_tail: str, requested_by: str
+    ) -> bool:
+        """Keep how a run of `lineage-agent exec` ended; False when it was recorded already."""
+
+    def verdict(self, exec_id: str) -> tuple[int, str | None, str, str] | None:
+        """(status, signal, stderr tail, requested by) of that run of `exec`, if it ended."""
+
+    def record(self, envelope: Envelope, transport: str, outcome: str, reason: str | None) -> None:
+        """Ledger entry for one event and transport; written in batches by `flush`."""
+
+    def flush(self) -> None:
+        """Write the pending ledger rows; on a refusal keep them (bounded) and raise."""
+
+    def ledger_for(self, app_id: str) -> list[dict[str, Any]]:
+        """The ledger rows of an application, oldest first."""
+
+
+@runtime_checkable
+class Leases(Protocol):
+    """A state several agents share: each application owned by one agent at a time.
+
+    `acquire` gives this agent an application (or renews its lease) and returns the lease's
+    fencing token, None while another agent holds it. A claim or position write given that
+    token raises one of `write_errors` unless the lease is still this agent's and unexpired,
+    checked by the database in the same transaction as the write.
+    """
+
+    owner: str
+    lease_seconds: float
+
+    def acquire(self, app_key: str) -> int | None: ...
+
+    def release(self, app_key: str, token: int) -> None: ...
+
+    def leases(self) -> dict[str, tuple[str, int, float]]:
+        """Every unexpired lease: application key -> (owner, token, seconds left)."""
+
+    def claim(
+        self, app_key: str, events: Sequence[dict[str, Any]], *, token: int | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    def save_position(self, position: LogPosition, *, token: int | None = None) -> None: ...

@@ -1,0 +1,264 @@
+"""Several real agents over one event-log directory and one real PostgreSQL state: one
+SIGKILLed or SIGSTOPped in the middle of applications, the database restarted; every run
+keeps one START and one terminal event across the agents."""
+
+from __future__ import annotations
+
+import collections
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.commands import views
+from tests.agentproc import AgentProcess, assert_identity, keygen, metric
+from tests.collector import Collector
+from tests.pg import Postgres
+from tests.pg_plugin import fresh_database, url_of
+from tests.spark_logs import SparkLogs
+from tests.spark_scenarios import spark_daemon
+
+APPS = 4
+LEASE = "3s"
+TERMINAL = ("COMPLETE", "FAIL", "ABORT")
+
+
+def split_logs(logs: SparkLogs, events_dir: Path) -> list[tuple[Path, str]]:
+    """APPS copies of the real uncompressed single-file log under new application ids, each
+    written up to its first SQL execution's end as an in-progress log; (log, rest) pairs."""
+    source = next(logs.directory("single", "none").iterdir())
+    app_id = source.name
+    lines = source.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "SQLExecutionEnd" in line)
+    events_dir.mkdir()
+    pending = []
+    for n in range(APPS):
+        new_id = f"{app_id[:-4]}{n:04d}"
+        text = [line.replace(app_id, new_id) for line in lines]
+        path = events_dir / f"{new_id}.inprogress"
+        path.write_text("".join(text[:cut]))
+        pending.append((path, "".join(text[cut:])))
+    return pending
+
+
+def complete(pending: list[tuple[Path, str]]) -> None:
+    """Spark writes the rest of each log and renames it to its final name."""
+    for path, rest in pending:
+        with path.open("a") as out:
+            out.write(rest)
+        path.rename(path.with_suffix(""))
+
+
+def agent_config(work: Path, events_dir: Path, url: str, collector: Collector) -> Path:
+    work.mkdir(parents=True)
+    keygen(work)
+    config = work / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "lineage": {"transport": "http", "http": {"endpoint": collector.url}},
+                "signing": {"key_path": str(work / "ed25519.key")},
+                "spark": {
+                    "event_log_dirs": [str(events_dir)],
+                    "poll_interval": "200ms",
+                    "stale_after": "10m",
+                    "replay_horizon": 0,
+                },
+                "metrics": {"listen": "127.0.0.1:0"},
+                "state_dir": str(work / "state"),
+                "state_url": url,
+                "state_lease": LEASE,
+                "control_socket": str(work / "control.sock"),
+                "logging": {"level": "info", "format": "json"},
+            }
+        )
+    )
+    return config
+
+
+def runs(events: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Event types per run id, in arrival order."""
+    seen: dict[str, list[str]] = collections.defaultdict(list)
+    for event in events:
+        seen[event["run"]["runId"]].append(event["eventType"])
+    return seen
+
+
+def app_runs(events: list[dict[str, Any]]) -> set[str]:
+    return {e["run"]["runId"] for e in events if "parent" not in e["run"]["facets"]}
+
+
+def wait_until(collector: Collector, done: Any, seconds: float = 90) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        events = list(collector.events)
+        if done(events):
+            return events
+        time.sleep(0.2)
+    raise AssertionError(f"not done within {seconds}s: {dict(runs(list(collector.events)))}")
+
+
+def started(events: list[dict[str, Any]]) -> bool:
+    return len(app_runs(events)) == APPS
+
+
+def finished(events: list[dict[str, Any]]) -> bool:
+    ended = {e["run"]["runId"] for e in events if e["eventType"] in TERMINAL}
+    return len(app_runs(events)) == APPS and set(runs(events)) <= ended
+
+
+def assert_once(events: list[dict[str, Any]]) -> None:
+    """Every run: one START, then one terminal event; no event twice."""
+    for run_id, types in runs(events).items():
+        assert types[0] == "START" and types.count("START") == 1, (run_id, types)
+        assert sum(t in TERMINAL for t in types) == 1, (run_id, types)
+    keys = [(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in events]
+    assert len(keys) == len(set(keys))
+
+
+@pytest.fixture
+def shared(
+    postgres_server: Postgres,
+    spark_logs: SparkLogs,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[str, list[tuple[Path, str]], Collector]]:
+    """A fresh state database, the half-written logs and a collector."""
+    monkeypatch.setenv("PGPASSWORD", postgres_server.password)
+    url = url_of(postgres_server, fresh_database(postgres_server))
+    pending = split_logs(spark_logs, tmp_path / "events")
+    with Collector() as collector:
+        yield url, pending, collector
+
+
+def test_a_killed_agents_applications_are_finished_by_the_others(
+    shared: tuple[str, list[tuple[Path, str]], Collector], tmp_path: Path
+) -> None:
+    """One agent owns every application and is SIGKILLed mid-way; the two others take its
+    applications once the leases expire and end every run once, each event once."""
+    url, pending, collector = shared
+    events_dir = pending[0][0].parent
+    configs = [agent_config(tmp_path / f"a{i}", events_dir, url, collector) for i in range(3)]
+    with ExitStack() as stack:
+        first = stack.enter_context(spark_daemon(configs[0]))
+        wait_until(collector, started)
+        assert metric(first.scrape(), "lineage_state_leases_held") == APPS
+        status = status_of(first)
+        owner = status["agent_id"]
+        assert [(lease["owner"], lease["token"]) for lease in status["leases"]] == [
+            (owner, 1)
+        ] * APPS
+        assert f"leases (this agent: {owner})" in views.status(status)
+        first.signal(signal.SIGKILL)
+        first.proc.wait(10)
+        killed_at = time.monotonic()
+        others = [stack.enter_context(spark_daemon(c)) for c in configs[1:]]
+        complete(pending)
+        events = wait_until(collector, finished)
+        failover = time.monotonic() - killed_at
+        time.sleep(1.0)  # room for a duplicate to arrive
+        events = list(collector.events)
+        assert_once(events)
+        taken = [line for o in others for line in o.logs() if line["event"] == "lease_taken"]
+        assert len({line["key"] for line in taken}) == APPS
+        assert all(line["token"] == 2 for line in taken)  # each one taken from the dead one
+        for other in others:
+            assert_identity(other.scrape(), "http")
+        print(f"failover: every application ended {failover:.1f}s after the SIGKILL")
+
+
+def test_an_agent_paused_past_its_lease_writes_and_emits_nothing_when_it_wakes(
+    shared: tuple[str, list[tuple[Path, str]], Collector], tmp_path: Path
+) -> None:
+    """A SIGSTOPped owner is replaced; resumed after its applications ended, it claims and
+    sends nothing more, and says it lost each of them."""
+    url, pending, collector = shared
+    events_dir = pending[0][0].parent
+    configs = [agent_config(tmp_path / f"a{i}", events_dir, url, collector) for i in range(2)]
+    with ExitStack() as stack:
+        paused = stack.enter_context(spark_daemon(configs[0]))
+        wait_until(collector, started)
+        paused.signal(signal.SIGSTOP)
+        try:
+            other = stack.enter_context(spark_daemon(configs[1]))
+            complete(pending)
+            wait_until(collector, finished)
+        finally:
+            paused.signal(signal.SIGCONT)
+        for n in range(APPS):
+            paused.wait_log("lease_lost", timeout=30)
+            del n
+        lost = [line for line in paused.logs() if line["event"] == "lease_lost"]
+        assert len({line["key"] for line in lost}) == APPS
+        time.sleep(2.0)  # the woken agent's next passes
+        events = list(collector.events)
+        assert_once(events)
+        assert finished(events)
+        assert metric(paused.scrape(), "lineage_state_leases_held") == 0
+        assert_identity(paused.scrape(), "http")
+        assert_identity(other.scrape(), "http")
+
+
+def test_agents_wait_out_a_database_restart_and_resume(
+    shared: tuple[str, list[tuple[Path, str]], Collector],
+    tmp_path: Path,
+    postgres_server: Postgres,
+) -> None:
+    """The database restarts while two agents follow applications: they hold their events,
+    reconnect and end every run once; a third agent started later follows none of them and
+    describes each from the shared state."""
+    url, pending, collector = shared
+    events_dir = pending[0][0].parent
+    configs = [agent_config(tmp_path / f"a{i}", events_dir, url, collector) for i in range(3)]
+    with ExitStack() as stack:
+        agents = [stack.enter_context(spark_daemon(c)) for c in configs[:2]]
+        wait_until(collector, started)
+        postgres_server.restart()
+        complete(pending)
+        events = wait_until(collector, finished)
+        time.sleep(1.0)
+        events = list(collector.events)
+        assert_once(events)
+        status = status_of(agents[0])
+        assert status["agent_id"] and status["leases"] == []  # all released when finished
+        late = stack.enter_context(spark_daemon(configs[2]))
+        time.sleep(2.0)  # its first scans
+        assert not [line for line in late.logs() if line["event"] == "eventlog_followed"]
+        described = [
+            control(late, {"command": "describe", "app_id": path.with_suffix("").name})
+            for path, _ in pending
+        ]
+        # Every event the collector got, told by an agent that followed none of them.
+        told = [(e["run_id"], e["event_type"]) for d in described for e in d["emitted"]]
+        assert sorted(told) == sorted((e["run"]["runId"], e["eventType"]) for e in events)
+        for agent in agents:
+            assert_identity(agent.scrape(), "http")
+            # Logged connection failures and the URL never carry the password.
+            assert postgres_server.password not in agent.raw_output()
+
+
+def status_of(agent: AgentProcess) -> dict[str, Any]:
+    """`lineage-agent status --json` of a running agent, through its control socket."""
+    return control(agent, {"command": "status"})
+
+
+def control(agent: AgentProcess, request: dict[str, Any]) -> dict[str, Any]:
+    """A control-socket command's JSON answer, through the agent's own command line."""
+    config = yaml.safe_load(next(agent.log_path.parent.glob("config.yaml")).read_text())
+    args = [request["command"]] + ([request["app_id"]] if "app_id" in request else [])
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", *args, "--socket", config["control_socket"], "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return dict(json.loads(out.stdout))
