@@ -34,6 +34,7 @@ from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
 from agent.spark.claims import Claims
 from agent.spark.directories import Directories
 from agent.spark.driver import stopping
+from agent.spark.driver.manager import ManagerSettings
 from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.records import RecordBatch
@@ -347,9 +348,13 @@ class SparkSource:
             list(self.apps.values()),
             stale_after=self.spark.stale_after,
             stops=self.state.stop_request,
+            managers=self._managers(),
         )
         for app, events in ended:
             self._emit(app, events)
+
+    def _managers(self) -> ManagerSettings:
+        return ManagerSettings(self.spark.master_ui_port, self.spark.yarn_resourcemanager_url)
 
     # -- control (ApplicationControl) ------------------------------------------------------------
 
@@ -389,7 +394,11 @@ class SparkSource:
         if app is None or app.log.reader.complete or app.closed:
             raise ControlError(f"application {app_id} is not running on this node")
         pids = await asyncio.to_thread(
-            stopping.driver_pids, app.log.driver, app.live_paths(), app_id
+            stopping.driver_pids,
+            app.log.driver,
+            app.live_paths(),
+            app_id,
+            managers=self._managers(),
         )
         began = time.monotonic()
         stopping.terminate(pids)
