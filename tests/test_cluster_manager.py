@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.errors import ControlError
 from agent.spark import liveness
 from agent.spark.application import ApplicationLog
-from agent.spark.driver import manager
+from agent.spark.driver import manager, stopping
 from agent.spark.driver.facts import driver_facts
 from agent.spark.driver.manager import Endpoint, ManagerSettings
 from agent.spark.eventlog.layout import scan
@@ -423,3 +424,21 @@ async def test_a_hanging_manager_never_stalls_the_loop(tmp_path: Path, rm: Manag
     ((_, events),) = ended
     text = events[0]["run"]["facets"]["errorMessage"]["message"]
     assert text.endswith("its standalone master gives no answer and its UI is off"), text
+
+
+def test_job_stop_names_the_standalone_masters_web_ui() -> None:
+    """`job stop` of a driver on another node names the standalone master's web UI where
+    liveness would ask it (its `(kill)` link), and the command for a cluster-mode driver."""
+    props = {
+        "spark.driver.host": "192.0.2.7",
+        "spark.master": "spark://192.0.2.10:7077",
+        "spark.master.ui.port": "8990",
+    }
+    with pytest.raises(ControlError) as info:
+        stopping.driver_pids(driver_facts({"Spark Properties": props}), [], STANDALONE_APP)
+    assert str(info.value) == (
+        f"application {STANDALONE_APP}: its driver runs on 192.0.2.7, not on this node; stop "
+        "it with the (kill) link beside it on its master's web UI (http://192.0.2.10:8990/), "
+        "or for a cluster-mode driver with `spark-class org.apache.spark.deploy.Client kill "
+        "MASTER_URL DRIVER_ID`"
+    )
