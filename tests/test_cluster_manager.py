@@ -394,6 +394,17 @@ def test_an_unreachable_manager_gives_no_answer() -> None:
     assert time.monotonic() - began < 2
 
 
+def test_hanging_masters_are_asked_within_the_looks_budget(rm: Manager) -> None:
+    """Three masters that each drip bytes: no further one is asked once the look has taken
+    20 s, so one look ends within two requests' budgets."""
+    rm.handler = lambda r: drip(r, rm)
+    where = [Endpoint("standalone", f"http://127.0.0.1:{rm.port}", "x")] * 3
+    began = time.monotonic()
+    assert manager.ask(where, STANDALONE_APP) is None
+    assert time.monotonic() - began < manager.LOOK_BUDGET + manager.REQUEST_BUDGET
+    assert len(rm.requests) == 2
+
+
 async def test_a_hanging_manager_never_stalls_the_loop(tmp_path: Path, rm: Manager) -> None:
     """A look whose master drips bytes runs beside the event loop, which keeps turning every
     50 ms; the driver, with no signal, is taken for lost, the message saying that its master

@@ -18,7 +18,8 @@ Where the manager listens, from the log (what Spark writes into the environment 
 Kubernetes has no manager here: asking its API server needs credentials the agent has not.
 
 Every request: 1 s to connect, 5 s between bytes, 10 s in all, a 4 MiB body read raw (no
-decompression), no proxy from the environment, no redirect; at most four addresses per look.
+decompression), no proxy from the environment, no redirect; at most four addresses per look,
+and none after the look took 20 s.
 The address shown in answers and logs is `host:port`, never a URL's user or password.
 """
 
@@ -40,6 +41,7 @@ DEFAULT_MASTER_UI_PORT: Final = 8080
 DEFAULT_RM_WEBAPP_PORT: Final = 8088
 TIMEOUT: Final = httpx.Timeout(5.0, connect=1.0)
 REQUEST_BUDGET: Final = 10.0  # seconds for one request, however slowly its bytes come
+LOOK_BUDGET: Final = 20.0  # no further address is asked once a look took this long
 MAX_BODY: Final = 4 * 1024 * 1024  # a master's /json/ with 200 completed apps is ~150 KiB
 MAX_ADDRESSES: Final = 4
 
@@ -136,11 +138,14 @@ def ask(where: Sequence[Endpoint], app_id: str) -> ManagerAnswer | None:
     thread), or None when none gives one."""
     if not where:
         return None
+    deadline = time.monotonic() + LOOK_BUDGET
     with httpx.Client(timeout=TIMEOUT, trust_env=False, follow_redirects=False) as client:
         for endpoint in where:
             answer = _ask_one(client, endpoint, app_id)
             if answer is not None:
                 return answer
+            if time.monotonic() > deadline:
+                break
     return None
 
 
