@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gzip
 import json
 import socket
@@ -93,7 +94,8 @@ def reply(request: BaseHTTPRequestHandler, status: int, body: bytes, **headers: 
     for name, value in headers.items():
         request.send_header(name.replace("_", "-"), value)
     request.end_headers()
-    request.wfile.write(body)
+    with contextlib.suppress(OSError):  # the agent hung up on a body it will not read
+        request.wfile.write(body)
 
 
 def yarn_app(state: str, app_id: str = YARN_APP) -> Handler:
