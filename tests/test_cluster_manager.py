@@ -330,6 +330,7 @@ def hostile(name: str, server: Manager) -> Handler:
     cases: dict[str, Handler] = {
         "not JSON": lambda r: reply(r, 200, b"<html>Spark Master at spark://x</html>"),
         "a JSON string": lambda r: reply(r, 200, b'"RUNNING"'),
+        "JSON nested a million deep": lambda r: reply(r, 200, b"[" * 1_000_000 + b"]" * 1_000_000),
         "a server error": lambda r: reply(r, 500, master_json("RUNNING")),
         "another application": lambda r: reply(r, 200, master_json("RUNNING", app_id="app-1")),
         "a standby master": lambda r: reply(r, 200, master_json("RUNNING", status="STANDBY")),
@@ -352,6 +353,7 @@ def hostile(name: str, server: Manager) -> Handler:
 HOSTILE = [
     "not JSON",
     "a JSON string",
+    "JSON nested a million deep",
     "a server error",
     "another application",
     "a standby master",

@@ -221,7 +221,7 @@ def _get_json(client: httpx.Client, url: str) -> Any:
         return None
     try:
         return json.loads(body)
-    except ValueError:  # also UnicodeDecodeError
+    except (ValueError, RecursionError):  # also UnicodeDecodeError; `[[[[…` 4 MiB deep
         return None
 
 
