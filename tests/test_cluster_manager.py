@@ -27,7 +27,7 @@ import pytest
 from agent.errors import ControlError
 from agent.spark import liveness
 from agent.spark.application import ApplicationLog
-from agent.spark.driver import manager, stopping
+from agent.spark.driver import manager, rest, stopping
 from agent.spark.driver.facts import driver_facts
 from agent.spark.driver.manager import Endpoint, ManagerSettings
 from agent.spark.eventlog.layout import scan
@@ -457,3 +457,11 @@ def test_job_stop_names_the_standalone_masters_web_ui() -> None:
         "or for a cluster-mode driver with `spark-class org.apache.spark.deploy.Client kill "
         "MASTER_URL DRIVER_ID`"
     )
+
+
+def test_a_hostile_driver_ui_is_read_within_the_same_bounds(rm: Manager) -> None:
+    """Whatever listens where a driver's UI may be is read as a manager is: JSON nested too
+    deep for the parser is no answer rather than an error that ends the look."""
+    rm.handler = hostile("JSON nested a million deep", rm)
+    assert rest.ui_port_of("127.0.0.1", [rm.port], STANDALONE_APP) is None
+    assert len(rm.requests) == 1

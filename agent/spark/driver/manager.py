@@ -25,7 +25,6 @@ The address shown in answers and logs is `host:port`, never a URL's user or pass
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from agent.spark.driver.httpjson import get_json
+
 ManagerKind = Literal["standalone", "yarn"]
 
 DEFAULT_MASTER_UI_PORT: Final = 8080
@@ -42,7 +43,6 @@ DEFAULT_RM_WEBAPP_PORT: Final = 8088
 TIMEOUT: Final = httpx.Timeout(5.0, connect=1.0)
 REQUEST_BUDGET: Final = 10.0  # seconds for one request, however slowly its bytes come
 LOOK_BUDGET: Final = 20.0  # no further address is asked once a look took this long
-MAX_BODY: Final = 4 * 1024 * 1024  # a master's /json/ with 200 completed apps is ~150 KiB
 MAX_ADDRESSES: Final = 4
 
 _ALIVE: Final = {
@@ -166,11 +166,13 @@ def _ask_one(client: httpx.Client, endpoint: Endpoint, app_id: str) -> ManagerAn
     if endpoint.kind == "yarn":
         if not _YARN_APP.fullmatch(app_id):
             return None
-        body = _get_json(client, f"{endpoint.url}/ws/v1/cluster/apps/{app_id}")
+        body = get_json(
+            client, f"{endpoint.url}/ws/v1/cluster/apps/{app_id}", budget=REQUEST_BUDGET
+        )
         app = body.get("app") if isinstance(body, dict) else None
         state = app.get("state") if isinstance(app, dict) and app.get("id") == app_id else None
     else:
-        body = _get_json(client, f"{endpoint.url}/json/")
+        body = get_json(client, f"{endpoint.url}/json/", budget=REQUEST_BUDGET)
         state = _standalone_state(body, app_id)
     if not isinstance(state, str):
         return None
@@ -198,31 +200,6 @@ def _standalone_state(body: Any, app_id: str) -> Any:
             if isinstance(app, dict) and app.get("id") == app_id:
                 return app.get("state")
     return None  # not listed: retired from the master's list, or another master's
-
-
-def _get_json(client: httpx.Client, url: str) -> Any:
-    """The JSON body at `url`, or None for any failure, within REQUEST_BUDGET and MAX_BODY."""
-    deadline = time.monotonic() + REQUEST_BUDGET
-    try:
-        with client.stream("GET", url, headers={"Accept-Encoding": "identity"}) as response:
-            if response.status_code != 200:
-                return None
-            if response.headers.get("content-encoding", "identity").lower() != "identity":
-                return None
-            length = response.headers.get("content-length", "0")
-            if not length.isdigit() or int(length) > MAX_BODY:
-                return None
-            body = bytearray()
-            for chunk in response.iter_raw():
-                body += chunk
-                if len(body) > MAX_BODY or time.monotonic() > deadline:
-                    return None
-    except httpx.HTTPError:
-        return None
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):  # also UnicodeDecodeError; `[[[[…` 4 MiB deep
-        return None
 
 
 def _endpoint(kind: ManagerKind, url: str) -> Endpoint:
