@@ -29,6 +29,7 @@ from tests.test_other_user import (
     WRITE,
     agent_config,
     base,
+    control,
     idle_app,
     other_agent,
     outline,
@@ -183,3 +184,29 @@ def test_a_killed_driver_fails_with_its_masters_word(
         f"at 127.0.0.1:{standalone.ui_port} reports it FINISHED and its UI is off"
     )
     assert standalone.apps()[app_id] == "FINISHED"
+
+
+def test_job_stop_without_cap_kill_names_the_masters_way(
+    public_agent: Path, base: Path, standalone: Standalone
+) -> None:
+    """Under the shipped unit (no CAP_KILL) `job stop` of a client-mode driver of a standalone
+    master says why it cannot signal it and how the master stops it; nothing is signalled."""
+    config = agent_config(base, master_ui_port=standalone.ui_port)
+    out = config.parent / "lineage.jsonl"
+    with other_agent(public_agent, config), idle_app(base, "off", standalone.url) as app:
+        app_id = app.wait("started")
+        app.wait("first-done")
+        wait_events(out, lambda ev: len(ev) == 3)
+        refused = control(public_agent, config, "job", "stop", app_id, "--reason", "r")
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert re.fullmatch(
+            r"lineage-agent: cannot signal driver pid \d+: it belongs to another user and the "
+            r"agent \(uid 65534\) lacks CAP_KILL \(see docs/operations/commands\.md, 'Stopping "
+            r"a job'\); without it, stop it with the \(kill\) link beside it on its master's web "
+            + re.escape(f"UI (http://127.0.0.1:{standalone.ui_port}/), ")
+            + r"or for a cluster-mode driver with `spark-class "
+            r"org\.apache\.spark\.deploy\.Client kill MASTER_URL DRIVER_ID`\n",
+            refused.stderr,
+        ), refused.stderr
+        assert app.process.poll() is None
+        assert standalone.apps()[app_id] == "RUNNING"

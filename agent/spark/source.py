@@ -401,7 +401,9 @@ class SparkSource:
             managers=self._managers(),
         )
         began = time.monotonic()
-        stopping.terminate(pids)
+        stopping.terminate(
+            pids, otherwise=stopping.through_manager(app.log.driver, app_id, self._managers())
+        )
         # No await since the signal: the log cannot have been read past ApplicationEnd yet.
         self.request_stop(app_id, reason, requested_by)
         log.info("job_stop", app_id=app_id, pids=pids, reason=reason, requested_by=requested_by)

@@ -85,9 +85,10 @@ def driver_pids(
     )
 
 
-def signal_all(pids: Iterable[int], signum: int) -> None:
+def signal_all(pids: Iterable[int], signum: int, *, otherwise: str = "") -> None:
     """Signal every process; one that is gone already is skipped. ControlError when the
-    agent may not signal one (another user's driver, no CAP_KILL)."""
+    agent may not signal one (another user's driver, no CAP_KILL), ending with `otherwise`
+    (what else stops it) when given."""
     for pid in pids:
         try:
             os.kill(pid, signum)
@@ -97,12 +98,23 @@ def signal_all(pids: Iterable[int], signum: int) -> None:
             raise ControlError(
                 f"cannot signal driver pid {pid}: it belongs to another user and the agent "
                 f"(uid {os.geteuid()}) lacks CAP_KILL ({HELP})"
+                + (f"; without it, {otherwise}" if otherwise else "")
             ) from None
 
 
-def terminate(pids: Iterable[int]) -> None:
+def terminate(pids: Iterable[int], *, otherwise: str = "") -> None:
     """SIGTERM: Spark's shutdown hook then writes ApplicationEnd."""
-    signal_all(pids, signal.SIGTERM)
+    signal_all(pids, signal.SIGTERM, otherwise=otherwise)
+
+
+def through_manager(
+    facts: DriverFacts, app_id: str, managers: ManagerSettings = manager.DEFAULTS
+) -> str:
+    """How the application's cluster manager stops it ("" for local mode or no manager): for
+    a driver on this node that the agent may not signal."""
+    if facts.deploy_mode not in _ELSEWHERE:
+        return ""
+    return _elsewhere(facts, app_id, managers)
 
 
 def _elsewhere(facts: DriverFacts, app_id: str, managers: ManagerSettings) -> str:
