@@ -174,10 +174,17 @@ def chunked(request: BaseHTTPRequestHandler, size: int) -> None:
 
 
 def followed(
-    tmp_path: Path, app_id: str, props: Mapping[str, str], hadoop: Mapping[str, str] = {}
+    tmp_path: Path,
+    app_id: str,
+    props: Mapping[str, str],
+    hadoop: Mapping[str, str] = {},
+    *,
+    name: str | None = None,
+    started: bool = True,
 ) -> Followed:
-    """An in-progress log of `app_id` (environment, start) followed as the daemon follows it,
-    its driver's UI off and nothing on this node holding it."""
+    """An in-progress log of `app_id` (environment, start unless not `started`), named `name`
+    (default: the id), followed as the daemon follows it, its driver's UI off and nothing on
+    this node holding it."""
     logs = tmp_path / "logs"
     logs.mkdir()
     environment = {
@@ -192,13 +199,14 @@ def followed(
         "Timestamp": 1_800_000_000_000,
         "User": "spark",
     }
-    lines = [{"Event": "SparkListenerLogStart", "Spark Version": "4.0.1"}, environment, start]
-    (logs / f"{app_id}.inprogress").write_text(
+    lines = [{"Event": "SparkListenerLogStart", "Spark Version": "4.0.1"}, environment]
+    lines += [start] if started else []
+    (logs / f"{name or app_id}.inprogress").write_text(
         "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in lines)
     )
     (ref,) = scan(logs)
     log = ApplicationLog(ref, TranslateOptions(namespace="spark"), max_line_bytes=1 << 20)
-    assert [e["eventType"] for e in log.feed(log.read())] == ["START"]
+    assert [e["eventType"] for e in log.feed(log.read())] == (["START"] if started else [])
     app = Followed(str(ref.path), log)
     app.last_growth = time.monotonic() - 60
     return app
@@ -224,6 +232,22 @@ async def test_a_running_yarn_application_stays_alive(
     assert await ended_by(app) == []
     assert app.alive_signal == f"the YARN ResourceManager at 127.0.0.1:{rm.port} reports it {state}"
     assert not app.closed
+    assert [path for path, _ in rm.requests] == [f"/ws/v1/cluster/apps/{YARN_APP}"]
+
+
+async def test_a_driver_not_started_yet_is_asked_by_its_logs_name(
+    tmp_path: Path, rm: Manager
+) -> None:
+    """Before ApplicationStart is in the log (a driver waiting for executors), the manager is
+    asked for the id the log's name carries, without the attempt, and keeps the driver."""
+    rm.handler = yarn_app("ACCEPTED")
+    base = f"http://127.0.0.1:{rm.port}/proxy/{YARN_APP}"
+    props = {"spark.master": "yarn", PROXY: base}
+    app = followed(tmp_path, YARN_APP, props, name=f"{YARN_APP}_1", started=False)
+    assert await ended_by(app) == []
+    assert app.alive_signal == (
+        f"the YARN ResourceManager at 127.0.0.1:{rm.port} reports it ACCEPTED"
+    )
     assert [path for path, _ in rm.requests] == [f"/ws/v1/cluster/apps/{YARN_APP}"]
 
 

@@ -35,7 +35,9 @@ async def look(app: Followed, managers: ManagerSettings = manager.DEFAULTS) -> a
         alive.check,
         app.log.driver,
         app.live_paths(),
-        app.log.translator.app_id,
+        # Before ApplicationStart (a standalone or YARN driver may wait long for executors
+        # first), the id the log's name carries, so the driver and its manager can be asked.
+        app.log.app_id,
         ui_port=app.ui_port,
         managers=managers,
     )

@@ -53,7 +53,7 @@ _ALIVE: Final = {
 _DEAD: Final = frozenset({"FINISHED", "FAILED", "KILLED"})
 _NAME: Final = {"standalone": "the standalone master", "yarn": "the YARN ResourceManager"}
 _HOST: Final = re.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
-_YARN_APP: Final = re.compile(r"application_[0-9]{1,20}_[0-9]{1,10}")
+_YARN_APP: Final = re.compile(r"application_[0-9]{1,20}_[0-9]{1,10}(?=_[0-9]{1,10}$|$)")
 _PROXY_BASES: Final = (
     "spark.org.apache.hadoop.yarn.server.webproxy.amfilter.AmIpFilter.param.PROXY_URI_BASES"
 )
@@ -164,13 +164,16 @@ def shown_url(url: str) -> str:
 
 def _ask_one(client: httpx.Client, endpoint: Endpoint, app_id: str) -> ManagerAnswer | None:
     if endpoint.kind == "yarn":
-        if not _YARN_APP.fullmatch(app_id):
+        # A log's name may carry an attempt (`application_…_0001_1`): the RM knows the id.
+        matched = _YARN_APP.match(app_id)
+        if matched is None:
             return None
+        yarn_id = matched[0]
         body = get_json(
-            client, f"{endpoint.url}/ws/v1/cluster/apps/{app_id}", budget=REQUEST_BUDGET
+            client, f"{endpoint.url}/ws/v1/cluster/apps/{yarn_id}", budget=REQUEST_BUDGET
         )
         app = body.get("app") if isinstance(body, dict) else None
-        state = app.get("state") if isinstance(app, dict) and app.get("id") == app_id else None
+        state = app.get("state") if isinstance(app, dict) and app.get("id") == yarn_id else None
     else:
         body = get_json(client, f"{endpoint.url}/json/", budget=REQUEST_BUDGET)
         state = _standalone_state(body, app_id)
