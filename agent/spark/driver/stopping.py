@@ -78,10 +78,12 @@ def driver_pids(
             "when it was submitted (it runs elsewhere, in a JVM not started by spark-submit, "
             f"or is hidden from the agent by ProtectProc=); {_elsewhere(facts, app_id, managers)}"
         )
+    otherwise = through_manager(facts, app_id, managers)
     raise ControlError(
         f"application {app_id}: SparkSubmit processes {', '.join(map(str, candidates))} of "
         f"uid {uid} all started when it was submitted; the agent does not guess which to "
         "stop: stop it from its driver's node as its user"
+        + (f", or {otherwise}" if otherwise else "")
     )
 
 
