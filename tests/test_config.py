@@ -803,3 +803,24 @@ def test_fuzz_arbitrary_text(text: str) -> None:
 def test_fuzz_yaml_structures(document: dict[str, Any], flow: bool | None) -> None:
     """YAML built from config keys and odd values never raises anything but ConfigError."""
     _outcome(yaml.safe_dump(document, default_flow_style=flow, allow_unicode=True))
+
+
+def test_cluster_manager_keys() -> None:
+    """`spark.master_ui_port` (8080 unless set) and `spark.yarn_resourcemanager_url` are read;
+    the URL's credentials never reach the redacted view that logs and status show."""
+    assert parse("lineage:\n").spark.master_ui_port == 8080
+    assert parse("lineage:\n").spark.yarn_resourcemanager_url is None
+    config = parse(
+        "lineage:\nspark:\n  master_ui_port: 8990\n"
+        "  yarn_resourcemanager_url: http://ops:s3cret@rm.example.com:8088\n"
+    )
+    assert config.spark.master_ui_port == 8990
+    assert config.spark.yarn_resourcemanager_url == "http://ops:s3cret@rm.example.com:8088"
+    assert "s3cret" not in json.dumps(redacted(config))
+    assert error_of("lineage:\nspark: {master_ui_port: 0}\n") == (
+        "config.yaml:2: spark.master_ui_port: expected an integer from 1 to 65535, got 0"
+    )
+    assert error_of("lineage:\nspark: {yarn_resourcemanager_url: rm:8088}\n") == (
+        "config.yaml:2: spark.yarn_resourcemanager_url: expected an absolute http:// or https:// "
+        "URL, got 'rm:8088'"
+    )

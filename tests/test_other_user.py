@@ -67,12 +67,13 @@ def base() -> Iterator[Path]:
 
 
 @contextmanager
-def idle_app(base: Path, ui: str) -> Iterator[IdleApp]:
+def idle_app(base: Path, ui: str, master: str = "local[1]") -> Iterator[IdleApp]:
     """The Spark application, as root in the agent's group (so its 0660 log is readable)."""
     control = base / "control"
+    script = JOBS / "idle_driver.py"
     with (control / "output.log").open("wb") as output:
         process = subprocess.Popen(
-            [sys.executable, str(JOBS / "idle_driver.py"), str(base / "events"), str(control), ui],
+            [sys.executable, str(script), str(base / "events"), str(control), ui, master],
             cwd=control,
             env=spark_env(),
             stdout=output,
@@ -86,10 +87,10 @@ def idle_app(base: Path, ui: str) -> Iterator[IdleApp]:
         stop_process(process)
 
 
-def agent_config(base: Path) -> Path:
-    """The agent's config and key, handed to its user."""
+def agent_config(base: Path, **spark: object) -> Path:
+    """The agent's config and key, handed to its user; `spark` adds keys to its section."""
     work = base / "agent"
-    config = daemon_config(work, base / "events", stale_after=f"{STALE:g}s")
+    config = daemon_config(work, base / "events", stale_after=f"{STALE:g}s", **spark)
     give([work, config, work / "ed25519.key"])
     return config
 

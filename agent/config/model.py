@@ -228,6 +228,12 @@ class SparkConfig:
     # Kafka bootstrap servers (`host:port[,host:port]`) of the jobs' Kafka reads, which the
     # event log never shows; unset names their topics `kafka://unknown`
     kafka_bootstrap: str | None = None
+    # the web UI port of standalone masters (`spark://host:7077` is their RPC port) for
+    # logs that do not carry `spark.master.ui.port`: liveness asks the master there
+    master_ui_port: Annotated[int, Bounds(1, 65535)] = 8080
+    # the YARN ResourceManager's web address (http(s)://host:8088), asked before those the
+    # event log names
+    yarn_resourcemanager_url: HttpUrl | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,8 @@ from typing import Any, Final
 
 import structlog
 
-from agent.spark.driver import alive, stopping
+from agent.spark.driver import alive, manager, stopping
+from agent.spark.driver.manager import ManagerSettings
 from agent.spark.followed import Followed
 
 log = structlog.get_logger("agent.spark")
@@ -28,14 +29,17 @@ Event = dict[str, Any]
 STOPPED_GRACE: Final = 2.0  # seconds without growth after `job stop` before runs end ABORT
 
 
-async def look(app: Followed) -> alive.Liveness:
+async def look(app: Followed, managers: ManagerSettings = manager.DEFAULTS) -> alive.Liveness:
     """Every sign of life of the application's driver, off the event loop."""
     answer = await asyncio.to_thread(
         alive.check,
         app.log.driver,
         app.live_paths(),
-        app.log.translator.app_id,
+        # Before ApplicationStart (a standalone or YARN driver may wait long for executors
+        # first), the id the log's name carries, so the driver and its manager can be asked.
+        app.log.app_id,
         ui_port=app.ui_port,
+        managers=managers,
     )
     app.ui_port = answer.ui_port
     return answer
@@ -85,6 +89,7 @@ async def close_dead(
     stale_after: float,
     stops: StopLookup,
     on_lost: Callable[[], object] = lambda: None,
+    managers: ManagerSettings = manager.DEFAULTS,
 ) -> list[tuple[Followed, list[Event]]]:
     """End the runs of applications whose driver is gone: ABORT after a `job stop` once the
     log stopped growing (a stop recorded before a restart: as soon as no driver is alive),
@@ -103,14 +108,14 @@ async def close_dead(
             # A stop recorded before a restart: it ended the driver, so no stale_after wait.
             if now - app.last_growth < STOPPED_GRACE:
                 continue
-            if (await look(app)).alive:
+            if (await look(app, managers)).alive:
                 app.last_growth = now  # still going down: look again after STOPPED_GRACE
                 continue
             ended.append((app, _close_stopped(app, stops)))
             continue
         if app.closed or complete or now - app.last_growth < stale_after:
             continue
-        answer = await look(app)
+        answer = await look(app, managers)
         if answer.alive:
             app.last_growth = now  # check again after another stale_after
             if app.alive_signal != answer.reason:  # an idle driver is news once per signal

@@ -36,6 +36,7 @@ from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
 from agent.spark.claims import Claims
 from agent.spark.directories import Directories
 from agent.spark.driver import stopping
+from agent.spark.driver.manager import ManagerSettings
 from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.records import RecordBatch
@@ -453,9 +454,13 @@ class SparkSource:
             stale_after=self.spark.stale_after,
             stops=self.state.stop_request,
             on_lost=self.metrics.applications_ended.labels(cause="driver_lost").inc,
+            managers=self._managers(),
         )
         for app, events in ended:
             self._emit(app, events)
+
+    def _managers(self) -> ManagerSettings:
+        return ManagerSettings(self.spark.master_ui_port, self.spark.yarn_resourcemanager_url)
 
     # -- control (ApplicationControl) ------------------------------------------------------------
 
@@ -495,10 +500,16 @@ class SparkSource:
         if app is None or app.log.reader.complete or app.closed:
             raise ControlError(f"application {app_id} is not running on this node")
         pids = await asyncio.to_thread(
-            stopping.driver_pids, app.log.driver, app.live_paths(), app_id
+            stopping.driver_pids,
+            app.log.driver,
+            app.live_paths(),
+            app_id,
+            managers=self._managers(),
         )
         began = time.monotonic()
-        stopping.terminate(pids)
+        stopping.terminate(
+            pids, otherwise=stopping.through_manager(app.log.driver, app_id, self._managers())
+        )
         # No await since the signal: the log cannot have been read past ApplicationEnd yet.
         self.request_stop(app_id, reason, requested_by)
         log.info("job_stop", app_id=app_id, pids=pids, reason=reason, requested_by=requested_by)

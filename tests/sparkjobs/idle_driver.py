@@ -1,7 +1,9 @@
 """A Spark application that writes, idles until told, writes again and stops: the shape of a
-notebook, a spark-shell or a Thrift server. python idle_driver.py EVENT_DIR CONTROL_DIR UI
+notebook, a spark-shell or a Thrift server.
+python idle_driver.py EVENT_DIR CONTROL_DIR UI [MASTER]
 
-UI is `on` (the driver UI on loopback, on a port Spark picks from 4040) or `off`.
+UI is `on` (the driver UI on loopback, on a port Spark picks from 4040) or `off`. MASTER is
+`local[1]` by default; a standalone master's `spark://host:port` runs one small executor.
 Protocol (files in CONTROL_DIR; the test creates `go-*`, this script the rest):
     started       the application id, once the session runs
     first-done    after the first write
@@ -30,9 +32,9 @@ def wait_for(path: Path) -> None:
         time.sleep(0.05)
 
 
-def main(event_dir: Path, control: Path, ui: str) -> None:
+def main(event_dir: Path, control: Path, ui: str, master: str) -> None:
     spark = (
-        SparkSession.builder.master("local[1]")
+        SparkSession.builder.master(master)
         .appName(f"idle driver ui {ui}")
         .config("spark.ui.enabled", str(ui == "on").lower())
         .config("spark.ui.showConsoleProgress", "false")
@@ -41,6 +43,8 @@ def main(event_dir: Path, control: Path, ui: str) -> None:
         .config("spark.sql.warehouse.dir", str(control / "warehouse"))
         .config("spark.eventLog.enabled", "true")
         .config("spark.eventLog.dir", event_dir.as_uri())
+        .config("spark.cores.max", "1")  # one executor of one core on a standalone master
+        .config("spark.executor.memory", "512m")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -57,4 +61,4 @@ def main(event_dir: Path, control: Path, ui: str) -> None:
 
 if __name__ == "__main__":
     os.umask(0o027)
-    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], (sys.argv[4:] or ["local[1]"])[0])

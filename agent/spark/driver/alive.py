@@ -4,9 +4,13 @@ one of them proves life, so a driver is never taken for dead while one says othe
 1. a process holds the log open (/proc/PID/fd: the agent's own user, or root);
 2. the driver's REST API answers for this application id (loopback for a driver on this
    node, its host for one elsewhere);
-3. the driver's RPC port (or its UI port) listens on this node, owned by the log's owner
-   (/proc/net/tcp: readable by every user, no traffic), for a driver whose UI is off.
-A driver on another node sharing the directory over NFS has only the second.
+3. its cluster manager (a standalone master, a YARN ResourceManager) lists this application
+   id as running (`driver.manager`); one that lists it ended is named in the answer;
+4. the driver's RPC port (or its UI port) listens on this node, owned by the log's owner
+   (/proc/net/tcp: readable by every user, no traffic), for a driver whose UI is off. It
+   comes after the manager because it names no application: the manager's word is the one
+   logged for an idle driver that has one.
+A driver on another node sharing the directory over NFS has only the second and third.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.spark.driver import procfs, rest
+from agent.spark.driver import manager, procfs, rest
 from agent.spark.driver.facts import DriverFacts
+from agent.spark.driver.manager import ManagerSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +40,7 @@ def check(
     app_id: str | None,
     *,
     ui_port: int | None = None,
+    managers: ManagerSettings = manager.DEFAULTS,
 ) -> Liveness:
     """Look at every signal of the driver of the log at `paths` (blocking; a thread)."""
     held = procfs.holders(paths)
@@ -45,6 +51,10 @@ def check(
         found = rest.ui_port_of(host, facts.ui_ports(), app_id, first=ui_port)
         if found is not None:
             return Liveness(True, f"the driver UI at {host}:{found} answers for it", found)
+    asked = manager.endpoints(facts.manager, managers)
+    said = manager.ask(asked, app_id) if app_id else None
+    if said is not None and said.alive:
+        return Liveness(True, said.reason, ui_port)
     local = facts.host is None or rest.is_local(facts.host)
     uid = owner(paths)
     if local and uid is not None:
@@ -59,8 +69,15 @@ def check(
     ]
     if local and facts.rpc_port:
         looked.append("nothing listens on its driver port")
+    if said is not None:
+        looked.append(said.reason)
+    elif asked:
+        looked.append(f"{_MANAGER[asked[0].kind]} gives no answer")
     looked.append("the driver UI does not answer" if facts.ui_enabled else "its UI is off")
     return Liveness(False, ", ".join(looked[:-1]) + " and " + looked[-1], ui_port)
+
+
+_MANAGER = {"standalone": "its standalone master", "yarn": "its YARN ResourceManager"}
 
 
 def owner(paths: Sequence[str]) -> int | None:

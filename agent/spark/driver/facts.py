@@ -3,8 +3,9 @@
 Spark writes these into the environment event at start: the driver's host and RPC port (the
 port it really bound, also when it was chosen at random), the UI port only when a user set
 it (otherwise Spark tries 4040 and the `spark.port.maxRetries` ports after it), whether the UI
-is on at all, the submission time (set by SparkSubmit moments after its JVM started) and the
-master URL (`local[*]`, `spark://…`, `yarn`, `k8s://…`).
+is on at all, the submission time (set by SparkSubmit moments after its JVM started), the
+master URL (`local[*]`, `spark://…`, `yarn`, `k8s://…`) and where that cluster manager's web
+service listens (`manager`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from agent.spark.driver.manager import NO_CLUES, ManagerClues, clues
 
 DEFAULT_UI_PORT: Final = 4040
 DEFAULT_MAX_RETRIES: Final = 16  # spark.port.maxRetries
@@ -30,6 +33,7 @@ class DriverFacts:
     max_retries: int = DEFAULT_MAX_RETRIES
     submit_time_ms: int | None = None
     master: str | None = None
+    manager: ManagerClues = NO_CLUES  # where its cluster manager listens, if it has one
 
     def ui_ports(self) -> list[int]:
         """The ports the driver's UI may be on, in the order Spark tries them."""
@@ -60,6 +64,7 @@ def driver_facts(record: Mapping[str, Any]) -> DriverFacts:
     if not isinstance(props, Mapping):
         return DriverFacts()
     ui_port = _port(props.get("spark.ui.port"))
+    hadoop = record.get("Hadoop Properties")
     return DriverFacts(
         host=_text(props.get("spark.driver.host")),
         rpc_port=_port(props.get("spark.driver.port")),
@@ -69,6 +74,7 @@ def driver_facts(record: Mapping[str, Any]) -> DriverFacts:
         max_retries=_count(props.get("spark.port.maxRetries")) or DEFAULT_MAX_RETRIES,
         submit_time_ms=_count(props.get("spark.app.submitTime")),
         master=_text(props.get("spark.master")),
+        manager=clues(props, hadoop if isinstance(hadoop, Mapping) else {}),
     )
 
 

@@ -3,7 +3,8 @@
 Each driver's UI serves `/api/v1/applications/<id>` for its own application only, so an
 answer naming the id proves that this application's driver is alive, whoever runs it and
 whatever the agent may read in /proc. A UI on a port Spark chose is found by trying the
-ports Spark tries, in its order; the one that answered is tried first next time.
+ports Spark tries, in its order; the one that answered is tried first next time. Whatever
+listens there may be anything: its answer is read within a time and size bound.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from typing import Final
 
 import httpx
 
+from agent.spark.driver.httpjson import get_json
+
 LOOPBACK: Final = "127.0.0.1"
 # Seconds per port: a closed port refuses at once, but a UI's first REST answer (Jersey
 # starting up in a driver that shares a busy node) can take many seconds.
 TIMEOUT: Final = httpx.Timeout(15.0, connect=1.0)
 BUDGET: Final = 30.0  # seconds for all the ports of one look
+ANSWER_BUDGET: Final = 20.0  # seconds for one port's answer, however slowly its bytes come
 
 
 def ui_port_of(
@@ -70,14 +74,7 @@ def is_local(host: str) -> bool:
 
 def _answers(client: httpx.Client, host: str, port: int, app_id: str) -> bool:
     where = f"[{host}]" if ":" in host else host
-    try:
-        response = client.get(f"http://{where}:{port}/api/v1/applications/{app_id}")
-    except httpx.HTTPError:
-        return False
-    if response.status_code != 200:
-        return False
-    try:
-        body = response.json()
-    except ValueError:
-        return False
+    body = get_json(
+        client, f"http://{where}:{port}/api/v1/applications/{app_id}", budget=ANSWER_BUDGET
+    )
     return isinstance(body, dict) and body.get("id") == app_id

@@ -6,7 +6,8 @@ user: the driver is then the one SparkSubmit JVM of the log's owner that started
 the application's submission time (both from /proc and the log, readable by every user);
 two candidates are refused rather than guessed. Signalling another user's process needs
 CAP_KILL. Drivers in a cluster (YARN, Kubernetes, a standalone master's cluster mode) are
-stopped through their cluster manager, which the message names.
+stopped through their cluster manager, which the message names with the command or page to
+use (the agent kills nothing through a manager: that needs the manager's own authority).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from agent.errors import ControlError
-from agent.spark.driver import procfs, rest
+from agent.spark.driver import manager, procfs, rest
 from agent.spark.driver.alive import owner
 from agent.spark.driver.facts import DriverFacts
+from agent.spark.driver.manager import ManagerSettings
 
 #: A SparkSubmit JVM sets spark.app.submitTime within seconds of its start; /proc's start
 #: time is exact to the clock tick, the boot time it counts from to the second.
@@ -30,12 +32,19 @@ HELP: Final = "see docs/operations/commands.md, 'Stopping a job'"
 _ELSEWHERE: Final = {
     "yarn": "stop it with `yarn application -kill {app}`",
     "kubernetes": "stop it with `spark-submit --kill` or by deleting its driver pod",
-    "standalone": "stop it from its master's UI, or with `spark-class "
-    "org.apache.spark.deploy.Client kill` for a cluster-mode driver",
+    "standalone": "stop it with the (kill) link beside it on its master's web UI{ui}, or "
+    "for a cluster-mode driver with `spark-class org.apache.spark.deploy.Client kill "
+    "MASTER_URL DRIVER_ID`",
 }
 
 
-def driver_pids(facts: DriverFacts, paths: Sequence[str], app_id: str) -> tuple[int, ...]:
+def driver_pids(
+    facts: DriverFacts,
+    paths: Sequence[str],
+    app_id: str,
+    *,
+    managers: ManagerSettings = manager.DEFAULTS,
+) -> tuple[int, ...]:
     """The driver process(es) of the application whose log is at `paths` (blocking);
     ControlError saying why when there is none the agent can name."""
     held = procfs.holders(paths)
@@ -44,7 +53,7 @@ def driver_pids(facts: DriverFacts, paths: Sequence[str], app_id: str) -> tuple[
     if facts.host is not None and not rest.is_local(facts.host):
         raise ControlError(
             f"application {app_id}: its driver runs on {facts.host}, not on this node; "
-            + _elsewhere(facts, app_id)
+            + _elsewhere(facts, app_id, managers)
         )
     uid = owner(paths)
     if uid is None:
@@ -67,18 +76,21 @@ def driver_pids(facts: DriverFacts, paths: Sequence[str], app_id: str) -> tuple[
         raise ControlError(
             f"application {app_id}: no SparkSubmit process of uid {uid} on this node started "
             "when it was submitted (it runs elsewhere, in a JVM not started by spark-submit, "
-            f"or is hidden from the agent by ProtectProc=); {_elsewhere(facts, app_id)}"
+            f"or is hidden from the agent by ProtectProc=); {_elsewhere(facts, app_id, managers)}"
         )
+    otherwise = through_manager(facts, app_id, managers)
     raise ControlError(
         f"application {app_id}: SparkSubmit processes {', '.join(map(str, candidates))} of "
         f"uid {uid} all started when it was submitted; the agent does not guess which to "
         "stop: stop it from its driver's node as its user"
+        + (f", or {otherwise}" if otherwise else "")
     )
 
 
-def signal_all(pids: Iterable[int], signum: int) -> None:
+def signal_all(pids: Iterable[int], signum: int, *, otherwise: str = "") -> None:
     """Signal every process; one that is gone already is skipped. ControlError when the
-    agent may not signal one (another user's driver, no CAP_KILL)."""
+    agent may not signal one (another user's driver, no CAP_KILL), ending with `otherwise`
+    (what else stops it) when given."""
     for pid in pids:
         try:
             os.kill(pid, signum)
@@ -88,16 +100,31 @@ def signal_all(pids: Iterable[int], signum: int) -> None:
             raise ControlError(
                 f"cannot signal driver pid {pid}: it belongs to another user and the agent "
                 f"(uid {os.geteuid()}) lacks CAP_KILL ({HELP})"
+                + (f"; without it, {otherwise}" if otherwise else "")
             ) from None
 
 
-def terminate(pids: Iterable[int]) -> None:
+def terminate(pids: Iterable[int], *, otherwise: str = "") -> None:
     """SIGTERM: Spark's shutdown hook then writes ApplicationEnd."""
-    signal_all(pids, signal.SIGTERM)
+    signal_all(pids, signal.SIGTERM, otherwise=otherwise)
 
 
-def _elsewhere(facts: DriverFacts, app_id: str) -> str:
+def through_manager(
+    facts: DriverFacts, app_id: str, managers: ManagerSettings = manager.DEFAULTS
+) -> str:
+    """How the application's cluster manager stops it ("" for local mode or no manager): for
+    a driver on this node that the agent may not signal."""
+    if facts.deploy_mode not in _ELSEWHERE:
+        return ""
+    return _elsewhere(facts, app_id, managers)
+
+
+def _elsewhere(facts: DriverFacts, app_id: str, managers: ManagerSettings) -> str:
     hint = _ELSEWHERE.get(facts.deploy_mode)
     if hint is None:
         return f"stop it on its driver's node ({HELP})"
-    return hint.format(app=app_id)
+    masters = (
+        manager.endpoints(facts.manager, managers) if facts.deploy_mode == "standalone" else []
+    )
+    ui = f" (http://{masters[0].shown}/)" if masters else ""
+    return hint.format(app=app_id, ui=ui)
