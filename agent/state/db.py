@@ -35,12 +35,12 @@ from typing import Any, Literal
 from agent.delivery.envelope import Envelope
 from agent.errors import StateError
 from agent.fsutil import identity_change, take_lock
+from agent.state.pending import PendingLedger
 
 SCHEMA_VERSION = 1
 #: Seconds a verdict of `lineage-agent exec` is kept: far longer than any application waits.
 VERDICTS_KEPT = 30 * 86400.0
 #: Ledger rows kept in memory while the database refuses them (about 200 bytes each).
-MAX_PENDING_ROWS = 100_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -136,8 +136,7 @@ class StateDB:
         self.directory = Path(state_dir)
         self.path = self.directory / "state.sqlite3"
         self._ledger_rows = ledger_rows
-        self._pending: list[tuple[Any, ...]] = []
-        self.ledger_rows_lost = 0  # forgotten while the database refused them
+        self._pending = PendingLedger()
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o750)
         except OSError as error:
@@ -333,37 +332,18 @@ class StateDB:
 
     def record(self, envelope: Envelope, transport: str, outcome: str, reason: str | None) -> None:
         """Ledger entry for one event and transport; written in batches by `flush`."""
-        self._pending.append(
-            (
-                time.time(),
-                envelope.app_id,
-                envelope.run_id,
-                envelope.event_type,
-                envelope.digest,
-                transport,
-                outcome,
-                reason,
-            )
-        )
-        if len(self._pending) >= 2048 and len(self._pending) % 2048 == 0:
+        if self._pending.add(envelope, transport, outcome, reason):
             # A refusal keeps the rows for the periodic flush, which reports it.
             with contextlib.suppress(sqlite3.Error):
                 self.flush()
 
     def flush(self) -> None:
         """Write the pending ledger rows; on a refusal keep them (bounded) and raise."""
-        if not self._pending:
-            return
-        rows, self._pending = self._pending, []
-        try:
-            self._write_ledger(rows)
-        except sqlite3.Error:
-            self._pending = rows + self._pending
-            excess = len(self._pending) - MAX_PENDING_ROWS
-            if excess > 0:
-                del self._pending[:excess]
-                self.ledger_rows_lost += excess
-            raise
+        self._pending.write(self._write_ledger, (sqlite3.Error,))
+
+    @property
+    def ledger_rows_lost(self) -> int:
+        return self._pending.lost
 
     def _write_ledger(self, rows: list[tuple[Any, ...]]) -> None:
         with self._transaction():

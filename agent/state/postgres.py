@@ -39,7 +39,8 @@ import psycopg
 
 from agent.delivery.envelope import Envelope
 from agent.errors import StateError
-from agent.state.db import MAX_PENDING_ROWS, VERDICTS_KEPT, LogPosition, LostAs, event_key
+from agent.state.db import VERDICTS_KEPT, LogPosition, LostAs, event_key
+from agent.state.pending import PendingLedger
 from agent.state.pgschema import CLAIM, MIGRATIONS, SCHEMA_VERSION
 
 #: Connecting and each statement give up after this many seconds: calls run on the loop.
@@ -93,8 +94,7 @@ class PostgresState:
         self.owner = owner
         self.lease_seconds = lease_seconds
         self._ledger_rows = ledger_rows
-        self._pending: list[tuple[Any, ...]] = []
-        self.ledger_rows_lost = 0
+        self._pending = PendingLedger()
         # A server database is not lost with a file: a first start and a lost one look alike.
         self.recreated = False
         self.lost_as: LostAs | None = None
@@ -375,44 +375,28 @@ class PostgresState:
     # -- delivery ledger ---------------------------------------------------------------------
 
     def record(self, envelope: Envelope, transport: str, outcome: str, reason: str | None) -> None:
-        self._pending.append(
-            (
-                time.time(),
-                envelope.app_id,
-                envelope.run_id,
-                envelope.event_type,
-                envelope.digest,
-                transport,
-                outcome,
-                reason,
-            )
-        )
-        if len(self._pending) >= 2048 and len(self._pending) % 2048 == 0:
+        if self._pending.add(envelope, transport, outcome, reason):
             with contextlib.suppress(psycopg.Error):
                 self.flush()
 
     def flush(self) -> None:
-        if not self._pending:
-            return
-        rows, self._pending = self._pending, []
-        try:
-            with self._transaction() as conn, conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO ledger (time, execution, run_id, event_type, digest, "
-                    "transport, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                    rows,
-                )
-                cursor.execute(
-                    "DELETE FROM ledger WHERE id <= (SELECT MAX(id) FROM ledger) - %s",
-                    (self._ledger_rows,),
-                )
-        except psycopg.Error:
-            self._pending = rows + self._pending
-            excess = len(self._pending) - MAX_PENDING_ROWS
-            if excess > 0:
-                del self._pending[:excess]
-                self.ledger_rows_lost += excess
-            raise
+        self._pending.write(self._write_ledger, (psycopg.Error,))
+
+    @property
+    def ledger_rows_lost(self) -> int:
+        return self._pending.lost
+
+    def _write_ledger(self, rows: list[tuple[Any, ...]]) -> None:
+        with self._transaction() as conn, conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO ledger (time, execution, run_id, event_type, digest, "
+                "transport, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+            cursor.execute(
+                "DELETE FROM ledger WHERE id <= (SELECT MAX(id) FROM ledger) - %s",
+                (self._ledger_rows,),
+            )
 
     def ledger_for(self, app_id: str) -> list[dict[str, Any]]:
         with contextlib.suppress(psycopg.Error):
