@@ -121,6 +121,18 @@ BUNDLES: dict[str, Bundle] = {
         ),
         note="a single-node KRaft broker for tests (tests/kafka.py), main class kafka.Kafka",
     ),
+    # Matches PySpark's own Hadoop (pyspark/jars/hadoop-client-api-3.5.0.jar): S3A for Spark
+    # writing its event logs to the loopback S3 server of the object-store tests.
+    "hadoop-aws": Bundle(
+        ("org.apache.hadoop:hadoop-aws:3.5.0",),
+        exclusions=(  # PySpark's shaded Hadoop client has these
+            "org.apache.hadoop:hadoop-common",
+            "org.apache.hadoop:hadoop-client-api",
+            "org.apache.hadoop:hadoop-client-runtime",
+            "org.slf4j:slf4j-api",
+        ),
+        note="S3A (hadoop-aws 3.5.0 and the AWS SDK v2 bundle) for Spark 4.3's Hadoop 3.5.0",
+    ),
 }
 
 

@@ -5,11 +5,13 @@
 there is none: `agent.service.nodekey`), the http transport's
 endpoints, bearer token and CA bundle (`transports.http`: the rules the transport applies),
 the file transport's path (`transports.file.check_path`) and that the state directory can be
-created. For `run` (`service=True`) every problem is a StartError. For `config check`
-(`service=False`) a problem that may be only this shell's (a file this user may not read or
-write, a token variable not set here) is returned as a note instead, because the service runs
-as another user with its own environment; every other problem is the same StartError `run`
-would raise. A missing key is a note of `config check` too: `run` makes it.
+created; `config check` also notes whether each event-log directory on a store (S3, GCS,
+Azure, HDFS) can be listed from here, never an error. For `run` (`service=True`) every problem
+is a StartError. For `config check` (`service=False`) a problem that may be only this
+shell's (a file this user may not read or write, a token variable not set here) is returned
+as a note instead, because the service runs as another user with its own environment; every
+other problem is the same StartError `run` would raise. A missing key is a note of `config
+check` too: `run` makes it.
 
 What is checked only by opening (the state database and its lock, the events file's lock,
 the metrics address, the control socket) stays with `run`: another agent may hold them.
@@ -32,6 +34,7 @@ from agent.delivery.transports.file import check_path
 from agent.delivery.transports.http import check_urls, read_token, tls_context
 from agent.errors import KeyFileError, StartError
 from agent.service.nodekey import make_key, missing_key_note
+from agent.spark.eventlog import stores
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +125,32 @@ def check_startup(
         note = check_path(at(lineage.file.path))
         if note is not None:
             problem(f"lineage.file.path: {note}" if not service else note)
+    if not service:
+        notes.extend(_store_notes(config))
     if transports is None:  # at start; a reload keeps the state directory it has
         note = _check_state_dir(at(config.state_dir))
         if note is not None:
             problem(f"state_dir: {note}" if not service else note)
     return Checked(key, tuple(notes))
+
+
+def _store_notes(config: AgentConfig) -> list[str]:
+    """Whether each event-log directory on a store can be listed from here: a note either
+    way, since the service's credentials and network may differ from this shell's."""
+    notes = []
+    for i, url in enumerate(config.spark.event_log_dirs):
+        if not stores.is_url(url):
+            continue
+        where = f"spark.event_log_dirs[{i}]: {stores.redact(url)}"
+        try:
+            found = len(stores.listdir(url))
+        except FileNotFoundError:
+            notes.append(f"{where}: does not exist yet (the agent waits for it)")
+        except OSError as error:
+            notes.append(f"{where}: cannot be listed from here: {error}")
+        else:
+            notes.append(f"{where}: reachable from here ({found} entries)")
+    return notes
 
 
 def _check_state_dir(directory: str) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from agent.source import ApplicationStatus
 from agent.spark.application import ApplicationLog
+from agent.spark.eventlog import stores
 
 
 @dataclass
@@ -32,6 +33,11 @@ class Followed:
     busy: bool = False
     summary: Any = None
     alive_signal: str | None = None  # what `driver_idle_alive` last said proved life
+
+    @property
+    def remote(self) -> bool:
+        """The log is on a shared store: its driver runs elsewhere (no /proc, no local port)."""
+        return stores.is_url(self.log.ref.path)
 
     @property
     def app_id(self) -> str:

@@ -28,8 +28,19 @@ Event = dict[str, Any]
 STOPPED_GRACE: Final = 2.0  # seconds without growth after `job stop` before runs end ABORT
 
 
+#: Why a driver whose log is on a store is taken as lost once the log is stale.
+REMOTE_REASON: Final = (
+    "its log is on a shared store and the driver runs elsewhere, so no local process or "
+    "port was looked at"
+)
+
+
 async def look(app: Followed) -> alive.Liveness:
-    """Every sign of life of the application's driver, off the event loop."""
+    """Every sign of life of the application's driver, off the event loop. A log on a store
+    has its driver on another node: its /proc and ports here say nothing about it, so only
+    the log itself tells (staleness, the rolling layout's appstatus)."""
+    if app.remote:
+        return alive.Liveness(False, REMOTE_REASON)
     answer = await asyncio.to_thread(
         alive.check,
         app.log.driver,

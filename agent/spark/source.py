@@ -14,6 +14,10 @@ full). Events are then held, not dropped and not emitted unclaimed (`Claims`): a
 application whose events cannot be claimed is not read further until the database takes
 them, so memory stays bounded, and a failure on one log (a bug, whatever the input) never
 stops the others. Stale in-progress logs and `job stop` are `liveness`'s business.
+
+Directories on a store (S3, GCS, Azure, HDFS: `eventlog.stores`) have no inotify and every
+look costs requests: they are listed, and their unfinished logs read, once per
+`spark.store_poll_interval`; finished applications are not listed again.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
 from agent.spark.claims import Claims
 from agent.spark.directories import Directories
 from agent.spark.driver import stopping
+from agent.spark.eventlog import stores
 from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.records import RecordBatch
@@ -76,11 +81,15 @@ class SparkSource:
         self.apps: dict[str, Followed] = {}
         self._finished: set[str] = state.finished_keys()
         self._stops = state.stop_requests()  # kept in step by request_stop
-        self._dirs = Directories(spark.event_log_dirs)
+        local = [d for d in spark.event_log_dirs if not stores.is_url(d)]
+        self._dirs = Directories(local)
+        self._store_dirs = Directories([d for d in spark.event_log_dirs if stores.is_url(d)])
+        self._store_pass = False  # this pass lists and reads the logs on stores
+        self._store_requests = stores.requests()
         self._skipped_by_horizon = 0
         self._use_inotify = use_inotify
         self._wake = asyncio.Event()
-        self._fs = DirectoryWatch(spark.event_log_dirs, self._wake)
+        self._fs = DirectoryWatch(local, self._wake)
         self._sink: Sink | None = None
         self._first_scan = True
 
@@ -102,6 +111,7 @@ class SparkSource:
         if self._use_inotify:
             self._fs.start(loop, self.spark.poll_interval)
         last_scan = 0.0
+        last_store_scan = -self.spark.store_poll_interval
         try:
             while not stop.is_set():
                 # Cleared before reading, so a change notified during the read wakes the
@@ -118,10 +128,17 @@ class SparkSource:
                     self._fs.rescan = False
                     self._discover(await self._dirs.list())
                     last_scan = now
+                self._store_pass = bool(self._store_dirs.paths) and (
+                    now - last_store_scan >= self.spark.store_poll_interval
+                )
+                if self._store_pass:
+                    self._discover(await self._store_dirs.list(self._finished))
+                    last_store_scan = now
                 self.claims.new_pass()
                 await self._pump_all(stop)
                 await self._check_stale()
                 self.metrics.applications.set(sum(1 for a in self.apps.values() if not a.closed))
+                self._count_store_requests()
                 waiter = asyncio.create_task(self._wake.wait())
                 stopper = asyncio.create_task(stop.wait())
                 await asyncio.wait(
@@ -141,6 +158,19 @@ class SparkSource:
     def wake(self) -> None:
         self._wake.set()
 
+    def _count_store_requests(self) -> None:
+        now = stores.requests()
+        for kind, count in now.items():
+            if count > self._store_requests[kind]:
+                self.metrics.store_requests.labels(request=kind).inc(
+                    count - self._store_requests[kind]
+                )
+        self._store_requests = now
+
+    def _watch(self, path: str) -> None:
+        if not stores.is_url(path):  # a store has no inotify: polled instead
+            self._fs.watch(path)
+
     # -- discovery ---------------------------------------------------------------------------
 
     def _discover(self, listed: Mapping[str, list[LogRef]]) -> None:
@@ -149,14 +179,14 @@ class SparkSource:
         lost_state = self._first_scan and self.state.recreated and not self.spark.replay_existing
         skipped_as_handled = 0
         for directory, refs in listed.items():
-            self._fs.watch(directory)
+            self._watch(directory)
             for ref in refs:
                 key = f"{directory.rstrip('/')}/{ref.key}"
                 if key in self._finished:
                     continue
                 if key in self.apps:
                     if ref.layout == "rolling":
-                        self._fs.watch(ref.path)
+                        self._watch(ref.path)
                     continue
                 if ref.error is not None:
                     self._finished.add(key)
@@ -214,7 +244,7 @@ class SparkSource:
         )
         self.apps[key] = Followed(key, app_log, quiet=quiet)
         if ref.layout == "rolling":
-            self._fs.watch(ref.path)
+            self._watch(ref.path)
         log.info(
             "eventlog_followed",
             log=ref.path,
@@ -233,6 +263,8 @@ class SparkSource:
                 continue
             if stop.is_set() or self.claims.refused:
                 return
+            if app.remote and not self._store_pass:
+                continue  # read at the store's own interval
             try:
                 await self._pump(app)
             except Exception as error:  # one log must never stop the others
@@ -388,6 +420,11 @@ class SparkSource:
         app = self.find(app_id)
         if app is None or app.log.reader.complete or app.closed:
             raise ControlError(f"application {app_id} is not running on this node")
+        if app.remote:
+            raise ControlError(
+                f"application {app_id} logs to a shared store and its driver runs elsewhere: "
+                "job stop cannot reach it from here; stop it through the cluster manager"
+            )
         pids = await asyncio.to_thread(
             stopping.driver_pids, app.log.driver, app.live_paths(), app_id
         )
