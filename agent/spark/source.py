@@ -118,22 +118,26 @@ class SparkSource:
                 # next pass at once instead of waiting for Spark's next write.
                 self._wake.clear()
                 now = time.monotonic()
-                if (
+                local_pass = (
                     not self._fs.available
                     or self._fs.rescan
                     or self._first_scan
                     or self._dirs.missing  # not watchable yet: look each poll interval
                     or now - last_scan >= RESCAN_EVERY
-                ):
-                    self._fs.rescan = False
-                    self._discover(await self._dirs.list())
-                    last_scan = now
+                )
                 self._store_pass = bool(self._store_dirs.paths) and (
                     now - last_store_scan >= self.spark.store_poll_interval
                 )
+                listed: dict[str, list[LogRef]] = {}
+                if local_pass:
+                    self._fs.rescan = False
+                    listed.update(await self._dirs.list())
+                    last_scan = now
                 if self._store_pass:
-                    self._discover(await self._store_dirs.list(self._finished))
+                    listed.update(await self._store_dirs.list(self._finished))
                     last_store_scan = now
+                if local_pass or self._store_pass:  # one discovery: the first sees all
+                    self._discover(listed)
                 self.claims.new_pass()
                 await self._pump_all(stop)
                 await self._check_stale()
