@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,11 @@ from agent.spark.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.s3server import S3Server, running_s3
-from tests.spark_logs import CODECS, LAYOUTS, SparkLogs
+from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app
 from tests.test_watcher import run_until, settled
 
 pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -247,3 +250,74 @@ def test_state_keys_are_urls(s3: S3Server, spark_logs: SparkLogs, tmp_path: Path
     finally:
         db.close()
     shutil.rmtree(tmp_path / "state")
+
+
+def s3a_confs(s3: S3Server) -> dict[str, str]:
+    """Spark properties for S3A against the loopback server (credentials from AWS_*)."""
+    jars = sorted((ROOT / "build" / "jars").glob("hadoop-aws/*.jar"))
+    if not jars:
+        jars = [Path(p) for p in _fetch_jars("hadoop-aws")]
+    return {
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.hadoop.fs.s3a.endpoint": s3.endpoint,
+        "spark.hadoop.fs.s3a.endpoint.region": s3.env["AWS_DEFAULT_REGION"],
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": (
+            "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+        ),
+    }
+
+
+def _fetch_jars(bundle: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "jars.py"), "--classpath", bundle],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
+    return done.stdout.strip().split(":")
+
+
+@pytest.mark.parametrize("layout_name", LAYOUTS)
+async def test_spark_writes_to_s3_and_the_agent_follows(
+    s3: S3Server, tmp_path: Path, layout_name: str
+) -> None:
+    """Spark itself logs to s3a:// while the agent follows the bucket: the application and
+    its job come out START then COMPLETE, nothing twice."""
+    prefix = f"live-{layout_name}"
+    # Spark requires spark.eventLog.dir to exist: a directory marker, as `hadoop fs -mkdir` makes.
+    s3.client().put_object(Bucket=s3.bucket, Key=f"{prefix}/", Body=b"")
+    source, metrics = source_for([url(s3, prefix)], tmp_path / "state", store_poll_interval=0.2)
+    emitted: list[tuple[str, dict[str, Any]]] = []
+    stop = asyncio.Event()
+    task = asyncio.create_task(source.run(lambda ex, ev: emitted.append((ex, dict(ev))), stop))
+    try:
+        with running_app(
+            tmp_path / "app", layout_name, "zstd", event_url=url(s3, prefix), confs=s3a_confs(s3)
+        ) as app:
+            if layout_name == "rolling":  # appstatus_*.inprogress shows the application
+                async with asyncio.timeout(60):
+                    while not source.apps:
+                        await asyncio.sleep(0.05)
+            for step, done in (("go-job", None), ("release", "job-done"), ("go-stop", "stopped")):
+                app.signal(step)
+                if done:
+                    await asyncio.to_thread(app.wait, done)
+            async with asyncio.timeout(60):
+                while not any(
+                    e["eventType"] == "COMPLETE" and "parent" not in e["run"]["facets"]
+                    for _, e in emitted
+                ):
+                    await asyncio.sleep(0.05)
+            app_id = app.app_id
+    finally:
+        stop.set()
+        await task
+        source.state.close()
+    assert {ex for ex, _ in emitted} == {app_id}
+    application = [e["eventType"] for _, e in emitted if "parent" not in e["run"]["facets"]]
+    assert application == ["START", "COMPLETE"]
+    assert len({orjson.dumps(e) for _, e in emitted}) == len(emitted)
+    assert metrics.store_requests.labels(request="get")._value.get() >= 1
