@@ -61,6 +61,7 @@ FIGURES = {
         "replay_horizon_including_s",
         "rss_horizon_including_peak_mib",
     ],
+    "stores": ["first_scan_requests", "steady_requests_per_minute", "rss_mib"],
 }
 
 
@@ -101,7 +102,7 @@ def check(result: dict[str, Any]) -> None:
         assert (figure["met"] is None) == (figure["target"] is None)
 
 
-@pytest.mark.parametrize("name", ["shipping", "canonical", "memory", "scale"])
+@pytest.mark.parametrize("name", ["shipping", "canonical", "memory", "scale", "stores"])
 def test_benchmark_runs_in_tiny_configuration(name: str, tmp_path: Path) -> None:
     """A benchmark without Spark runs end to end and reports every figure it promises."""
     [result] = run_bench([name], tmp_path, timeout=300)

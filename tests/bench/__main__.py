@@ -37,6 +37,7 @@ BENCHMARKS = {
     "overhead": "tests.bench.overhead",
     "memory": "tests.bench.memory",
     "scale": "tests.bench.scale",
+    "stores": "tests.bench.stores",
 }
 
 
