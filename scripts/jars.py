@@ -133,6 +133,13 @@ BUNDLES: dict[str, Bundle] = {
         ),
         note="S3A (hadoop-aws 3.5.0 and the AWS SDK v2 bundle) for Spark 4.3's Hadoop 3.5.0",
     ),
+    "hadoop-minicluster": Bundle(
+        (
+            "org.apache.hadoop:hadoop-client-minicluster:3.5.0",
+            "org.junit.jupiter:junit-jupiter-api:5.11.4",  # its MiniDFSCluster asserts with it
+        ),
+        note="Hadoop's mini cluster (MiniDFSCluster) for the HDFS tests, with PySpark's client",
+    ),
 }
 
 

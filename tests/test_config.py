@@ -534,7 +534,7 @@ BROKEN = [
     pytest.param(
         "lineage:\nspark: {event_log_dirs: ['/a', 'ftp://host/spark-logs']}\n",
         "config.yaml:2: spark.event_log_dirs[1]: expected a local path, a file:// URL or a URL"
-        " with one of the schemes s3, s3a, gs, abfs, abfss, hdfs, got 'ftp://host/spark-logs'",
+        " with one of the schemes s3, s3a, gs, abfs, abfss, hdfs, webhdfs, got 'ftp://host/spark-logs'",
         id="unsupported-event-log-url",
     ),
     pytest.param(

@@ -113,7 +113,7 @@ def _read_path(reader: NodeReader, node: Node, path: str, bounds: Bounds | None)
 
 
 #: The URL schemes of stores Spark writes event logs to (agent.spark.eventlog.stores reads them).
-STORE_SCHEMES = ("s3", "s3a", "gs", "abfs", "abfss", "hdfs")
+STORE_SCHEMES = ("s3", "s3a", "gs", "abfs", "abfss", "hdfs", "webhdfs")
 
 
 def _read_log_dir(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:

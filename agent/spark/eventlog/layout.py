@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import stat as stat_module
 from collections.abc import Container
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
@@ -45,6 +46,7 @@ IN_PROGRESS: Final = ".inprogress"
 COMPACT: Final = ".compact"
 
 _COMPRESSED: Final = frozenset(CODECS) - {"none"}
+STORE_LISTINGS: Final = 8  # rolling directories on a store listed at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,26 +331,29 @@ def _pick(first: LogRef, second: LogRef) -> LogRef:
 
 def _scan_store(directory: str, skip: Container[str]) -> list[LogRef]:
     found: dict[str, LogRef] = {}
+    refs: list[LogRef | None] = []
+    rolling: list[tuple[str, str]] = []  # (url, key) of the directories to list
     for entry in sorted(stores.listdir(directory), key=lambda e: e.name):
         if _ignored(entry.name):
             continue
-        ref: LogRef | None
-        if entry.is_dir:
-            if not entry.name.startswith(ROLLING_PREFIX):
-                ref = _failed(
+        if not entry.is_dir:
+            refs.append(_single_store(entry))
+        elif not entry.name.startswith(ROLLING_PREFIX):
+            refs.append(
+                _failed(
                     entry.name,
                     "rolling",
                     entry.url,
                     "not an event log directory "
                     f"(expected a name starting with {ROLLING_PREFIX!r})",
                 )
-            else:
-                key = entry.name.removeprefix(ROLLING_PREFIX)
-                if key in skip:
-                    continue
-                ref = _rolling_store(entry.url, key)
-        else:
-            ref = _single_store(entry)
+            )
+        elif (key := entry.name.removeprefix(ROLLING_PREFIX)) not in skip:
+            rolling.append((entry.url, key))
+    # A LIST per rolling directory: a few at once, as their cost is the store's latency.
+    with ThreadPoolExecutor(STORE_LISTINGS, thread_name_prefix="eventlog-list") as pool:
+        refs.extend(pool.map(lambda item: _rolling_store(*item), rolling))
+    for ref in refs:
         if ref is not None:
             found[ref.key] = _pick(found[ref.key], ref) if ref.key in found else ref
     return [found[key] for key in sorted(found)]

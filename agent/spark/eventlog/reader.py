@@ -178,7 +178,8 @@ class LogReader:
         try:
             self._read_into(lines, [max_bytes])
         except stores.StoreError as error:  # nothing was consumed past what `lines` holds
-            self._record(ReadError(stores.redact(self.ref.path), 0, str(error)))
+            if self.error is None or self.error.detail != str(error):  # once, not each look
+                self._record(ReadError(stores.redact(self.ref.path), 0, str(error)))
             self._caught_up = True
         return lines
 

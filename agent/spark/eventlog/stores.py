@@ -13,13 +13,15 @@ without `.inprogress`, so the rename Spark does at completion (a copy on object 
 real rename on HDFS) keeps the reading position, as the same inode does on a local disk.
 Listings are never cached (fsspec's directory cache would hide new parts).
 
-`requests()` counts the calls made per kind (list, head, get) for the
+`requests()` counts the requests made per kind (list pages, head, get) for the
 `lineage_eventlog_store_requests_total` metric.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -36,12 +38,14 @@ SCHEMES: Final = {
     "gs": "gs",
     "abfs": "abfs",
     "abfss": "abfs",
-    "hdfs": "webhdfs",
+    "hdfs": "webhdfs",  # at the NameNode's HTTP port, WEBHDFS_PORT
+    "webhdfs": "webhdfs",  # the same, with the HTTP port in the URL
 }
 #: The pip package that provides each implementation (named in the error when it is missing).
 PACKAGES: Final = {"s3": "s3fs", "gs": "gcsfs", "abfs": "adlfs", "webhdfs": "fsspec"}
 CONNECT_TIMEOUT: Final = 5.0  # seconds per connection attempt
 READ_TIMEOUT: Final = 20.0  # seconds per response
+LIST_PAGE: Final = 1000  # names per LIST request (S3's, GCS's and WebHDFS' page)
 WEBHDFS_PORT: Final = 9870  # Hadoop 3's NameNode HTTP port, where WebHDFS answers
 
 Request = Literal["list", "head", "get"]
@@ -92,9 +96,9 @@ def requests() -> dict[str, int]:
         return {kind: _counts[kind] for kind in ("list", "head", "get")}
 
 
-def _count(kind: Request) -> None:
+def _count(kind: Request, requests: int = 1) -> None:
     with _counts_lock:
-        _counts[kind] += 1
+        _counts[kind] += requests
 
 
 def child(directory: str, name: str) -> str:
@@ -105,13 +109,16 @@ def listdir(url: str) -> list[Entry]:
     """The entries directly under the directory `url`; FileNotFoundError when it does not
     exist (an empty prefix on object stores), StoreError when the store cannot answer."""
     fs, path = _resolve(url)
-    _count("list")
     try:
         found = fs.ls(path, detail=True)
     except FileNotFoundError:
+        _count("list")
         raise
     except Exception as error:
+        _count("list")
         raise _unavailable(error) from None
+    # The library pages through the listing: S3, GCS and WebHDFS answer 1,000 names a page.
+    _count("list", max(1, math.ceil(len(found) / LIST_PAGE)))
     entries = []
     base = path.rstrip("/")
     for item in found:
@@ -147,9 +154,17 @@ def read_range(url: str, start: int, end: int) -> bytes:
     fs, path = _resolve(url)
     _count("get")
     try:
+        if SCHEMES[urlsplit(url).scheme.lower()] == "webhdfs":
+            # WebHDFS' OPEN itself: fsspec's file object stops at the NameNode's length,
+            # which leaves out what Spark flushed into a block still being written.
+            return bytes(fs._call("OPEN", path=path, offset=start, length=end - start).content)
         return bytes(fs.cat_file(path, start=start, end=end))
     except FileNotFoundError:
         raise
+    except RuntimeError as error:
+        if "out of the range" in str(error):  # WebHDFS' answer to an offset at the end
+            return b""
+        raise _unavailable(error) from None
     except Exception as error:
         raise _unavailable(error) from None
 
@@ -157,34 +172,27 @@ def read_range(url: str, start: int, end: int) -> bytes:
 class RemoteFile:
     """A file on a store read by ranged GETs from an offset. An object (S3, GCS, Azure) is
     visible only once written whole, so the size it was listed with is final and reading
-    it costs its GETs alone; a file on HDFS grows while Spark writes it, so once the reader
-    reached the size known so far that size is looked up again (one HEAD per look)."""
+    it costs its GETs alone. A file on HDFS grows while Spark writes it, and the length the
+    NameNode reports lags what Spark flushed (the open block's bytes are only on the
+    DataNodes), so there every read asks for the next bytes whatever the listed size: one
+    GET per look at a file being written."""
 
     def __init__(self, url: str, size: int) -> None:
         self.url = url
         self.offset = 0
         self.known_size = size
-        self.growing = urlsplit(url).scheme.lower() == "hdfs"
-        self._looked = False  # looked up the size since the last read reached it
+        self.growing = SCHEMES[urlsplit(url).scheme.lower()] == "webhdfs"
 
     def read(self, size: int) -> bytes:
-        if self.offset >= self.known_size:
-            if not self.growing or self._looked:
-                self._looked = False
-                return b""
-            fresh = stat(self.url)
-            if fresh is None:
-                return b""  # renamed or removed: the reader looks at the log again
-            self.known_size = fresh.size
-            if self.offset >= self.known_size:
-                return b""
-        end = min(self.offset + size, self.known_size)
+        if self.offset >= self.known_size and not self.growing:
+            return b""
+        end = self.offset + size if self.growing else min(self.offset + size, self.known_size)
         try:
             data = read_range(self.url, self.offset, end)
         except FileNotFoundError:
-            return b""
+            return b""  # renamed or removed: the reader looks at the log again
         self.offset += len(data)
-        self._looked = self.offset >= self.known_size
+        self.known_size = max(self.known_size, self.offset)
         return data
 
     def seek(self, offset: int) -> None:
@@ -238,7 +246,10 @@ def _make(protocol: str, parts: Any) -> Any:
         if account:
             options["account_name"] = account
     elif protocol == "webhdfs":
-        options = {"host": parts.hostname, "port": WEBHDFS_PORT}
+        port = parts.port if parts.scheme.lower() == "webhdfs" and parts.port else WEBHDFS_PORT
+        options = {"host": parts.hostname, "port": port}
+        if user := os.environ.get("HADOOP_USER_NAME"):  # as Hadoop's own clients take it
+            options["user"] = user
     try:
         return fsspec.filesystem(protocol, **options)
     except ImportError as error:
