@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
+from requests.adapters import HTTPAdapter
 
 #: URL schemes Spark writes event logs to, and the fsspec implementation that reads each.
 SCHEMES: Final = {
@@ -251,11 +252,24 @@ def _make(protocol: str, parts: Any) -> Any:
         if user := os.environ.get("HADOOP_USER_NAME"):  # as Hadoop's own clients take it
             options["user"] = user
     try:
-        return fsspec.filesystem(protocol, **options)
+        fs = fsspec.filesystem(protocol, **options)
     except ImportError as error:
         raise StoreError(
             f"reading {parts.scheme}:// needs the {PACKAGES[protocol]} package ({error})"
         ) from None
+    if protocol == "webhdfs":  # its requests.Session sends without a timeout of its own
+        adapter = _TimeoutAdapter()
+        fs.session.mount("http://", adapter)
+        fs.session.mount("https://", adapter)
+    return fs
+
+
+class _TimeoutAdapter(HTTPAdapter):
+    """Every request of the session bounded in time (WebHDFS)."""
+
+    def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["timeout"] = kwargs.get("timeout") or (CONNECT_TIMEOUT, READ_TIMEOUT)
+        return super().send(request, *args, **kwargs)
 
 
 def _exists_dir(fs: Any, path: str) -> bool:
