@@ -122,9 +122,9 @@ class SparkSource:
                     not self._fs.available
                     or self._fs.rescan
                     or self._first_scan
-                    or self._dirs.missing  # not watchable yet: look each poll interval
+                    or bool(self._dirs.missing)  # not watchable yet: look each poll interval
                     or now - last_scan >= RESCAN_EVERY
-                )
+                )  # a bool, not the set itself: listing empties that set
                 self._store_pass = bool(self._store_dirs.paths) and (
                     now - last_store_scan >= self.spark.store_poll_interval
                 )
