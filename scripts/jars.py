@@ -121,6 +121,25 @@ BUNDLES: dict[str, Bundle] = {
         ),
         note="a single-node KRaft broker for tests (tests/kafka.py), main class kafka.Kafka",
     ),
+    # Matches PySpark's own Hadoop (pyspark/jars/hadoop-client-api-3.5.0.jar): S3A for Spark
+    # writing its event logs to the loopback S3 server of the object-store tests.
+    "hadoop-aws": Bundle(
+        ("org.apache.hadoop:hadoop-aws:3.5.0",),
+        exclusions=(  # PySpark's shaded Hadoop client has these
+            "org.apache.hadoop:hadoop-common",
+            "org.apache.hadoop:hadoop-client-api",
+            "org.apache.hadoop:hadoop-client-runtime",
+            "org.slf4j:slf4j-api",
+        ),
+        note="S3A (hadoop-aws 3.5.0 and the AWS SDK v2 bundle) for Spark 4.3's Hadoop 3.5.0",
+    ),
+    "hadoop-minicluster": Bundle(
+        (
+            "org.apache.hadoop:hadoop-client-minicluster:3.5.0",
+            "org.junit.jupiter:junit-jupiter-api:5.11.4",  # its MiniDFSCluster asserts with it
+        ),
+        note="Hadoop's mini cluster (MiniDFSCluster) for the HDFS tests, with PySpark's client",
+    ),
 }
 
 

@@ -141,21 +141,31 @@ class RunningApp:
 
 
 @contextmanager
-def running_app(work: Path, layout: str, codec: str) -> Iterator[RunningApp]:
-    """Start a live application logging into `work/events` and wait until it runs; on exit
-    the process is stopped (SIGTERM, then SIGKILL) if it is still alive."""
+def running_app(
+    work: Path,
+    layout: str,
+    codec: str,
+    *,
+    event_url: str | None = None,
+    confs: dict[str, str] | None = None,
+) -> Iterator[RunningApp]:
+    """Start a live application logging into `work/events` (or `event_url`, a store's URL,
+    with the extra Spark properties `confs`) and wait until it runs; on exit the process is
+    stopped (SIGTERM, then SIGKILL) if it is still alive."""
     event_dir, control = work / "events", work / "control"
-    event_dir.mkdir(parents=True)
+    if event_url is None:
+        event_dir.mkdir(parents=True)
     control.mkdir(parents=True)
     with (control / "output.log").open("wb") as output:
         process = subprocess.Popen(
             [
                 sys.executable,
                 str(JOBS / "running_app.py"),
-                str(event_dir),
+                event_url or str(event_dir),
                 str(control),
                 layout,
                 codec,
+                *(f"{key}={value}" for key, value in (confs or {}).items()),
             ],
             cwd=work,
             env=spark_env(),

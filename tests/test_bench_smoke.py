@@ -69,6 +69,7 @@ FIGURES = {
         "rss_horizon_including_peak_mib",
     ],
     "state": ["claims_per_second", "failover_seconds"],
+    "stores": ["first_scan_requests", "steady_requests_per_minute", "rss_mib"],
 }
 
 
@@ -110,7 +111,7 @@ def check(result: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["shipping", "shipping_kafka", "canonical", "memory", "scale", "state"]
+    "name", ["shipping", "shipping_kafka", "canonical", "memory", "scale", "state", "stores"]
 )
 def test_benchmark_runs_in_tiny_configuration(name: str, tmp_path: Path) -> None:
     """A benchmark without Spark runs end to end and reports every figure it promises."""

@@ -199,6 +199,21 @@ def test_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
     assert config.state_dir == str(folder)
 
 
+def test_event_log_dirs_on_stores() -> None:
+    """Store URLs are kept as URLs (scheme lower-cased, trailing slash cut), beside paths."""
+    config = parse(
+        "lineage:\nspark:\n  event_log_dirs: [S3A://bucket/spark-logs/, 'gs://b/l',"
+        " 'abfss://logs@acct.dfs.core.windows.net/spark', 'hdfs://nn:8020/spark-logs', /x]\n"
+    )
+    assert config.spark.event_log_dirs == (
+        "s3a://bucket/spark-logs",
+        "gs://b/l",
+        "abfss://logs@acct.dfs.core.windows.net/spark",
+        "hdfs://nn:8020/spark-logs",
+        "/x",
+    )
+
+
 def test_event_log_dirs_single_string() -> None:
     """A single event-log folder may be written as a string instead of a list."""
     config = parse("lineage:\nspark: {event_log_dirs: /data/spark-events}\n")
@@ -524,10 +539,22 @@ BROKEN = [
         id="listen-port-range",
     ),
     pytest.param(
-        "lineage:\nspark: {event_log_dirs: ['/a', 'hdfs://namenode/spark-logs']}\n",
-        "config.yaml:2: spark.event_log_dirs[1]: expected a local path or a file:// URL,"
-        " got 'hdfs://namenode/spark-logs'",
-        id="remote-event-log-dir",
+        "lineage:\nspark: {event_log_dirs: ['/a', 'ftp://host/spark-logs']}\n",
+        "config.yaml:2: spark.event_log_dirs[1]: expected a local path, a file:// URL or a URL"
+        " with one of the schemes s3, s3a, gs, abfs, abfss, hdfs, webhdfs, got 'ftp://host/spark-logs'",
+        id="unsupported-event-log-url",
+    ),
+    pytest.param(
+        "lineage:\nspark: {event_log_dirs: ['s3a:///spark-logs']}\n",
+        "config.yaml:2: spark.event_log_dirs[0]: expected s3a://<bucket or host>/<path>,"
+        " got 's3a:///spark-logs'",
+        id="store-url-without-bucket",
+    ),
+    pytest.param(
+        "lineage:\nspark: {event_log_dirs: ['s3a://AKIAXYZ:s3cr3t@bucket/logs']}\n",
+        "config.yaml:2: spark.event_log_dirs[0]: a password in the URL is refused: the store's"
+        " credentials come from its standard chain (environment, profile, instance role)",
+        id="store-url-with-password",
     ),
     pytest.param(
         "lineage:\nspark: {event_log_dirs: [/a/b, /a/b/]}\n",

@@ -122,6 +122,43 @@ def _read_path(reader: NodeReader, node: Node, path: str, bounds: Bounds | None)
     return os.path.normpath(os.path.join(reader.base_dir, text))
 
 
+#: The URL schemes of stores Spark writes event logs to (agent.spark.eventlog.stores reads them).
+STORE_SCHEMES = ("s3", "s3a", "gs", "abfs", "abfss", "hdfs", "webhdfs")
+
+
+def _read_log_dir(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
+    text = reader.string(node, path)
+    scheme = text.partition("://")[0].lower() if "://" in text else ""
+    if scheme not in STORE_SCHEMES:
+        if _URL_SCHEME.match(text) and not text.startswith("file:"):
+            raise reader.error(
+                node,
+                path,
+                "expected a local path, a file:// URL or a URL with one of the schemes "
+                f"{', '.join(STORE_SCHEMES)}, got {describe(node)}",
+            )
+        return _read_path(reader, node, path, bounds)
+    try:
+        parts = urlsplit(text)
+        secret = parts.password is not None
+        valid = bool(parts.hostname) and not (parts.query or parts.fragment) and parts.port != 0
+    except ValueError:
+        authority = text.partition("://")[2].partition("/")[0]
+        secret, valid = "@" in authority and ":" in authority.rpartition("@")[0], False
+    if secret:  # never echo it: the message names the key only
+        raise reader.error(
+            node,
+            path,
+            "a password in the URL is refused: the store's credentials come from its "
+            "standard chain (environment, profile, instance role)",
+        )
+    if not valid or any(c.isspace() or c == "\0" for c in text):
+        raise reader.error(
+            node, path, f"expected {scheme}://<bucket or host>/<path>, got {describe(node)}"
+        )
+    return f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
 def _read_http_url(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
     text = reader.string(node, path)
     try:
@@ -216,6 +253,7 @@ def _read_property(reader: NodeReader, node: Node, path: str, bounds: Bounds | N
 KIND_READERS: dict[Kind, typing.Callable[[NodeReader, Node, str, Bounds | None], Any]] = {
     Kind.DURATION: _read_duration,
     Kind.PATH: _read_path,
+    Kind.LOG_DIR: _read_log_dir,
     Kind.HTTP_URL: _read_http_url,
     Kind.ENV_NAME: _read_env_name,
     Kind.LISTEN: _read_listen,

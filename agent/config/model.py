@@ -27,6 +27,7 @@ class Kind(enum.Enum):
 
     DURATION = enum.auto()  # 5s, 500ms, 2m, 1h, 1d, 1.5s or bare seconds -> float seconds
     PATH = enum.auto()  # local path or file:// URL; relative to the config file's directory
+    LOG_DIR = enum.auto()  # a PATH, or the URL of a directory on a store Spark writes logs to
     HTTP_URL = enum.auto()  # absolute http:// or https:// URL
     ENV_NAME = enum.auto()  # environment variable name (the value is never read here)
     LISTEN = enum.auto()  # host:port or [v6]:port; null, false or '' disable
@@ -54,6 +55,7 @@ MINUTE: Final = 60.0
 HOUR: Final = 3600.0
 DAY: Final = 86400.0
 LocalPath = Annotated[str, Kind.PATH]
+LogDir = Annotated[str, Kind.LOG_DIR]
 HttpUrl = Annotated[str, Kind.HTTP_URL]
 EnvName = Annotated[str, Kind.ENV_NAME]
 Listen = Annotated[str, Kind.LISTEN]
@@ -195,10 +197,13 @@ class SigningConfig:
 
 @dataclass(frozen=True, slots=True)
 class SparkConfig:
-    event_log_dirs: tuple[LocalPath, ...] = ("/var/log/spark-events",)
+    # local paths, or s3://, s3a://, gs://, abfs://, abfss://, hdfs:// URLs
+    event_log_dirs: tuple[LogDir, ...] = ("/var/log/spark-events",)
     namespace: str | None = None  # overrides lineage.namespace for Spark runs
     # fallback scan when inotify is unavailable or on network mounts
     poll_interval: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 1.0
+    # how often logs on a store (URLs above) are listed and read: each look costs requests
+    store_poll_interval: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 10.0
     # an in-progress log that has not grown this long is checked
     stale_after: Annotated[float, Kind.DURATION, Bounds(0, 30 * DAY, low_open=True)] = 600.0
     # RUNNING events with live counters; 0 disables

@@ -11,7 +11,8 @@ write, a token variable not set here) is returned as a note instead, because the
 as another user with its own environment; every other problem is the same StartError `run`
 would raise. A missing key is a note of `config check` too: `run` makes it. `config check`
 goes on after a problem, so that one run names them all (`Checked.errors`), and notes what
-only the node can tell: an event-log directory that is not there (yet), an http endpoint that
+only the node can tell: an event-log directory that is not there (yet) or, on a store
+(S3, GCS, Azure, HDFS), cannot be listed from here, an http endpoint that
 does not accept a connection from here (`reachable`).
 
 What is checked only by opening (the state database and its lock, the events file's lock,
@@ -40,6 +41,7 @@ from agent.delivery.transports.http import check_headers, check_urls, read_token
 from agent.delivery.transports.proxy import check_proxy
 from agent.errors import KeyFileError, StartError
 from agent.service.nodekey import make_key, missing_key_note
+from agent.spark.eventlog import stores
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +189,10 @@ def check_startup(
                 problem(f"state_dir: {note}" if not service else note)
         if not service:
             notes.extend(_missing_log_dirs(config, at))
+            if (
+                root is None
+            ):  # a staged tree is for another machine: this one's network says nothing
+                notes.extend(_store_notes(config))
     return Checked(key, tuple(notes), tuple(errors))
 
 
@@ -195,6 +201,8 @@ def _missing_log_dirs(config: AgentConfig, at: Callable[[str], str]) -> list[str
     makes its directory at its first application), but a typo waits forever."""
     notes = []
     for index, directory in enumerate(config.spark.event_log_dirs):
+        if stores.is_url(directory):
+            continue  # a store's directory: `_store_notes`
         path = at(directory)
         key = (
             f"spark.event_log_dirs[{index}]"
@@ -223,6 +231,25 @@ def connect_error(url: str, timeout: float = 3.0) -> str | None:
         return f"no answer within {timeout:g}s"
     except OSError as error:
         return error.strerror or str(error)
+
+
+def _store_notes(config: AgentConfig) -> list[str]:
+    """Whether each event-log directory on a store can be listed from here: a note either
+    way, since the service's credentials and network may differ from this shell's."""
+    notes = []
+    for i, url in enumerate(config.spark.event_log_dirs):
+        if not stores.is_url(url):
+            continue
+        where = f"spark.event_log_dirs[{i}]: {stores.redact(url)}"
+        try:
+            found = len(stores.listdir(url))
+        except FileNotFoundError:
+            notes.append(f"{where}: does not exist yet (the agent waits for it)")
+        except OSError as error:
+            notes.append(f"{where}: cannot be listed from here: {error}")
+        else:
+            notes.append(f"{where}: reachable from here ({found} entries)")
+    return notes
 
 
 def _check_state_dir(directory: str) -> str | None:

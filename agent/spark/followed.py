@@ -9,6 +9,7 @@ from typing import Any
 
 from agent.source import ApplicationStatus
 from agent.spark.application import ApplicationLog
+from agent.spark.eventlog import stores
 
 
 @dataclass
@@ -38,6 +39,11 @@ class Followed:
     # monotonic time the lease was last renewed.
     token: int | None = None
     renewed: float = 0.0
+
+    @property
+    def remote(self) -> bool:
+        """The log is on a shared store: its driver runs elsewhere (no /proc, no local port)."""
+        return stores.is_url(self.log.ref.path)
 
     @property
     def app_id(self) -> str:

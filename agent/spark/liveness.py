@@ -29,8 +29,14 @@ Event = dict[str, Any]
 STOPPED_GRACE: Final = 2.0  # seconds without growth after `job stop` before runs end ABORT
 
 
+#: Why a driver whose log is on a store is taken as lost once the log is stale.
+REMOTE_REASON: Final = alive.REMOTE_REASON
+
+
 async def look(app: Followed, managers: ManagerSettings = manager.DEFAULTS) -> alive.Liveness:
-    """Every sign of life of the application's driver, off the event loop."""
+    """Every sign of life of the application's driver, off the event loop. A log on a store
+    has its driver on another node: its /proc and ports here say nothing about it, so only its
+    UI and its cluster manager are asked (and the log itself tells: staleness, appstatus)."""
     answer = await asyncio.to_thread(
         alive.check,
         app.log.driver,
@@ -40,6 +46,7 @@ async def look(app: Followed, managers: ManagerSettings = manager.DEFAULTS) -> a
         app.log.app_id,
         ui_port=app.ui_port,
         managers=managers,
+        remote=app.remote,
     )
     app.ui_port = answer.ui_port
     return answer

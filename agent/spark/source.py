@@ -14,6 +14,10 @@ full). Events are then held, not dropped and not emitted unclaimed (`Claims`): a
 application whose events cannot be claimed is not read further until the database takes
 them, so memory stays bounded, and a failure on one log (a bug, whatever the input) never
 stops the others. Stale in-progress logs and `job stop` are `liveness`'s business.
+
+Directories on a store (S3, GCS, Azure, HDFS: `eventlog.stores`) have no inotify and every
+look costs requests: they are listed, and their unfinished logs read, once per
+`spark.store_poll_interval`; finished applications are not listed again.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from agent.spark.claims import Claims
 from agent.spark.directories import Directories
 from agent.spark.driver import stopping
 from agent.spark.driver.manager import ManagerSettings
+from agent.spark.eventlog import stores
 from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.records import RecordBatch
@@ -83,11 +88,15 @@ class SparkSource:
         self.apps: dict[str, Followed] = {}
         self._finished: set[str] = state.finished_keys()
         self._stops = state.stop_requests()  # kept in step by request_stop
-        self._dirs = Directories(spark.event_log_dirs)
+        local = [d for d in spark.event_log_dirs if not stores.is_url(d)]
+        self._dirs = Directories(local)
+        self._store_dirs = Directories([d for d in spark.event_log_dirs if stores.is_url(d)])
+        self._store_pass = False  # this pass lists and reads the logs on stores
+        self._store_requests = stores.requests()
         self._skipped_by_horizon = 0
         self._use_inotify = use_inotify
         self._wake = asyncio.Event()
-        self._fs = DirectoryWatch(spark.event_log_dirs, self._wake)
+        self._fs = DirectoryWatch(local, self._wake)
         self._sink: Sink | None = None
         self._first_scan = True
 
@@ -109,26 +118,41 @@ class SparkSource:
         if self._use_inotify:
             self._fs.start(loop, self.spark.poll_interval)
         last_scan = 0.0
+        last_store_scan = -self.spark.store_poll_interval
         try:
             while not stop.is_set():
                 # Cleared before reading, so a change notified during the read wakes the
                 # next pass at once instead of waiting for Spark's next write.
                 self._wake.clear()
                 now = time.monotonic()
-                if (
+                local_pass = (
                     not self._fs.available
                     or self._fs.rescan
                     or self._first_scan
-                    or self._dirs.missing  # not watchable yet: look each poll interval
+                    or bool(self._dirs.missing)  # not watchable yet: look each poll interval
                     or now - last_scan >= RESCAN_EVERY
                     # Applications of an agent that died are taken once their lease expires.
                     or (
                         self.leases is not None and now - last_scan >= self.leases.lease_seconds / 3
                     )
-                ):
+                )  # a bool, not the set itself: listing empties that set
+                self._store_pass = bool(self._store_dirs.paths) and (
+                    now - last_store_scan >= self.spark.store_poll_interval
+                    or (
+                        self.leases is not None
+                        and now - last_store_scan >= self.leases.lease_seconds / 3
+                    )
+                )
+                listed: dict[str, list[LogRef]] = {}
+                if local_pass:
                     self._fs.rescan = False
-                    self._discover(await self._dirs.list())
+                    listed.update(await self._dirs.list())
                     last_scan = now
+                if self._store_pass:
+                    listed.update(await self._store_dirs.list(self._finished))
+                    last_store_scan = now
+                if local_pass or self._store_pass:  # one discovery: the first sees all
+                    self._discover(listed)
                 self.claims.new_pass()
                 await self._pump_all(stop)
                 await self._check_stale()
@@ -136,6 +160,7 @@ class SparkSource:
                 self.metrics.leases_held.set(
                     sum(1 for a in self.apps.values() if a.token is not None)
                 )
+                self._count_store_requests()
                 waiter = asyncio.create_task(self._wake.wait())
                 stopper = asyncio.create_task(stop.wait())
                 await asyncio.wait(
@@ -156,6 +181,19 @@ class SparkSource:
     def wake(self) -> None:
         self._wake.set()
 
+    def _count_store_requests(self) -> None:
+        now = stores.requests()
+        for kind, count in now.items():
+            if count > self._store_requests[kind]:
+                self.metrics.store_requests.labels(request=kind).inc(
+                    count - self._store_requests[kind]
+                )
+        self._store_requests = now
+
+    def _watch(self, path: str) -> None:
+        if not stores.is_url(path):  # a store has no inotify: polled instead
+            self._fs.watch(path)
+
     # -- discovery ---------------------------------------------------------------------------
 
     def _discover(self, listed: Mapping[str, list[LogRef]]) -> None:
@@ -164,14 +202,14 @@ class SparkSource:
         lost_state = self._first_scan and self.state.recreated and not self.spark.replay_existing
         skipped_as_handled = 0
         for directory, refs in listed.items():
-            self._fs.watch(directory)
+            self._watch(directory)
             for ref in refs:
                 key = f"{directory.rstrip('/')}/{ref.key}"
                 if key in self._finished:
                     continue
                 if key in self.apps:
                     if ref.layout == "rolling":
-                        self._fs.watch(ref.path)
+                        self._watch(ref.path)
                     continue
                 if ref.error is not None:
                     self._finished.add(key)
@@ -301,7 +339,7 @@ class SparkSource:
         pending = ref.layout == "rolling" and not ref.files and ref.error is None
         self.apps[key] = Followed(key, app_log, quiet=quiet, codec_pending=pending)
         if ref.layout == "rolling":
-            self._fs.watch(ref.path)
+            self._watch(ref.path)
         log.info(
             "eventlog_followed",
             log=ref.path,
@@ -322,6 +360,8 @@ class SparkSource:
                 return
             if not self._renew(app):
                 continue
+            if app.remote and not self._store_pass:
+                continue  # read at the store's own interval
             try:
                 await self._pump(app)
             except Exception as error:  # one log must never stop the others
@@ -499,6 +539,11 @@ class SparkSource:
         app = self.find(app_id)
         if app is None or app.log.reader.complete or app.closed:
             raise ControlError(f"application {app_id} is not running on this node")
+        if app.remote:
+            raise ControlError(
+                f"application {app_id} logs to a shared store and its driver runs elsewhere: "
+                "job stop cannot reach it from here; stop it through the cluster manager"
+            )
         pids = await asyncio.to_thread(
             stopping.driver_pids,
             app.log.driver,

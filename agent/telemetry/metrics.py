@@ -150,6 +150,15 @@ class Metrics:
             ["cause"],
             registry=registry,
         )
+        self.store_requests = Counter(
+            "lineage_eventlog_store_requests",
+            "Requests to the stores holding event logs (S3, GCS, Azure, HDFS) by kind: list, "
+            "head (a file's size) and get (a range of bytes).",
+            ["request"],
+            registry=registry,
+        )
+        for request in ("list", "head", "get"):
+            self.store_requests.labels(request=request)
         self.build = Info("lineage_build", "Build information.", registry=registry)
         self.build.info({"version": __version__})
         for result in ("ok", "error"):

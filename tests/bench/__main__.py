@@ -39,6 +39,7 @@ BENCHMARKS = {
     "memory": "tests.bench.memory",
     "scale": "tests.bench.scale",
     "state": "tests.bench.state",
+    "stores": "tests.bench.stores",
 }
 
 

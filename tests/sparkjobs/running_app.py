@@ -1,5 +1,8 @@
 """A Spark application that advances one step per signal file, so tests can watch its event
-log grow: python running_app.py EVENT_DIR CONTROL_DIR LAYOUT CODEC
+log grow: python running_app.py EVENT_DIR CONTROL_DIR LAYOUT CODEC [KEY=VALUE...]
+
+EVENT_DIR is a local directory or a URL Spark writes to (s3a://...); each KEY=VALUE after the
+codec is one more Spark property (the object-store tests pass spark.jars and fs.s3a settings).
 
 Protocol (files in CONTROL_DIR; the test creates `go-*` and `release`, this script the rest):
     started      written once the session runs; holds the application id
@@ -30,7 +33,7 @@ def wait_for(path: str) -> None:
         time.sleep(0.05)
 
 
-def main(event_dir: Path, control: Path, layout: str, codec: str) -> None:
+def main(event_dir: str, control: Path, layout: str, codec: str, extra: dict[str, str]) -> None:
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(f"running {layout}-{codec}")
@@ -40,12 +43,14 @@ def main(event_dir: Path, control: Path, layout: str, codec: str) -> None:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.warehouse.dir", str(control / "warehouse"))
         .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", event_dir.as_uri())
+        .config("spark.eventLog.dir", event_dir if "://" in event_dir else Path(event_dir).as_uri())
         .config("spark.eventLog.rolling.enabled", str(layout == "rolling").lower())
         .config("spark.eventLog.compress", str(codec != "none").lower())
     )
     if codec != "none":
         builder = builder.config("spark.eventLog.compression.codec", codec)
+    for key, value in extra.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     (control / "started").write_text(spark.sparkContext.applicationId)
@@ -66,4 +71,5 @@ def main(event_dir: Path, control: Path, layout: str, codec: str) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4])
+    confs = dict(arg.split("=", 1) for arg in sys.argv[5:])
+    main(sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4], confs)

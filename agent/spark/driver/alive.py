@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from agent.spark.driver import manager, procfs, rest
 from agent.spark.driver.facts import DriverFacts
@@ -41,12 +42,15 @@ def check(
     *,
     ui_port: int | None = None,
     managers: ManagerSettings = manager.DEFAULTS,
+    remote: bool = False,
 ) -> Liveness:
-    """Look at every signal of the driver of the log at `paths` (blocking; a thread)."""
-    held = procfs.holders(paths)
+    """Look at every signal of the driver of the log at `paths` (blocking; a thread).
+    `remote`: the log is on a shared store and its driver on another node, so this node's
+    /proc and ports say nothing; only the driver's UI and its cluster manager are asked."""
+    held = procfs.Holders((), 0) if remote else procfs.holders(paths)
     if held.pids:
         return Liveness(True, f"process {held.pids[0]} holds the event log open", ui_port)
-    if app_id and facts.ui_enabled:
+    if app_id and facts.ui_enabled and not (remote and not facts.host):
         host = rest.ask_at(facts.host)
         found = rest.ui_port_of(host, facts.ui_ports(), app_id, first=ui_port)
         if found is not None:
@@ -55,6 +59,16 @@ def check(
     said = manager.ask(asked, app_id) if app_id else None
     if said is not None and said.alive:
         return Liveness(True, said.reason, ui_port)
+    if remote:
+        looked = [
+            said.reason
+            if said is not None
+            else f"{_MANAGER[asked[0].kind]} gives no answer"
+            if asked
+            else "its log names no cluster manager to ask",
+            "the driver UI does not answer" if facts.ui_enabled else "its UI is off",
+        ]
+        return Liveness(False, " and ".join(looked) + "; " + REMOTE_REASON, ui_port)
     local = facts.host is None or rest.is_local(facts.host)
     uid = owner(paths)
     if local and uid is not None:
@@ -76,6 +90,12 @@ def check(
     looked.append("the driver UI does not answer" if facts.ui_enabled else "its UI is off")
     return Liveness(False, ", ".join(looked[:-1]) + " and " + looked[-1], ui_port)
 
+
+#: Why this node's processes and ports were not looked at for a log on a store.
+REMOTE_REASON: Final = (
+    "its log is on a shared store and the driver runs elsewhere, so no local process or "
+    "port was looked at"
+)
 
 _MANAGER = {"standalone": "its standalone master", "yarn": "its YARN ResourceManager"}
 

@@ -5,25 +5,73 @@ file. It reads at most `read_size` compressed bytes at a time and hands the deco
 to the line splitter one piece (at most a codec block) at a time, so a batch stops within a
 block of its budget and memory stays bounded by `max_line_bytes` plus a block, whatever the
 compression ratio. A damaged stream is reported once through `on_error` and the file is
-abandoned: the lines before the damage stay delivered.
+abandoned: the lines before the damage stay delivered. The bytes come through a `Handle`:
+a local descriptor (`FdHandle`) or a file on a store (`stores.RemoteFile`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from agent.errors import CorruptStream
 from agent.spark.eventlog.codecs import Decoder, decoder_for
 from agent.spark.eventlog.lines import LineSplitter
 
 
+class Handle(Protocol):
+    """Where a stream's bytes come from, read in order from an offset."""
+
+    def read(self, size: int) -> bytes:
+        """Up to `size` bytes from the current offset; b"" at the current end."""
+
+    def seek(self, offset: int) -> None:
+        """Continue reading at `offset`."""
+
+    def size(self) -> int:
+        """The file's size as last seen."""
+
+    def follow(self, path: str) -> None:
+        """The file was renamed to `path` (an open descriptor needs nothing)."""
+
+    def close(self) -> None:
+        """Release what is held; idempotent."""
+
+
+class FdHandle:
+    """An open local file descriptor, owned from now on."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def read(self, size: int) -> bytes:
+        assert self.fd is not None
+        return os.read(self.fd, size)
+
+    def seek(self, offset: int) -> None:
+        assert self.fd is not None
+        os.lseek(self.fd, offset, os.SEEK_SET)
+
+    def size(self) -> int:
+        assert self.fd is not None
+        return os.fstat(self.fd).st_size
+
+    def follow(self, path: str) -> None:
+        """The descriptor reads on through a rename."""
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class FileStream:
-    """The decoding state of one open file; the reader owns the descriptor's lifetime."""
+    """The decoding state of one open file; closing it closes the handle."""
 
     def __init__(
         self,
-        fd: int,
+        handle: Handle,
         codec: str,
         *,
         max_line_bytes: int,
@@ -33,8 +81,8 @@ class FileStream:
         resume: tuple[int, int, int | None] | None = None,
     ) -> None:
         """`resume` = (lines, decoded bytes, clean offset or None) of a position in this
-        very file; raises CodecError for a codec without a decoder (the fd stays open)."""
-        self.fd: int | None = fd
+        very file; raises CodecError for a codec without a decoder (the handle stays open)."""
+        self.handle: Handle | None = handle
         self.read_size = read_size
         self.offset = 0  # compressed bytes of the file read
         self.stopped = False  # abandoned after an error
@@ -47,7 +95,7 @@ class FileStream:
             lines, decoded, seek_to = resume
             self._splitter.lines = lines
             if seek_to is not None:
-                os.lseek(fd, seek_to, os.SEEK_SET)
+                handle.seek(seek_to)
                 self.offset = seek_to
                 self._produced = decoded
             else:
@@ -57,7 +105,7 @@ class FileStream:
 
     @property
     def is_open(self) -> bool:
-        return self.fd is not None
+        return self.handle is not None
 
     @property
     def lines(self) -> int:
@@ -86,13 +134,13 @@ class FileStream:
         while True:
             if self._pieces is not None and not self._drain(lines, budget):
                 return False
-            if self.fd is None or self._decoder is None:
+            if self.handle is None or self._decoder is None:
                 return True  # abandoned after an error
             if budget[0] <= 0:
                 return False
-            chunk = os.read(self.fd, self.read_size)
+            chunk = self.handle.read(self.read_size)
             if not chunk:
-                size = os.fstat(self.fd).st_size
+                size = self.handle.size()
                 if size < self.offset:
                     self.fail(f"file shrank to {size} bytes", self.offset)
                 return True
@@ -126,9 +174,9 @@ class FileStream:
         native buffers (libzstd's window) would wait for the cyclic garbage collector, which
         does not see their size: 5,000 logs read in a row held 140 MiB that way."""
         self._pieces = None
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
         if self._decoder is not None:
             self._idle = self._decoder.idle
             self._decoder = None

@@ -17,16 +17,24 @@ directory, an event file that is a FIFO, socket or device) becomes a LogRef whos
 why (`special` for the kinds of file Spark never writes, which are never opened); it never
 stops the scan of the others.
 Only an unreadable top directory raises (OSError), since then nothing can be scanned.
+
+A directory given as a URL (s3a://, gs://, abfss://, hdfs://) is read through `stores` with
+the same rules: one listing of the directory, one more per rolling directory, except for
+those `skip` names (applications already finished: a store's listing costs requests).
+Objects have no device or inode: `dev` is 0 and `ino` is `stores.identity` of the URL.
 """
 
 from __future__ import annotations
 
 import os
 import stat as stat_module
+from collections.abc import Container
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from agent.fsutil import file_kind
+from agent.spark.eventlog import stores
 from agent.spark.eventlog.codecs import CODECS
 
 Layout = Literal["single", "rolling"]
@@ -38,6 +46,7 @@ IN_PROGRESS: Final = ".inprogress"
 COMPACT: Final = ".compact"
 
 _COMPRESSED: Final = frozenset(CODECS) - {"none"}
+STORE_LISTINGS: Final = 8  # rolling directories on a store listed at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +89,12 @@ class LogRef:
         return tuple(f.path for f in self.files)
 
 
-def scan(directory: str | os.PathLike[str]) -> list[LogRef]:
+def scan(directory: str | os.PathLike[str], skip: Container[str] = frozenset()) -> list[LogRef]:
     """Every application logged in `directory`, sorted by key: one `os.scandir` of the
-    directory, one stat per single-file log, one scandir plus stats per rolling directory."""
+    directory, one stat per single-file log, one scandir plus stats per rolling directory.
+    On a store, rolling directories whose key is in `skip` are not listed (nor returned)."""
+    if stores.is_url(str(directory)):
+        return _scan_store(str(directory), skip)
     found: dict[str, LogRef] = {}
     with os.scandir(directory) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
@@ -99,9 +111,15 @@ def restat(ref: LogRef) -> LogRef | None:
 
     A single in-progress file that was renamed at completion is found under its final name.
     """
+    remote = stores.is_url(ref.path)
     if ref.layout == "rolling":
-        return _rolling(ref.path, ref.key)
+        return _rolling_store(ref.path, ref.key) if remote else _rolling(ref.path, ref.key)
     for path in (ref.path, ref.path.removesuffix(IN_PROGRESS)):
+        if remote:
+            entry = stores.stat(path)
+            if entry is not None:
+                return _single_store(entry)
+            continue
         try:
             stat = os.stat(path)
         except FileNotFoundError:
@@ -210,6 +228,18 @@ def _rolling(path: str, key: str) -> LogRef | None:
     except OSError as error:
         return _failed(key, "rolling", path, f"cannot list directory: {error.strerror}")
 
+    return _rolling_ref(path, key, statuses, files, codecs, mtime_ns)
+
+
+def _rolling_ref(
+    path: str,
+    key: str,
+    statuses: list[bool],
+    files: list[EventFile],
+    codecs: set[str],
+    mtime_ns: int,
+) -> LogRef:
+    """The rolling log from what its directory listed: files, appstatus names, codecs."""
     complete = any(statuses)
     if len(codecs) > 1:
         return _failed(
@@ -294,3 +324,86 @@ def _pick(first: LogRef, second: LogRef) -> LogRef:
     return replace(
         first, files=(), error=f"two event logs for one application: {first.path} and {second.path}"
     )
+
+
+# -- logs on a store ---------------------------------------------------------------------------
+
+
+def _scan_store(directory: str, skip: Container[str]) -> list[LogRef]:
+    found: dict[str, LogRef] = {}
+    refs: list[LogRef | None] = []
+    rolling: list[tuple[str, str]] = []  # (url, key) of the directories to list
+    for entry in sorted(stores.listdir(directory), key=lambda e: e.name):
+        if _ignored(entry.name):
+            continue
+        if not entry.is_dir:
+            refs.append(_single_store(entry))
+        elif not entry.name.startswith(ROLLING_PREFIX):
+            refs.append(
+                _failed(
+                    entry.name,
+                    "rolling",
+                    entry.url,
+                    "not an event log directory "
+                    f"(expected a name starting with {ROLLING_PREFIX!r})",
+                )
+            )
+        elif (key := entry.name.removeprefix(ROLLING_PREFIX)) not in skip:
+            rolling.append((entry.url, key))
+    # A LIST per rolling directory: a few at once, as their cost is the store's latency.
+    with ThreadPoolExecutor(STORE_LISTINGS, thread_name_prefix="eventlog-list") as pool:
+        refs.extend(pool.map(lambda item: _rolling_store(*item), rolling))
+    for ref in refs:
+        if ref is not None:
+            found[ref.key] = _pick(found[ref.key], ref) if ref.key in found else ref
+    return [found[key] for key in sorted(found)]
+
+
+def _single_store(entry: stores.Entry) -> LogRef:
+    key, codec, in_progress, compacted = parse_single_name(entry.name)
+    error = _codec_error(codec)
+    if error:
+        return _failed(key, "single", entry.url, error, codec=codec)
+    ino = stores.identity(entry.url)
+    file = EventFile(entry.url, 0, entry.size, entry.mtime_ns, 0, ino, compacted)
+    return LogRef(
+        key=key,
+        layout="single",
+        path=entry.url,
+        codec=codec,
+        files=(file,),
+        complete=not in_progress,
+        size=entry.size,
+        mtime_ns=entry.mtime_ns,
+        compacted=compacted,
+    )
+
+
+def _rolling_store(url: str, key: str) -> LogRef | None:
+    """One eventlog_v2_ directory on a store (one listing); None when it no longer exists."""
+    try:
+        entries = stores.listdir(url)
+    except FileNotFoundError:
+        return None
+    statuses: list[bool] = []
+    files: list[EventFile] = []
+    codecs: set[str] = set()
+    mtime_ns = 0
+    for entry in entries:
+        name = entry.name
+        if entry.is_dir or _ignored(name):
+            continue
+        if name.startswith(APPSTATUS_PREFIX):
+            statuses.append(not name.endswith(IN_PROGRESS))
+            mtime_ns = max(mtime_ns, entry.mtime_ns)
+            continue
+        if not name.startswith(EVENTS_PREFIX):
+            continue
+        index, codec, compacted = _parse_events_name(name)
+        if index is None:
+            return _failed(key, "rolling", url, f"bad event file name {name!r}")
+        codecs.add(codec)
+        mtime_ns = max(mtime_ns, entry.mtime_ns)
+        ino = stores.identity(entry.url)
+        files.append(EventFile(entry.url, index, entry.size, entry.mtime_ns, 0, ino, compacted))
+    return _rolling_ref(url, key, statuses, files, codecs, mtime_ns)

@@ -14,6 +14,8 @@ What goes wrong is reported, never raised past `read_available`:
                                          before the damage are delivered, the rest of that
                                          file is abandoned, a later events_N file is read
     the log disappears                   `gone` is set; nothing more is read
+    a store that does not answer         a ReadError; the same place is read again at the
+                                         next call (logs on S3, GCS, Azure, HDFS)
 Parsing the lines (JSON) is the caller's business.
 
 Resuming: `position` describes how far the reader got. When it is `clean` (the file offset
@@ -34,7 +36,8 @@ from typing import Final
 
 from agent.errors import CodecError
 from agent.fsutil import file_kind
-from agent.spark.eventlog.filestream import FileStream
+from agent.spark.eventlog import stores
+from agent.spark.eventlog.filestream import FdHandle, FileStream, Handle
 from agent.spark.eventlog.layout import EventFile, LogRef, restat
 
 READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; decoded one block at a time
@@ -172,14 +175,22 @@ class LogReader:
         early (see `caught_up`) once about `max_bytes` decoded bytes were gathered."""
         lines: list[bytes] = []
         self._caught_up = False
-        budget = [max_bytes]
+        try:
+            self._read_into(lines, [max_bytes])
+        except stores.StoreError as error:  # nothing was consumed past what `lines` holds
+            if self.error is None or self.error.detail != str(error):  # once, not each look
+                self._record(ReadError(stores.redact(self.ref.path), 0, str(error)))
+            self._caught_up = True
+        return lines
+
+    def _read_into(self, lines: list[bytes], budget: list[int]) -> None:
         while not (self._exhausted or self.gone):
             if self.ref.error is not None and not self._refresh():
                 break
             if self._file is None and not self._begin():
                 break
             if self._open_stream() and not self._pump(lines, budget):
-                return lines  # batch full
+                return  # batch full
             following = self._following()
             if following is None and not self.ref.complete:
                 if not self._refresh():
@@ -191,7 +202,7 @@ class LogReader:
             # was written before that was seen, then close the file.
             if (stream := self._open_stream()) is not None:
                 if not self._pump(lines, budget):
-                    return lines
+                    return
                 stream.finish(lines)
             if following is None:
                 self._exhausted = True
@@ -199,7 +210,6 @@ class LogReader:
             self._earlier += self._stream.offset if self._stream else 0
             self._open(following, None)
         self._caught_up = True
-        return lines
 
     def _following(self) -> EventFile | None:
         current = self._file
@@ -233,6 +243,10 @@ class LogReader:
         self.close()
         self._file = file
         self._stream = None
+        if stores.is_url(file.path):  # nothing to open: each read is a ranged GET
+            self._dev, self._ino = file.dev, file.ino
+            self._start_stream(stores.RemoteFile(file.path, file.size), start)
+            return
         fd: int | None
         try:
             fd = os.open(file.path, _OPEN_FLAGS)
@@ -249,15 +263,18 @@ class LogReader:
             self._fail(f"not a regular file ({file_kind(stat.st_mode)})", 0)
             return
         self._dev, self._ino = stat.st_dev, stat.st_ino
+        self._start_stream(FdHandle(fd), start)
+
+    def _start_stream(self, handle: Handle, start: Position | None) -> None:
         resume = None
-        if start is not None and (start.dev, start.ino) == (stat.st_dev, stat.st_ino):
+        if start is not None and (start.dev, start.ino) == (self._dev, self._ino):
             # Uncompressed, the end of the last consumed line is a file offset too.
             seek_to = start.offset if start.clean else start.decoded
             clean = start.clean or self.ref.codec == "none"
             resume = (start.lines, start.decoded, seek_to if clean else None)
         try:
             self._stream = FileStream(
-                fd,
+                handle,
                 self.ref.codec,
                 max_line_bytes=self.max_line_bytes,
                 read_size=self.read_size,
@@ -266,7 +283,7 @@ class LogReader:
                 resume=resume,
             )
         except CodecError as error:
-            os.close(fd)
+            handle.close()
             self._fail(str(error), (resume[2] or 0) if resume else 0)
 
     def _reopen_renamed(self, file: EventFile) -> int | None:
@@ -327,6 +344,8 @@ class LogReader:
                 self._mark_gone()  # not the file we were reading: it was removed
                 return False
             self._file = renamed
+            if self._stream is not None and self._stream.handle is not None:
+                self._stream.handle.follow(renamed.path)
         self.ref = fresh
         return True
 

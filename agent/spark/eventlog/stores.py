@@ -1,0 +1,302 @@
+"""Event logs on a shared store (S3, GCS, Azure, HDFS) through fsspec, as blocking calls.
+
+Every function here blocks on the network and is called from a worker thread (discovery and
+reading already run there), never from the event loop. Each request has a bounded time (the
+connect and read timeouts below, one retry at most), so a hung store delays a pass, never
+the deliveries. Credentials come from each library's standard chain (for S3: the `AWS_*`
+variables, `AWS_PROFILE`, instance roles, `AWS_ENDPOINT_URL` for S3-compatible stores); the
+agent never reads, logs or passes them, and `redact` takes the password out of a URL before
+it reaches a log line.
+
+Objects have no inode: a file's identity (the `ino` of a position) is a hash of its URL
+without `.inprogress`, so the rename Spark does at completion (a copy on object stores, a
+real rename on HDFS) keeps the reading position, as the same inode does on a local disk.
+Listings are never cached (fsspec's directory cache would hide new parts).
+
+`requests()` counts the requests made per kind (list pages, head, get) for the
+`lineage_eventlog_store_requests_total` metric.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import fsspec
+from requests.adapters import HTTPAdapter
+
+#: URL schemes Spark writes event logs to, and the fsspec implementation that reads each.
+SCHEMES: Final = {
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gs",
+    "abfs": "abfs",
+    "abfss": "abfs",
+    "hdfs": "webhdfs",  # at the NameNode's HTTP port, WEBHDFS_PORT
+    "webhdfs": "webhdfs",  # the same, with the HTTP port in the URL
+}
+#: The pip package that provides each implementation (named in the error when it is missing).
+PACKAGES: Final = {"s3": "s3fs", "gs": "gcsfs", "abfs": "adlfs", "webhdfs": "fsspec"}
+CONNECT_TIMEOUT: Final = 5.0  # seconds per connection attempt
+READ_TIMEOUT: Final = 20.0  # seconds per response
+LIST_PAGE: Final = 1000  # names per LIST request (S3's, GCS's and WebHDFS' page)
+WEBHDFS_PORT: Final = 9870  # Hadoop 3's NameNode HTTP port, where WebHDFS answers
+
+Request = Literal["list", "head", "get"]
+_counts: Counter[str] = Counter()
+_counts_lock = threading.Lock()
+
+
+class StoreError(OSError):
+    """The store could not answer now (network, throttling, permission); tried again later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One listed object or directory (a common prefix on object stores)."""
+
+    name: str  # the last part of the URL
+    url: str
+    is_dir: bool
+    size: int
+    mtime_ns: int  # 0 for directories of object stores, which have no time
+
+
+def is_url(path: str) -> bool:
+    """`path` names a directory or file on a shared store (a URL Spark writes logs to)."""
+    scheme, sep, _ = path.partition("://")
+    return bool(sep) and scheme.lower() in SCHEMES
+
+
+def redact(url: str) -> str:
+    """The URL without a password in its userinfo (abfss' `container@account` stays)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def identity(url: str) -> int:
+    """A stable stand-in for an inode: the same for a file and its `.inprogress` name."""
+    digest = hashlib.blake2b(url.removesuffix(".inprogress").encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 2  # fits SQLite's signed 64-bit INTEGER
+
+
+def requests() -> dict[str, int]:
+    """Calls made to stores since the start, per kind."""
+    with _counts_lock:
+        return {kind: _counts[kind] for kind in ("list", "head", "get")}
+
+
+def _count(kind: Request, requests: int = 1) -> None:
+    with _counts_lock:
+        _counts[kind] += requests
+
+
+def child(directory: str, name: str) -> str:
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def listdir(url: str) -> list[Entry]:
+    """The entries directly under the directory `url`; FileNotFoundError when it does not
+    exist (an empty prefix on object stores), StoreError when the store cannot answer."""
+    fs, path = _resolve(url)
+    try:
+        found = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        _count("list")
+        raise
+    except Exception as error:
+        _count("list")
+        raise _unavailable(error) from None
+    # The library pages through the listing: S3, GCS and WebHDFS answer 1,000 names a page.
+    _count("list", max(1, math.ceil(len(found) / LIST_PAGE)))
+    entries = []
+    base = path.rstrip("/")
+    for item in found:
+        name = str(item["name"]).rstrip("/").rpartition("/")[2]
+        if str(item["name"]).rstrip("/") == base or not name:
+            continue  # some stores list the directory itself
+        is_dir = item.get("type") == "directory"
+        entries.append(
+            Entry(name, child(url, name), is_dir, int(item.get("size") or 0), _mtime_ns(item))
+        )
+    if not entries and not _exists_dir(fs, path):
+        raise FileNotFoundError(2, "no such directory", redact(url))
+    return entries
+
+
+def stat(url: str) -> Entry | None:
+    """The file `url` as it is now; None when it does not exist."""
+    fs, path = _resolve(url)
+    _count("head")
+    try:
+        item = fs.info(path)
+    except FileNotFoundError:
+        return None
+    except Exception as error:
+        raise _unavailable(error) from None
+    name = url.rstrip("/").rpartition("/")[2]
+    is_dir = item.get("type") == "directory"
+    return Entry(name, url, is_dir, int(item.get("size") or 0), _mtime_ns(item))
+
+
+def read_range(url: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of the file `url` (fewer at its end); FileNotFoundError when gone."""
+    fs, path = _resolve(url)
+    _count("get")
+    try:
+        if SCHEMES[urlsplit(url).scheme.lower()] == "webhdfs":
+            # WebHDFS' OPEN itself: fsspec's file object stops at the NameNode's length,
+            # which leaves out what Spark flushed into a block still being written.
+            return bytes(fs._call("OPEN", path=path, offset=start, length=end - start).content)
+        return bytes(fs.cat_file(path, start=start, end=end))
+    except FileNotFoundError:
+        raise
+    except RuntimeError as error:
+        if "out of the range" in str(error):  # WebHDFS' answer to an offset at the end
+            return b""
+        raise _unavailable(error) from None
+    except Exception as error:
+        raise _unavailable(error) from None
+
+
+class RemoteFile:
+    """A file on a store read by ranged GETs from an offset. An object (S3, GCS, Azure) is
+    visible only once written whole, so the size it was listed with is final and reading
+    it costs its GETs alone. A file on HDFS grows while Spark writes it, and the length the
+    NameNode reports lags what Spark flushed (the open block's bytes are only on the
+    DataNodes), so there every read asks for the next bytes whatever the listed size: one
+    GET per look at a file being written."""
+
+    def __init__(self, url: str, size: int) -> None:
+        self.url = url
+        self.offset = 0
+        self.known_size = size
+        self.growing = SCHEMES[urlsplit(url).scheme.lower()] == "webhdfs"
+
+    def read(self, size: int) -> bytes:
+        if self.offset >= self.known_size and not self.growing:
+            return b""
+        end = self.offset + size if self.growing else min(self.offset + size, self.known_size)
+        try:
+            data = read_range(self.url, self.offset, end)
+        except FileNotFoundError:
+            return b""  # renamed or removed: the reader looks at the log again
+        self.offset += len(data)
+        self.known_size = max(self.known_size, self.offset)
+        return data
+
+    def seek(self, offset: int) -> None:
+        self.offset = offset
+
+    def size(self) -> int:
+        return self.known_size
+
+    def follow(self, url: str) -> None:
+        """The file now has this URL (its completion rename): read on from there."""
+        self.url = url
+
+    def close(self) -> None:
+        """Nothing is held open between requests."""
+
+
+# -- file systems ------------------------------------------------------------------------------
+
+_systems: dict[tuple[str, str], Any] = {}
+_systems_lock = threading.Lock()
+
+
+def _resolve(url: str) -> tuple[Any, str]:
+    """The file system for the URL's store (one per scheme and authority) and the path in it."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    protocol = SCHEMES[scheme]
+    key = (protocol, parts.netloc)
+    with _systems_lock:
+        fs = _systems.get(key)
+        if fs is None:
+            fs = _systems[key] = _make(protocol, parts)
+    if protocol == "webhdfs":
+        return fs, parts.path or "/"
+    if protocol == "abfs":  # container@account.dfs.core.windows.net/path -> container/path
+        container = parts.netloc.partition("@")[0]
+        return fs, f"{container}{parts.path}"
+    return fs, f"{parts.netloc}{parts.path}"
+
+
+def _make(protocol: str, parts: Any) -> Any:
+    options: dict[str, Any] = {"skip_instance_cache": True, "use_listings_cache": False}
+    if protocol == "s3":
+        options["config_kwargs"] = {
+            "connect_timeout": CONNECT_TIMEOUT,
+            "read_timeout": READ_TIMEOUT,
+            "retries": {"max_attempts": 2, "mode": "standard"},
+        }
+    elif protocol == "abfs":
+        account = parts.netloc.partition("@")[2].partition(".")[0]
+        if account:
+            options["account_name"] = account
+    elif protocol == "webhdfs":
+        port = parts.port if parts.scheme.lower() == "webhdfs" and parts.port else WEBHDFS_PORT
+        options = {"host": parts.hostname, "port": port}
+        if user := os.environ.get("HADOOP_USER_NAME"):  # as Hadoop's own clients take it
+            options["user"] = user
+    try:
+        fs = fsspec.filesystem(protocol, **options)
+    except ImportError as error:
+        raise StoreError(
+            f"reading {parts.scheme}:// needs the {PACKAGES[protocol]} package ({error})"
+        ) from None
+    if protocol == "webhdfs":  # its requests.Session sends without a timeout of its own
+        adapter = _TimeoutAdapter()
+        fs.session.mount("http://", adapter)
+        fs.session.mount("https://", adapter)
+    return fs
+
+
+class _TimeoutAdapter(HTTPAdapter):
+    """Every request of the session bounded in time (WebHDFS)."""
+
+    def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["timeout"] = kwargs.get("timeout") or (CONNECT_TIMEOUT, READ_TIMEOUT)
+        return super().send(request, *args, **kwargs)
+
+
+def _exists_dir(fs: Any, path: str) -> bool:
+    _count("head")
+    try:
+        return bool(fs.isdir(path))
+    except Exception as error:
+        raise _unavailable(error) from None
+
+
+def _mtime_ns(item: dict[str, Any]) -> int:
+    for key in ("LastModified", "mtime", "updated", "last_modified", "modificationTime"):
+        value = item.get(key)
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1e9)
+        if isinstance(value, int | float):  # WebHDFS: milliseconds
+            return int(value * 1_000_000) if key == "modificationTime" else int(value * 1e9)
+        if isinstance(value, str) and value:
+            try:
+                return int(datetime.fromisoformat(value).timestamp() * 1e9)
+            except ValueError:
+                continue
+    return 0
+
+
+def _unavailable(error: Exception) -> StoreError:
+    """The store's error as a StoreError whose text names no credential."""
+    if isinstance(error, StoreError):
+        return error
+    return StoreError(f"{type(error).__name__}: {redact(str(error))}")

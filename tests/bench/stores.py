@@ -1,0 +1,191 @@
+"""Discovery on a store: the real daemon following `apps` completed applications in an S3
+bucket (a loopback moto server), half single-file logs and half rolling directories (small
+generated objects that are never read: they are older than the start horizon).
+
+Two starts, each with a fresh state database and a loopback collector in its own process:
+* baseline: an empty bucket prefix; the resident set after the same settling time;
+* the bucket of `apps` applications, `store_poll_interval` 2s: the requests of the first scan
+  (one LIST per 1,000 names of the directory, one per rolling directory, which is the
+  only place a rolling log's age can be read), then the requests per minute afterwards,
+  when every application is remembered as finished (only the directory's LIST pages remain),
+  and the resident set.
+Requests are the agent's own count (`lineage_eventlog_store_requests_total`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.bench.harness import (
+    CollectorProcess,
+    Context,
+    Figure,
+    LogTail,
+    Result,
+    Target,
+    agent_config,
+    agent_process,
+    peak_rss_mib,
+    rss_mib,
+    scrape,
+    wait_until,
+)
+from tests.s3server import S3Server, running_s3
+
+POLL = 2.0  # spark.store_poll_interval of the run
+
+
+@dataclass(frozen=True)
+class Params:
+    apps: int = 10_000
+    steady_seconds: float = 60.0
+
+
+FULL = Params()
+SMOKE = Params(apps=100, steady_seconds=6.0)
+
+
+def populate(s3: S3Server, prefix: str, apps: int) -> None:
+    """`apps` completed applications under `prefix`: even ones single files, odd ones rolling."""
+    client = s3.client()
+    line = b'{"Event":"SparkListenerLogStart","Spark Version":"4.3.0"}\n'
+
+    def put(n: int) -> None:
+        name = f"app-20261127000000-{n:05d}"
+        if n % 2 == 0:
+            client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{name}", Body=line)
+            return
+        folder = f"{prefix}/eventlog_v2_{name}"
+        client.put_object(Bucket=s3.bucket, Key=f"{folder}/events_1_{name}", Body=line)
+        client.put_object(Bucket=s3.bucket, Key=f"{folder}/appstatus_{name}", Body=b"")
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, range(apps)))
+
+
+def requests(samples: dict[str, float], kind: str) -> float:
+    return samples.get(f"lineage_eventlog_store_requests_total{{request={kind}}}", 0.0)
+
+
+def follow(base: Path, url: str, apps: int, steady: float) -> dict[str, Any]:
+    """Run the daemon over `url` until its first scan handled `apps` applications, then for
+    `steady` seconds; the request counts and memory."""
+    with CollectorProcess.standard() as collector:
+        config = agent_config(
+            base,
+            endpoint=collector.url,
+            spark={
+                "event_log_dirs": [url],
+                "store_poll_interval": f"{POLL:g}s",
+                "replay_horizon": "1s",
+            },
+        )
+        with agent_process(config) as agent:
+            tail = LogTail(agent.log_path)
+
+            def scanned() -> bool:
+                tail.poll(keep=lambda line: line.get("event") == "eventlogs_skipped_by_horizon")
+                return apps == 0 or tail.count("eventlogs_skipped_by_horizon") > 0
+
+            began = time.monotonic()
+            wait_until(scanned, 900, f"the first scan of {apps} applications", 0.1)
+            first_scan_seconds = time.monotonic() - began
+            time.sleep(POLL)  # the first scan's LISTs are all counted
+            first = scrape(agent)
+            time.sleep(steady)
+            later = scrape(agent)
+            pid = agent.proc.pid
+            rss, peak = rss_mib(pid), peak_rss_mib(pid)
+            agent.stop()
+    kinds = ("list", "head", "get")
+    return {
+        "first_scan_seconds": first_scan_seconds,
+        "first": {k: requests(first, k) for k in kinds},
+        "steady": {k: requests(later, k) - requests(first, k) for k in kinds},
+        "rss_mib": rss,
+        "peak_rss_mib": peak,
+    }
+
+
+def run(context: Context) -> Result:
+    params = SMOKE if context.smoke else FULL
+    result = Result("stores", "python -m tests.bench stores")
+    base = context.directory("stores-runs")
+    with running_s3("bench-logs", log=base / "moto.log") as s3:
+        saved = {name: os.environ.get(name) for name in s3.env}
+        os.environ.update(s3.env)  # the agent's credentials chain: AWS_* variables
+        try:
+            began = time.monotonic()
+            populate(s3, "apps", params.apps)
+            s3.client().put_object(Bucket=s3.bucket, Key="empty/", Body=b"")
+            made = time.monotonic() - began
+            time.sleep(2.0)  # older than the 1s start horizon
+            empty = follow(base / "empty", f"s3a://{s3.bucket}/empty", 0, params.steady_seconds)
+            full = follow(
+                base / "full", f"s3a://{s3.bucket}/apps", params.apps, params.steady_seconds
+            )
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+    rolling = params.apps // 2
+    entries = params.apps  # names directly under the prefix: one per application
+    floor_first = math.ceil(entries / 1000) + rolling
+    polls_per_minute = 60.0 / POLL
+    steady_per_minute = sum(full["steady"].values()) * 60.0 / params.steady_seconds
+    floor_steady = math.ceil(entries / 1000) * polls_per_minute
+    result.setup = {
+        "applications": params.apps,
+        "single_file": params.apps - rolling,
+        "rolling": rolling,
+        "seconds_to_make": round(made, 1),
+        "store": "moto server mode on loopback (S3 API)",
+        "store_poll_interval_s": POLL,
+        "replay_horizon": "1s (every application is older)",
+    }
+    result.add(
+        Figure(
+            "first_scan_requests",
+            sum(full["first"].values()),
+            "requests",
+            "LIST pages of the directory + one LIST per rolling directory",
+            floor_first,
+            Target("<=", 1.05),
+            {**full["first"], "seconds": round(full["first_scan_seconds"], 1)},
+        )
+    )
+    result.add(
+        Figure(
+            "steady_requests_per_minute",
+            steady_per_minute,
+            "requests/min",
+            "the directory's LIST pages once per poll",
+            floor_steady,
+            Target("<=", 1.2),
+            {**full["steady"], "measured_seconds": params.steady_seconds},
+        )
+    )
+    result.add(
+        Figure(
+            "rss_mib",
+            full["rss_mib"],
+            "MiB",
+            "RSS over an empty prefix",
+            empty["rss_mib"],
+            Target("<=", 1.5),
+            {"peak_rss_mib": round(full["peak_rss_mib"], 1)},
+        )
+    )
+    result.notes.append(
+        "After the first scan no finished application is listed or read again: the steady "
+        "cost is the directory's LIST pages (1,000 names each) per store_poll_interval."
+    )
+    return result
