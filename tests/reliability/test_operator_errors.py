@@ -94,8 +94,8 @@ def test_job_stop_grace_out_of_range_is_a_usage_error(tmp_path: Path, grace: str
     result = cli("job", "stop", "app-1", f"--grace={grace}", "--socket", str(tmp_path / "s"))
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == (
-        f"lineage-agent job stop: error: argument --grace: expected seconds from 0 to 3600, "
-        f"got {grace!r}"
+        "lineage-agent job stop: error: argument --grace: expected a duration from 0 to 1h "
+        f"(like 30s or 5m), got {grace!r}"
     )
     assert "Traceback" not in result.stderr
 
@@ -148,6 +148,9 @@ RANGES = {
     "spark.max_line_bytes": "an integer from 1024 to 1073741824",
     "spark.column_lineage_max_fields": "an integer from 0 to 100000",
     "spark.exec_verdict_wait": "a duration from 0s to 1h",
+    "spark.master_ui_port": "an integer from 1 to 65535",
+    "spark.store_poll_interval": "a duration > 0s and <= 1h",
+    "state_lease": "a duration from 1s to 1h",
 }
 HUGE = int("9" * 400)
 HUGE_SHOWN = "9" * 77 + "..."
@@ -169,6 +172,7 @@ def numbers(cls: type = AgentConfig, prefix: str = "") -> Iterator[tuple[str, Bo
 
 def numbers_config(directory: Path, **values: Any) -> Path:
     """A file-transport config with an unused http section, `values` (dotted keys) set in it."""
+    (directory / "spark-events").mkdir(exist_ok=True)
     config = config_file(
         directory,
         {
@@ -536,11 +540,12 @@ def test_config_check_refuses_every_config_run_refuses(workdir: Path) -> None:
     for case, lineage, sections, message in list(start_refusals(workdir)):
         config = config_file(workdir, lineage, **sections)
         result = cli("config", "check", str(config), env=env)
-        assert (result.returncode, result.stdout, result.stderr) == (
-            78,
-            "",
-            f"lineage-agent: {message}\n",
-        ), case
+        # config check places the message in the file and may add a hint; run says it alone
+        first, *hints = result.stderr.splitlines()
+        assert (result.returncode, result.stdout) == (78, ""), case
+        assert first.startswith(f"lineage-agent: {config}"), case
+        assert first.endswith(f": {message}"), case
+        assert all(line.startswith("lineage-agent: hint: ") for line in hints), case
         with memory_agent(config, 5, env={"OL_EMPTY_TOKEN": ""}, wait=False) as process:
             assert process.proc.wait(PATIENCE) == 78, case
         assert process.wait_log("start_refused")["error"] == message, case
@@ -576,15 +581,25 @@ def test_config_check_notes_what_only_the_service_can_tell(
         },
         "file": {"path": str(events / "events.jsonl")},
     }
-    config = config_file(tmp_path, lineage)
+    spark_events = tmp_path / "spark-events"
+    spark_events.mkdir(mode=0o755)
+    config = config_file(tmp_path, lineage, spark={"event_log_dirs": [str(spark_events)]})
     config.chmod(0o644)
     env = {k: v for k, v in os.environ.items() if k != "OL_NOT_SET"}
+    endpoint_note = (
+        "note: lineage.http.endpoint: https://127.0.0.1:9/api/v1/lineage: no connection from "
+        "here (Connection refused); the agent keeps events queued until the collector answers\n"
+    )
     token_note = (
         "note: lineage.http.auth.token_env: environment variable OL_NOT_SET is not set here; "
         "the service refuses to start unless its environment sets it\n"
     )
     result = cli("config", "check", str(config), env=env)
-    assert (result.returncode, result.stdout, result.stderr) == (0, "ok\n" + token_note, "")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "ok\n" + endpoint_note + token_note,
+        "",
+    )
     nobody = subprocess.run(
         [*as_user(), str(public_agent), "-m", "agent", "config", "check", str(config)],
         capture_output=True,
@@ -598,6 +613,7 @@ def test_config_check_notes_what_only_the_service_can_tell(
         "ok\n"
         f"note: signing.key_path: {key}: not readable by uid {NOBODY} (nobody); check again as "
         "the service's user to check the key\n"
+        + endpoint_note
         + token_note
         + f"note: lineage.file.path: cannot open {events / 'events.jsonl'}: Permission denied\n"
         f"note: state_dir: {tmp_path / 'state'}: cannot create state directory: "
