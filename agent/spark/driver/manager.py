@@ -25,7 +25,6 @@ The address shown in answers and logs is `host:port`, never a URL's user or pass
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,8 +51,10 @@ _ALIVE: Final = {
 }
 _DEAD: Final = frozenset({"FINISHED", "FAILED", "KILLED"})
 _NAME: Final = {"standalone": "the standalone master", "yarn": "the YARN ResourceManager"}
-_HOST: Final = re.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
-_YARN_APP: Final = re.compile(r"application_[0-9]{1,20}_[0-9]{1,10}(?=_[0-9]{1,10}$|$)")
+_HOST: Final = linear.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
+# The RM's id, and an attempt a log's name may add (`application_…_0001_1`).
+_YARN_APP: Final = linear.compile(r"(application_[0-9]{1,20}_[0-9]{1,10})(?:_[0-9]{1,10})?")
+_VARIABLE: Final = linear.compile(r"\$\{([A-Za-z0-9._-]{1,200})\}")
 _PROXY_BASES: Final = (
     "spark.org.apache.hadoop.yarn.server.webproxy.amfilter.AmIpFilter.param.PROXY_URI_BASES"
 )
@@ -165,10 +166,10 @@ def shown_url(url: str) -> str:
 def _ask_one(client: httpx.Client, endpoint: Endpoint, app_id: str) -> ManagerAnswer | None:
     if endpoint.kind == "yarn":
         # A log's name may carry an attempt (`application_…_0001_1`): the RM knows the id.
-        matched = _YARN_APP.match(app_id)
+        matched = _YARN_APP.fullmatch(app_id)
         if matched is None:
             return None
-        yarn_id = matched[0]
+        yarn_id = matched[1]
         body = get_json(
             client, f"{endpoint.url}/ws/v1/cluster/apps/{yarn_id}", budget=REQUEST_BUDGET
         )
@@ -230,7 +231,11 @@ def _resourcemanagers(props: Mapping[str, Any], hadoop: Mapping[str, Any]) -> tu
 
 def _expand(value: str, hadoop: Mapping[str, Any]) -> str:
     """Hadoop's `${name}` substitution, one level (Spark logs Hadoop properties raw)."""
-    return re.sub(r"\$\{([A-Za-z0-9._-]{1,200})\}", lambda m: _text(hadoop.get(m[1])), value)
+    parts, last = [], 0
+    for found in _VARIABLE.finditer(value):
+        parts += [value[last : found.start()], _text(hadoop.get(found[1]))]
+        last = found.end()
+    return "".join(parts) + value[last:]
 
 
 def _text(value: Any) -> str:
