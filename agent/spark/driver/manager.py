@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from agent import linear
 from agent.spark.driver.httpjson import get_json
 
 ManagerKind = Literal["standalone", "yarn"]
