@@ -138,6 +138,15 @@ KAFKA_TOPIC_SAVE = (
     + ")" * 3000
     + " AS topic#9000, c2#2 AS value#9001]\n"
 )
+#: A Kafka save whose topic column is an alias of concat(t#2, t#2), each of those of
+#: concat(t#3, t#3), 40 levels down: 2^40 expressions if each reference were followed anew.
+KAFKA_DOUBLING_ALIASES = (
+    "(2) SaveIntoDataSourceCommand\nArguments: org.apache.spark.sql.kafka010."
+    "KafkaSourceProvider@1, [kafka.bootstrap.servers=h:9092], ErrorIfExists\n\n"
+    "(3) Project\nArguments: ["
+    + ", ".join(f"concat(t#{i + 1}, t#{i + 1}) AS t#{i}" for i in range(2, 41))
+    + ", c#1 AS t#41, concat(t#2, t#2) AS topic#1000, c#1 AS value#1001]\n"
+)
 NESTED_REDACTION = {"spark.redaction.regex": "(x+x+)+y", "spark.master": "x" * 10_000}
 
 #: Each worst case: the parser, and what it is given.
@@ -157,6 +166,10 @@ WORST_CASES: dict[str, tuple[Callable[..., object], tuple[object, ...]]] = {
     "Kafka topic of 3,000 nested concat calls": (
         plan_text,
         (KAFKA_TOPIC_SAVE, "Execute SaveIntoDataSourceCommand"),
+    ),
+    "Kafka topic through 40 levels of doubling aliases": (
+        plan_text,
+        (KAFKA_DOUBLING_ALIASES, "Execute SaveIntoDataSourceCommand"),
     ),
     "redaction pattern (x+x+)+y on 10,000 characters": (
         application_start,
@@ -413,6 +426,7 @@ def test_a_log_with_the_worst_plan_lines_replays_quickly_to_the_same_events(
 #: Modules outside the Spark side that use Python's `re`, and why that is safe.
 RE_ALLOWED = {
     "agent/config/kinds.py": "the operator's own config file",
+    "agent/delivery/transports/http.py": "one character class over the config's header names",
     "agent/delivery/canonical.py": "single characters and fixed-length shapes: no repetition",
     "agent/delivery/verify.py": "a key id of fixed length, matched whole",
     "agent/service/control/server.py": "ids and signal names of bounded length, matched whole",

@@ -35,6 +35,8 @@ _ATTRIBUTE_REF = linear.compile(rf"^[{linear.WORD}]+#(?P<id>\d+)L?$")
 _MAX_DEPTH = 32  # aliases and nested CASE / IF followed at most, against hostile plans
 _ANY = ".*"  # the pattern of a computed part of a topic
 _MAX_PATTERN_TEXT = 2000  # characters of a topic expression read for its literal parts
+_MAX_STEPS = 10_000  # expressions looked at per save, however often aliases repeat
+_MAX_PATTERN = 1000  # characters of a topic pattern; a longer one says any topic
 
 
 def kafka_scan(name: str) -> list[DatasetRef] | None:
@@ -83,9 +85,10 @@ def column_topics(described: Sequence[Block]) -> tuple[tuple[str, ...], str]:
     if not topic_ids:
         return (), "the rows' topic column is not computed in the plan"
     found: list[str] = []
+    budget = _Budget()
     for expr_id in dict.fromkeys(topic_ids):
         expression = defined[expr_id]
-        topics = _literals(expression, defined, 0)
+        topics = _literals(expression, defined, 0, budget)
         if not topics:
             return (), f"topic column {expression[:200]!r} is no literal, CASE or IF of literals"
         found += topics
@@ -98,7 +101,8 @@ def column_pattern(described: Sequence[Block]) -> str | None:
     (`concat(alarms-, level#3)` -> `alarms-.*`); None when the plan does not compute the
     column or every row's topic is null."""
     defined, topic_ids = _definitions(described)
-    found = [_pattern(defined[i], defined, 0) for i in dict.fromkeys(topic_ids)]
+    budget = _Budget()
+    found = [_pattern(defined[i], defined, 0, budget) for i in dict.fromkeys(topic_ids)]
     branches = list(dict.fromkeys(p for p in found if p is not None))
     if not branches:
         return None
@@ -123,23 +127,46 @@ def _definitions(described: Sequence[Block]) -> tuple[dict[int, str], list[int]]
     return defined, topic_ids
 
 
-def _pattern(expression: str, defined: Mapping[int, str], depth: int) -> str | None:
-    """The pattern of one expression's values (see `column_pattern`); None for `null`."""
+class _Budget:
+    """Steps left for following one save's topic expressions: aliases may refer to one
+    another many times over (`concat(t#2, t#2) AS t#1`, …), so a walk is bounded in total
+    work, not only in depth."""
+
+    def __init__(self) -> None:
+        self.steps = _MAX_STEPS
+
+    def spent(self) -> bool:
+        self.steps -= 1
+        return self.steps < 0
+
+
+def _pattern(
+    expression: str, defined: Mapping[int, str], depth: int, budget: _Budget
+) -> str | None:
+    """The pattern of one expression's values (see `column_pattern`); None for `null`.
+    Past the budget, or past `_MAX_PATTERN` characters, any topic (`.*`)."""
+    found = _pattern_of(expression, defined, depth, budget)
+    return _ANY if found is not None and len(found) > _MAX_PATTERN else found
+
+
+def _pattern_of(
+    expression: str, defined: Mapping[int, str], depth: int, budget: _Budget
+) -> str | None:
     text = expression.strip()
     while text.startswith("(") and _closing(text, 0) == len(text) - 1:
         text = text[1:-1].strip()
     if text == "null":
         return None
-    if depth > _MAX_DEPTH or len(text) > _MAX_PATTERN_TEXT:
+    if depth > _MAX_DEPTH or len(text) > _MAX_PATTERN_TEXT or budget.spent():
         return _ANY
     if _TOPIC.match(text):
         return text.replace(".", "\\.")
     reference = _ATTRIBUTE_REF.match(text)
     if reference is not None:
         aliased = defined.get(int(reference["id"]))
-        return _ANY if aliased is None else _pattern(aliased, defined, depth + 1)
+        return _ANY if aliased is None else _pattern(aliased, defined, depth + 1, budget)
     if text.startswith("concat(") and _closing(text, 6) == len(text) - 1:
-        parts = [_pattern(a, defined, depth + 1) for a in split_top(text[7:-1])]
+        parts = [_pattern(a, defined, depth + 1, budget) for a in split_top(text[7:-1])]
         if any(p is None for p in parts):
             return None  # concat with a null is null
         joined = "".join(p for p in parts if p is not None)
@@ -149,7 +176,7 @@ def _pattern(expression: str, defined: Mapping[int, str], depth: int) -> str | N
     values = _case_values(text) if text.startswith("CASE ") else _if_values(text)
     if values is None:
         return _ANY
-    branches = [p for v in values if (p := _pattern(v, defined, depth + 1)) is not None]
+    branches = [p for v in values if (p := _pattern(v, defined, depth + 1, budget)) is not None]
     unique = list(dict.fromkeys(branches))
     if not unique:
         return None
@@ -160,13 +187,15 @@ def _any_of(patterns: Sequence[str]) -> str:
     return "(" + "|".join(patterns) + ")"
 
 
-def _literals(expression: str, defined: Mapping[int, str], depth: int) -> list[str] | None:
+def _literals(
+    expression: str, defined: Mapping[int, str], depth: int, budget: _Budget
+) -> list[str] | None:
     """The topics an expression evaluates to when it is a literal, an alias of one, or a
     CASE / IF whose values are; None otherwise. `null` (a row Kafka refuses) adds none."""
     text = expression.strip()
     while text.startswith("(") and _closing(text, 0) == len(text) - 1:
         text = text[1:-1].strip()
-    if depth > _MAX_DEPTH:
+    if depth > _MAX_DEPTH or budget.spent():
         return None
     if text == "null":
         return []
@@ -175,13 +204,13 @@ def _literals(expression: str, defined: Mapping[int, str], depth: int) -> list[s
     reference = _ATTRIBUTE_REF.match(text)
     if reference is not None:
         aliased = defined.get(int(reference["id"]))
-        return None if aliased is None else _literals(aliased, defined, depth + 1)
+        return None if aliased is None else _literals(aliased, defined, depth + 1, budget)
     values = _case_values(text) if text.startswith("CASE ") else _if_values(text)
     if values is None:
         return None
     found: list[str] = []
     for value in values:
-        topics = _literals(value, defined, depth + 1)
+        topics = _literals(value, defined, depth + 1, budget)
         if topics is None:
             return None
         found += topics
