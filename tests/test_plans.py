@@ -624,3 +624,18 @@ def test_v2_jdbc_writes_are_named_by_table() -> None:
     assert overwrite.lifecycle == "OVERWRITE"
     noop = plans.read_plan(node("OverwriteByExpression noop-table", "NoopWrite"), "")
     assert noop.datasets[0].unknown_reason == "write node 'OverwriteByExpression noop-table'"
+
+
+def test_from_json_with_a_nested_field_is_not_typed_in_part() -> None:
+    """`from_json` whose schema holds a nested field is left untyped, not typed by the plain
+    fields before it; a schema of plain fields is a struct of them."""
+    oracle = TypeOracle(PlanGraph(parse_plan("")), {})
+    nested = (
+        "from_json(StructField(a,LongType,true), "
+        "StructField(b,StructType(StructField(c,LongType,true)),true), value#1, Some(UTC))"
+    )
+    assert oracle.expression(nested) is None
+    plain = "from_json(StructField(a,LongType,true), StructField(d,StringType,true), value#1)"
+    assert oracle.expression(plain) == Field(
+        "", "struct", (Field("a", "long"), Field("d", "string"))
+    )

@@ -40,8 +40,6 @@ from agent.state.pending import PendingLedger
 SCHEMA_VERSION = 1
 #: Seconds a verdict of `lineage-agent exec` is kept: far longer than any application waits.
 VERDICTS_KEPT = 30 * 86400.0
-#: Ledger rows kept in memory while the database refuses them (about 200 bytes each).
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs (

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Final
 
-from agent.spark.plan.text import PlanNode, PlanText
+from agent.spark.plan.schema import split_top
+from agent.spark.plan.text import PlanNode, PlanText, bracketed
 
 PASS_THROUGH: Final = frozenset(
     {
@@ -87,3 +88,11 @@ def nodes(root: PlanNode | None) -> Iterator[PlanNode]:
         node = stack.pop()
         yield node
         stack.extend(reversed(node.children))
+
+
+def relation_columns(node: PlanNode) -> list[str] | None:
+    """The column list of a `LogicalRelation` printed as a logical plan (`json, [a#1, b#2],
+    false`; `JDBCRelation(t) [numPartitions=1], [a#1]`): the first argument that is a list,
+    not one that merely holds brackets (`KafkaRelation(strategy=Subscribe[t], …)`)."""
+    tokens = (t.strip() for t in split_top(node.details.get("Arguments", "")))
+    return next((bracketed(t) for t in tokens if t.startswith("[")), None)

@@ -60,6 +60,7 @@ from agent.spark.plan.kinds import (
     aggregate_phase,
     distinct_phases,
     nodes,
+    relation_columns,
 )
 from agent.spark.plan.schema import split_top
 from agent.spark.plan.shaping import HANDLERS, attributes
@@ -226,10 +227,7 @@ class AttributeGraph:
     def _logical_relation(self, node: PlanNode) -> list[Attribute]:
         """`LogicalRelation` of a save's query, printed as a logical plan (`Arguments: json,
         [a#1, b#2], false`): a scan of the relation's columns, its files not named."""
-        found = next(
-            (bracketed(t) for t in split_top(node.details.get("Arguments", "")) if "[" in t), None
-        )
-        attrs = attributes(found)
+        attrs = attributes(relation_columns(node))
         self.scans[node.op_id] = node
         for attr in attrs:
             self.leaves[attr.expr_id] = Source(node.op_id, attr.name)

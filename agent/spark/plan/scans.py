@@ -13,11 +13,11 @@ from agent import linear
 from agent.spark.plan.cuts import cut
 from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.kafka import kafka_scan
-from agent.spark.plan.kinds import LOGICAL_RELATION
+from agent.spark.plan.kinds import LOGICAL_RELATION, relation_columns
 from agent.spark.plan.lakehouse import iceberg_scan
 from agent.spark.plan.schema import Field, parse_struct, split_top
 from agent.spark.plan.tables import TableIdent, parse_table_ident
-from agent.spark.plan.text import Block, PlanNode, block_list, bracketed, parse_attribute
+from agent.spark.plan.text import Block, PlanNode, block_list, parse_attribute
 from agent.spark.plan.writes import format_name, metrics_of, typed
 
 #: Scan-like leaves that read no external dataset.
@@ -131,8 +131,7 @@ def _logical_relation(node: PlanNode, types: Mapping[int, Field]) -> list[Datase
     [a#1, b#2], false` names the format and columns of files it does not locate (the event
     log has no path for them); a Kafka or JDBC relation names its topics or table."""
     tokens = [t.strip() for t in split_top(node.details.get("Arguments", ""))]
-    listed = next((bracketed(t) for t in tokens if t.startswith("[")), None)
-    attrs = [a for a in map(parse_attribute, listed or []) if a]
+    attrs = [a for a in map(parse_attribute, relation_columns(node) or []) if a]
     fields = tuple(typed(a.name, a, types) for a in attrs)
     relation = tokens[0] if tokens else ""
     if not _FORMAT_WORD.match(relation):  # `KafkaRelation(…)`, `JDBCRelation(t) […]`

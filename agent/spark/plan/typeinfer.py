@@ -303,9 +303,12 @@ def _json_struct(args: list[str]) -> Field | None:
     when all of them are of a plain type; None when one is nested (printed unreadably)."""
     fields: list[Field] = []
     for arg in args:
-        matched = _STRUCT_FIELD.match(arg.strip())
+        text = arg.strip()
+        matched = _STRUCT_FIELD.match(text)
         if matched is None:
-            break
+            if text.startswith("StructField("):
+                return None  # a field of a nested type: the struct is not read in part
+            break  # the schema's fields are over: the options and the value follow
         found = _DATA_TYPES.get(matched["type"])
         if found is None:
             return None
