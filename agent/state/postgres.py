@@ -142,6 +142,14 @@ class PostgresState:
             autocommit=True,
             connect_timeout=TIMEOUT,
             application_name=f"lineage-agent {self.owner}",
+            # A server that stops answering without closing: statement_timeout runs on the
+            # server, so the socket itself gives up after TIMEOUT (unacknowledged data) or
+            # after a few unanswered keepalives, instead of TCP's hours.
+            tcp_user_timeout=TIMEOUT * 1000,
+            keepalives=1,
+            keepalives_idle=TIMEOUT,
+            keepalives_interval=1,
+            keepalives_count=3,
             **extra,
         )
         conn.execute(f"SET statement_timeout = {TIMEOUT * 1000}")
