@@ -213,6 +213,14 @@ async def test_factory_builds_kafka_beside_console_and_names_a_missing_kafka_mod
         await factory.build_transports(lineage)
 
 
+def test_kafka_available_needs_the_client_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without confluent_kafka the kafka transport is not available, though the agent's own
+    module is always found."""
+    assert factory.kafka_available()
+    monkeypatch.setattr(factory, "KAFKA_CLIENT", "no_such_confluent_kafka")
+    assert not factory.kafka_available()
+
+
 # --- whole agents ------------------------------------------------------------------------------
 
 

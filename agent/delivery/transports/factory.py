@@ -19,12 +19,17 @@ from agent.telemetry import logs
 #: Imported only when a kafka transport is configured: its client library (librdkafka)
 #: is not needed by agents that never use it.
 KAFKA_MODULE: Final = "agent.delivery.transports.kafka"
+#: The client library that module imports: the agent's own module is always there, the
+#: library only where it was installed.
+KAFKA_CLIENT: Final = "confluent_kafka"
 
 
 def kafka_available() -> bool:
-    """Whether this build has the kafka transport."""
+    """Whether this build has the kafka transport: its module and its client library."""
     try:
-        return importlib.util.find_spec(KAFKA_MODULE) is not None
+        return all(
+            importlib.util.find_spec(name) is not None for name in (KAFKA_MODULE, KAFKA_CLIENT)
+        )
     except ImportError:
         return False
 
