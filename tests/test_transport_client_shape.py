@@ -143,6 +143,21 @@ async def test_http_collector_through_a_forward_proxy() -> None:
         assert proxy.forwards == [url]
 
 
+async def test_percent_encoded_proxy_password_is_decoded_once() -> None:
+    """A proxy password written percent-encoded in the URL (`%2541` for `%41`) reaches the
+    proxy decoded exactly once."""
+    expected = "Basic " + base64.b64encode(b"agent:pw%41").decode()
+    with Collector() as collector, TinyProxy(require=expected) as proxy:
+        url = f"http://{UNRESOLVABLE}:{collector.port}/api/v1/lineage"
+        env = {"http_proxy": proxy.url.replace("http://", "http://agent:pw%2541@")}
+        transport = HttpTransport(HttpConfig(endpoint=url), token=None, environ=env)
+        try:
+            await transport.send([envelope(1)])
+        finally:
+            await transport.aclose()
+        assert [r.body for r in collector.requests] == [run_event(1)]
+
+
 async def test_proxy_refusing_or_absent_is_not_sent(ca: trustme.CA, tmp_path: Path) -> None:
     """A proxy that answers 407 to the tunnel, or is not there, leaves the event queued
     (`NotSent` connect): no byte of it left. NO_PROXY sends directly (here: to a name that
