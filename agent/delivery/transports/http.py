@@ -513,18 +513,21 @@ class HttpTransport:
             raise NotSent("connect", f"cannot connect to {proxy.origin}: {_cause(exc)}") from None
         try:
             await writer.start_tls(self._tls, server_hostname=target.host)
-        except ssl.SSLCertVerificationError as exc:
+        except BaseException as exc:
+            # whatever ends the handshake, a timeout's cancellation too, closes the tunnel
             writer.close()
-            message = exc.verify_message or str(exc)
-            raise NotSent(
-                "tls", f"certificate of {target.origin} did not verify: {message}"
-            ) from None
-        except (ssl.SSLError, OSError) as exc:
-            writer.close()
-            reason = exc.reason if isinstance(exc, ssl.SSLError) else _cause(exc)
-            raise NotSent(
-                "tls", f"TLS handshake with {target.origin} through {proxy.origin} failed: {reason}"
-            ) from None
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                message = exc.verify_message or str(exc)
+                raise NotSent(
+                    "tls", f"certificate of {target.origin} did not verify: {message}"
+                ) from None
+            if isinstance(exc, ssl.SSLError | OSError):
+                reason = exc.reason if isinstance(exc, ssl.SSLError) else _cause(exc)
+                raise NotSent(
+                    "tls",
+                    f"TLS handshake with {target.origin} through {proxy.origin} failed: {reason}",
+                ) from None
+            raise
         return _Connection(reader, writer)
 
     async def aclose(self) -> None:
