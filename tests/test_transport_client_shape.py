@@ -20,6 +20,7 @@ from agent.delivery.transports import factory
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.http import HttpTransport
 from agent.errors import DeliveryError, NotSent, StartError, TransportFailure
+from agent.telemetry import logs
 from tests.agentproc import assert_identity, keygen, metric, run_agent, write_config
 from tests.collector import Collector, closed_port
 from tests.independent import public_key, verify
@@ -100,6 +101,21 @@ def test_unreadable_client_key_is_a_start_error(ca: trustme.CA, tmp_path: Path) 
         f"lineage.http.cert: cannot load client certificate {cert} with key {key}:"
     )
     assert "PRIVATE KEY" not in str(caught.value)
+
+
+async def test_only_credential_header_values_are_log_secrets() -> None:
+    """Values of headers named like credentials are scrubbed from log lines; a plain one
+    (X-Env) stays readable everywhere else."""
+    config = HttpConfig(
+        endpoint="https://m.example.com/api/v1/lineage",
+        headers={"X-Env": "production-eu", "X-Api-Key": "hdr-k3y-value", "Cookie": "sid=c00kie"},
+    )
+    built = await factory.build_transports(LineageConfig(transport=("http",), http=config))
+    await built["http"].aclose()
+    line = {"event": "production-eu hdr-k3y-value sid=c00kie"}
+    assert logs.scrub_secrets(None, "info", line)["event"] == (
+        f"production-eu {logs.REDACTED} {logs.REDACTED}"
+    )
 
 
 async def test_https_collector_through_a_connect_proxy(ca: trustme.CA, tmp_path: Path) -> None:

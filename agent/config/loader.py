@@ -35,6 +35,7 @@ from agent.config import client
 from agent.config.clientsources import AgentSide
 from agent.config.kinds import KIND_READERS, bounds_text, within
 from agent.config.model import (
+    AUTH_HEADERS,
     KAFKA_FIXED,
     KAFKA_REFUSED,
     AgentConfig,
@@ -278,6 +279,15 @@ def _check_rules(config: AgentConfig, reader: _Reader, origins: dict[str, str]) 
                     ConfigError(
                         f"{where(f'lineage.http.{key}')} {auth.type.replace('_', ' ')} auth needs"
                         " an https:// endpoint; refusing to send a token over http"
+                    )
+                )
+    if any(urlsplit(url).scheme != "https" for url in (http.endpoint, http.batch_endpoint) if url):
+        for name in http.headers:
+            if name.lower() in AUTH_HEADERS:
+                reader.errors.append(
+                    ConfigError(
+                        f"{where(f'lineage.http.headers.{name}')} a credential header needs"
+                        " https:// endpoints; refusing to send it over http"
                     )
                 )
     if (http.cert is None) != (http.key is None):

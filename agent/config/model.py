@@ -183,6 +183,11 @@ _SECRET_WORDS: Final = (
 )
 
 
+#: Custom headers that carry a credential by definition: like a bearer token, refused with an
+#: http:// endpoint.
+AUTH_HEADERS: Final = frozenset({"authorization", "proxy-authorization"})
+
+
 @dataclass(frozen=True, slots=True)
 class LineageConfig:
     enabled: bool = True
