@@ -5,6 +5,7 @@ transport's settings, and whole agents configured only the client's way."""
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ from agent.config.model import HttpConfig, KafkaTransportConfig, LineageConfig
 from agent.delivery.transports import factory
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.http import HttpTransport
-from agent.errors import DeliveryError, NotSent, StartError, TransportFailure
+from agent.errors import DeliveryError, NotSent, StartError, TransportFailure, Unconfirmed
 from agent.telemetry import logs
 from tests.agentproc import assert_identity, keygen, metric, run_agent, write_config
 from tests.collector import Collector, closed_port
@@ -223,6 +224,30 @@ async def test_console_writes_one_signed_event_per_line() -> None:
         assert caught.value.reason == "write_error"
     finally:
         await transport.aclose()
+        os.close(write_end)
+
+
+async def test_console_batch_cut_short_is_unconfirmed() -> None:
+    """A write that fails after part of the batch left is `Unconfirmed` (lines may have been
+    read); one that fails before any byte left is a `write_error` drop. A non-blocking pipe
+    of one page stops the write where it is full."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(write_end, False)
+    transport = ConsoleTransport(write_end)
+    batch = [envelope(i) for i in range(40)]
+    assert sum(len(e.payload) + 1 for e in batch) > 4096
+    try:
+        with pytest.raises(Unconfirmed) as cut:
+            await transport.send(batch)
+        assert cut.value.reason == "network"
+        with pytest.raises(DeliveryError) as refused:
+            await transport.send(batch)  # the pipe is full: nothing of this one leaves
+        assert refused.value.reason == "write_error"
+        assert len(os.read(read_end, 65536)) == 4096
+    finally:
+        await transport.aclose()
+        os.close(read_end)
         os.close(write_end)
 
 
