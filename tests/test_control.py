@@ -279,7 +279,7 @@ async def test_lease_and_verdict_queries_run_off_the_loop(tmp_path: Path) -> Non
     thread, never on the event loop's."""
     state = _SharedState()
     agent = types.SimpleNamespace(state_db=state, applications=None)
-    server = ControlServer(agent, str(tmp_path / "control.sock"))  # type: ignore[arg-type]
+    server = ControlServer(agent, str(tmp_path / "control.sock"))
     assert await server._leases() == {
         "agent_id": "agent-a",
         "leases": [{"key": "app-1", "owner": "agent-a", "token": 3, "seconds_left": 12.0}],
