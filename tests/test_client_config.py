@@ -474,6 +474,31 @@ def test_header_values_are_hidden_and_bad_headers_refused(tmp_path: Path) -> Non
             check_endpoint(bad, {})
 
 
+@pytest.mark.parametrize("name", ["Authorization", "proxy-authorization"])
+def test_credential_header_over_http_is_refused(tmp_path: Path, name: str) -> None:
+    """A custom Authorization header to an http:// endpoint is refused like a bearer token,
+    at the header's line, without its value."""
+    text = f"""\
+        lineage:
+          transport: http
+          http:
+            endpoint: http://m.example.com/api/v1/lineage
+            headers:
+              X-Tenant: payments
+              {name}: Basic c2VjcmV0LXZhbHVl
+        """
+    message = error_of(text, {}, tmp_path)
+    assert message.startswith(f"{tmp_path / 'config.yaml'}:")
+    assert message.endswith(
+        f"lineage.http.headers.{name}: a credential header needs https:// endpoints;"
+        " refusing to send it over http"
+    )
+    assert "c2VjcmV0" not in message
+    built = HttpConfig(endpoint="http://m.example.com/x", headers={name: "Basic c2VjcmV0"})
+    with pytest.raises(StartError, match=f"^lineage.http.headers.{name}: a credential header"):
+        check_endpoint(built, {})
+
+
 def test_cert_without_key_is_refused(tmp_path: Path) -> None:
     """A client certificate needs its key: the error names where cert was written."""
     text = """\

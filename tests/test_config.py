@@ -782,6 +782,31 @@ def test_redacted_is_json_and_hides_url_credentials() -> None:
     assert "secret" not in json.dumps(plain)
 
 
+def test_redacted_hides_producer_secrets_and_the_state_url_password() -> None:
+    """Producer settings named like credentials (ssl.key.pem, sasl.oauthbearer.config,
+    sasl.jaas.config) and the password of `state_url` show as `***`."""
+    config = parse(
+        """\
+        lineage:
+          transport: kafka
+          kafka:
+            topic: lineage
+            config:
+              bootstrap.servers: 'broker:9092'
+              ssl.key.pem: 'PEMSECRET'
+              sasl.oauthbearer.config: 'scope=x clientSecret=OAUTHSECRET'
+              sasl.jaas.config: 'JAASSECRET'
+        state_url: 'postgresql://agent:DBSECRET@db.example.com:5432/lineage?password=QSECRET'
+        """
+    )
+    plain = redacted(config)
+    kafka = plain["lineage"]["kafka"]["config"]
+    assert kafka["bootstrap.servers"] == "broker:9092"
+    assert kafka["ssl.key.pem"] == kafka["sasl.oauthbearer.config"] == "***"
+    assert plain["state_url"] == ("postgresql://agent:***@db.example.com:5432/lineage?password=***")
+    assert not any(word in json.dumps(plain) for word in ("PEM", "OAUTH", "JAAS", "SECRET"))
+
+
 # --- fuzzing ----------------------------------------------------------------------------------
 
 SOURCE = "fuzz/config.yaml"

@@ -134,6 +134,30 @@ def test_notes_for_what_only_the_node_can_tell(tmp_path: Path, listening: socket
     ]
 
 
+def test_unreachable_endpoint_note_hides_url_credentials(tmp_path: Path) -> None:
+    """The note of an endpoint with no connection shows its URL without user info or query
+    values, either of which may be a credential."""
+    port = closed_port()
+    config = write(
+        tmp_path / "c.yaml",
+        f"""\
+        lineage:
+          transport: http
+          http: {{endpoint: "http://127.0.0.1:{port}/api/v1/lineage?api_key=k3y-s3cret"}}
+        spark: {{event_log_dirs: [{tmp_path}]}}
+        signing: {{key_path: {tmp_path}/key}}
+        state_dir: {tmp_path}/state
+        """,
+    )
+    code, out, err = check(str(config))
+    assert (code, err) == (0, "")
+    assert "k3y-s3cret" not in out
+    assert (
+        f"note: lineage.http.endpoint: http://127.0.0.1:{port}/api/v1/lineage?api_key=***: "
+        "no connection from here"
+    ) in out
+
+
 def test_syntax_only_reads_the_file_alone(tmp_path: Path) -> None:
     """--syntax-only passes a file whose key cannot be made, whose token is not set and whose
     directories are missing, prints only `ok`; a bad key is still an error with its line."""

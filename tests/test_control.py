@@ -10,7 +10,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.service.control.server import ControlServer
 from tests.agentproc import AgentProcess, keygen, stop_process
 from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
@@ -237,3 +240,51 @@ def test_cli_and_socket_agree_on_the_grace_bounds() -> None:
     from agent.service.control import server as control
 
     assert (cli.STOP_GRACE, cli.MAX_STOP_GRACE) == (control.STOP_GRACE, control.MAX_STOP_GRACE)
+
+
+class _SharedState:
+    """A shared state that notes the thread of each call: the question is only where the
+    server's handlers run a database round trip, which needs no PostgreSQL server."""
+
+    owner = "agent-a"
+    lease_seconds = 30.0
+    write_errors = (OSError,)
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+
+    def leases(self) -> dict[str, tuple[str, int, float]]:
+        self.threads.append(threading.get_ident())
+        return {"app-1": ("agent-a", 3, 12.0)}
+
+    def record_verdict(self, *_args: Any) -> bool:
+        self.threads.append(threading.get_ident())
+        return True
+
+    def acquire(self, app_key: str) -> int | None:
+        return None
+
+    def release(self, app_key: str, token: int) -> None:
+        return None
+
+    def claim(self, app_key: str, events: Any, *, token: int | None = None) -> list[Any]:
+        return []
+
+    def save_position(self, position: Any, *, token: int | None = None) -> None:
+        return None
+
+
+async def test_lease_and_verdict_queries_run_off_the_loop(tmp_path: Path) -> None:
+    """Status reads the leases and exec_end writes a verdict of a shared state in a worker
+    thread, never on the event loop's."""
+    state = _SharedState()
+    agent = types.SimpleNamespace(state_db=state, applications=None)
+    server = ControlServer(agent, str(tmp_path / "control.sock"))
+    assert await server._leases() == {
+        "agent_id": "agent-a",
+        "leases": [{"key": "app-1", "owner": "agent-a", "token": 3, "seconds_left": 12.0}],
+    }
+    reply = await server._exec_end({"exec_id": "e" * 32, "status": 0}, os.getuid())
+    assert reply["recorded"] is True
+    assert len(state.threads) == 2
+    assert threading.get_ident() not in state.threads

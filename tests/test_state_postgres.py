@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.config.redact import redact_url
 from agent.errors import StateError
 from agent.state.db import LogPosition
 from agent.state.pgschema import SCHEMA_VERSION
-from agent.state.postgres import LeaseLost, PostgresState, redact_url
+from agent.state.postgres import LeaseLost, PostgresState
 from agent.testing import sample_run_events
 from tests.pg import Postgres
 from tests.pg_plugin import fresh_database, url_of

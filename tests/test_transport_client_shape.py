@@ -5,6 +5,7 @@ transport's settings, and whole agents configured only the client's way."""
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import signal
@@ -19,7 +20,8 @@ from agent.config.model import HttpConfig, KafkaTransportConfig, LineageConfig
 from agent.delivery.transports import factory
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.http import HttpTransport
-from agent.errors import DeliveryError, NotSent, StartError, TransportFailure
+from agent.errors import DeliveryError, NotSent, StartError, TransportFailure, Unconfirmed
+from agent.telemetry import logs
 from tests.agentproc import assert_identity, keygen, metric, run_agent, write_config
 from tests.collector import Collector, closed_port
 from tests.independent import public_key, verify
@@ -102,6 +104,21 @@ def test_unreadable_client_key_is_a_start_error(ca: trustme.CA, tmp_path: Path) 
     assert "PRIVATE KEY" not in str(caught.value)
 
 
+async def test_only_credential_header_values_are_log_secrets() -> None:
+    """Values of headers named like credentials are scrubbed from log lines; a plain one
+    (X-Env) stays readable everywhere else."""
+    config = HttpConfig(
+        endpoint="https://m.example.com/api/v1/lineage",
+        headers={"X-Env": "production-eu", "X-Api-Key": "hdr-k3y-value", "Cookie": "sid=c00kie"},
+    )
+    built = await factory.build_transports(LineageConfig(transport=("http",), http=config))
+    await built["http"].aclose()
+    line = {"event": "production-eu hdr-k3y-value sid=c00kie"}
+    assert logs.scrub_secrets(None, "info", line)["event"] == (
+        f"production-eu {logs.REDACTED} {logs.REDACTED}"
+    )
+
+
 async def test_https_collector_through_a_connect_proxy(ca: trustme.CA, tmp_path: Path) -> None:
     """HTTPS_PROXY with credentials: the event goes through a CONNECT tunnel (TLS verified
     end to end with the collector's name), to a name only the proxy reaches."""
@@ -141,6 +158,21 @@ async def test_http_collector_through_a_forward_proxy() -> None:
         assert (request.path, request.body) == ("/api/v1/lineage", run_event(1))
         assert "proxy-authorization" not in request.headers
         assert proxy.forwards == [url]
+
+
+async def test_percent_encoded_proxy_password_is_decoded_once() -> None:
+    """A proxy password written percent-encoded in the URL (`%2541` for `%41`) reaches the
+    proxy decoded exactly once."""
+    expected = "Basic " + base64.b64encode(b"agent:pw%41").decode()
+    with Collector() as collector, TinyProxy(require=expected) as proxy:
+        url = f"http://{UNRESOLVABLE}:{collector.port}/api/v1/lineage"
+        env = {"http_proxy": proxy.url.replace("http://", "http://agent:pw%2541@")}
+        transport = HttpTransport(HttpConfig(endpoint=url), token=None, environ=env)
+        try:
+            await transport.send([envelope(1)])
+        finally:
+            await transport.aclose()
+        assert [r.body for r in collector.requests] == [run_event(1)]
 
 
 async def test_proxy_refusing_or_absent_is_not_sent(ca: trustme.CA, tmp_path: Path) -> None:
@@ -195,6 +227,30 @@ async def test_console_writes_one_signed_event_per_line() -> None:
         os.close(write_end)
 
 
+async def test_console_batch_cut_short_is_unconfirmed() -> None:
+    """A write that fails after part of the batch left is `Unconfirmed` (lines may have been
+    read); one that fails before any byte left is a `write_error` drop. A non-blocking pipe
+    of one page stops the write where it is full."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(write_end, False)
+    transport = ConsoleTransport(write_end)
+    batch = [envelope(i) for i in range(40)]
+    assert sum(len(e.payload) + 1 for e in batch) > 4096
+    try:
+        with pytest.raises(Unconfirmed) as cut:
+            await transport.send(batch)
+        assert cut.value.reason == "network"
+        with pytest.raises(DeliveryError) as refused:
+            await transport.send(batch)  # the pipe is full: nothing of this one leaves
+        assert refused.value.reason == "write_error"
+        assert len(os.read(read_end, 65536)) == 4096
+    finally:
+        await transport.aclose()
+        os.close(read_end)
+        os.close(write_end)
+
+
 async def test_factory_builds_kafka_beside_console_and_names_a_missing_kafka_module(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -211,6 +267,14 @@ async def test_factory_builds_kafka_beside_console_and_names_a_missing_kafka_mod
     monkeypatch.setattr(factory, "KAFKA_MODULE", "agent.delivery.transports.no_such_kafka")
     with pytest.raises(StartError, match=r"^lineage\.kafka: kafka transport not available"):
         await factory.build_transports(lineage)
+
+
+def test_kafka_available_needs_the_client_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without confluent_kafka the kafka transport is not available, though the agent's own
+    module is always found."""
+    assert factory.kafka_available()
+    monkeypatch.setattr(factory, "KAFKA_CLIENT", "no_such_confluent_kafka")
+    assert not factory.kafka_available()
 
 
 # --- whole agents ------------------------------------------------------------------------------

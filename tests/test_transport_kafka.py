@@ -111,6 +111,18 @@ async def test_unreachable_broker_is_not_sent() -> None:
     assert caught.value.detail.startswith("no broker answered a metadata request: ")
 
 
+async def test_a_batch_of_more_than_one_event_is_refused() -> None:
+    """Two events in one send are refused before either is produced: a refusal of the second
+    would otherwise have the pipeline resend the first."""
+    transport = KafkaTransport(settings(f"127.0.0.1:{closed_port()}"), queue_size=8)
+    try:
+        for batch in ([], [envelope(str(uuid.uuid4()), "START")] * 2):
+            with pytest.raises(ValueError, match="one event at a time"):
+                await transport.send(batch)
+    finally:
+        await transport.aclose()
+
+
 async def test_request_timed_out_in_flight_is_unconfirmed(tmp_path: Path) -> None:
     """A broker that took the request and froze: the record times out unconfirmed, is not
     produced again, and shows up in the topic once the broker thaws (it was written)."""

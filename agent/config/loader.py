@@ -27,7 +27,7 @@ import typing
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal, get_args, get_origin
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -35,6 +35,7 @@ from agent.config import client
 from agent.config.clientsources import AgentSide
 from agent.config.kinds import KIND_READERS, bounds_text, within
 from agent.config.model import (
+    AUTH_HEADERS,
     KAFKA_FIXED,
     KAFKA_REFUSED,
     AgentConfig,
@@ -45,6 +46,7 @@ from agent.config.model import (
     fields_of,
     is_secret_setting,
 )
+from agent.config.redact import redact_http_url, redact_url
 from agent.config.yamlnodes import (
     BOOL,
     FLOAT,
@@ -277,6 +279,15 @@ def _check_rules(config: AgentConfig, reader: _Reader, origins: dict[str, str]) 
                     ConfigError(
                         f"{where(f'lineage.http.{key}')} {auth.type.replace('_', ' ')} auth needs"
                         " an https:// endpoint; refusing to send a token over http"
+                    )
+                )
+    if any(urlsplit(url).scheme != "https" for url in (http.endpoint, http.batch_endpoint) if url):
+        for name in http.headers:
+            if name.lower() in AUTH_HEADERS:
+                reader.errors.append(
+                    ConfigError(
+                        f"{where(f'lineage.http.headers.{name}')} a credential header needs"
+                        " https:// endpoints; refusing to send it over http"
                     )
                 )
     if (http.cert is None) != (http.key is None):
@@ -560,15 +571,6 @@ def _plain_section(section: object) -> dict[str, Any]:
     }
 
 
-#: Producer settings whose values are credentials (sasl.password, sasl.jaas.config,
-#: ssl.key.password, sasl.oauthbearer.client.secret, ...): shown as `***`.
-_SECRET_SETTING: Final = ("password", "secret", "jaas", "token", "credential")
-
-
-def _secret_setting(key: str) -> bool:
-    return any(word in key.lower() for word in _SECRET_SETTING)
-
-
 def _plain(value: Any, hint: Any, name: str = "") -> Any:
     if isinstance(value, Secret):
         return "***"
@@ -576,7 +578,7 @@ def _plain(value: Any, hint: Any, name: str = "") -> Any:
         # every header value may be a credential (Authorization, X-Api-Key); producer
         # settings only by name
         return {
-            key: "***" if name == "headers" or _secret_setting(key) else text
+            key: "***" if name == "headers" or is_secret_setting(key) else text
             for key, text in value.items()
         }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -585,16 +587,7 @@ def _plain(value: Any, hint: Any, name: str = "") -> Any:
         (item_hint, _) = get_args(hint)
         return [_plain(item, item_hint) for item in value]
     if isinstance(value, str) and _kind_of(hint) is Kind.HTTP_URL:
-        return _redact_url(value)
-    if isinstance(value, collections.abc.Mapping):  # librdkafka properties: secrets hidden
-        return {k: "***" if is_secret_setting(k) else v for k, v in value.items()}
+        return redact_http_url(value)
+    if isinstance(value, str) and _kind_of(hint) is Kind.POSTGRES_URL:
+        return redact_url(value)
     return value
-
-
-def _redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    query = "&".join(f"{name}=***" for name, _ in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit(parts._replace(netloc=netloc, query=query))

@@ -166,12 +166,26 @@ KAFKA_REFUSED: Final = ("transactional.id",)
 
 def is_secret_setting(name: str) -> bool:
     """Whether a librdkafka property holds a secret (sasl.password, ssl.key.password,
-    ssl.key.pem, sasl.oauthbearer.client.secret, ...): redacted wherever the config is shown."""
+    ssl.key.pem, sasl.jaas.config, sasl.oauthbearer.config, ...): redacted wherever the config
+    is shown."""
     lowered = name.lower()
     return any(word in lowered for word in _SECRET_WORDS)
 
 
-_SECRET_WORDS: Final = ("password", "secret", "ssl.key.pem", "oauthbearer.config")
+_SECRET_WORDS: Final = (
+    "password",
+    "secret",
+    "ssl.key.pem",
+    "oauthbearer.config",
+    "jaas",
+    "token",
+    "credential",
+)
+
+
+#: Custom headers that carry a credential by definition: like a bearer token, refused with an
+#: http:// endpoint.
+AUTH_HEADERS: Final = frozenset({"authorization", "proxy-authorization"})
 
 
 @dataclass(frozen=True, slots=True)

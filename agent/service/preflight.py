@@ -34,6 +34,7 @@ from nacl.signing import SigningKey
 
 from agent.config.loader import Located
 from agent.config.model import AgentConfig
+from agent.config.redact import redact_http_url
 from agent.delivery.signing import load_signing_key
 from agent.delivery.transports.factory import kafka_available
 from agent.delivery.transports.file import check_path
@@ -135,7 +136,8 @@ def check_startup(
                     why = reachable(url)
                     if why is not None:
                         notes.append(
-                            f"lineage.http.endpoint: {url}: no connection from here ({why}); "
+                            f"lineage.http.endpoint: {redact_http_url(url)}: no connection "
+                            f"from here ({why}); "
                             "the agent keeps events queued until the collector answers"
                         )
         auth = http.auth

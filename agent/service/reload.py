@@ -15,13 +15,13 @@ import contextlib
 import structlog
 
 from agent.config.model import AgentConfig
+from agent.config.redact import redact_url
 from agent.delivery.deliveries import Deliveries
 from agent.delivery.pipeline import Pipeline
 from agent.delivery.signing import Signer
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.factory import build_transports
 from agent.service.preflight import Checked, check_startup
-from agent.state.postgres import redact_url
 from agent.telemetry import logs
 
 log = structlog.get_logger("agent.daemon")

@@ -33,10 +33,11 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 
+from agent.config.redact import redact_url
 from agent.delivery.envelope import Envelope
 from agent.errors import StateError
 from agent.state.db import VERDICTS_KEPT, LogPosition, LostAs, event_key
@@ -51,27 +52,6 @@ _MIGRATION_LOCK = 0x4C494E45  # "LINE"
 
 class LeaseLost(psycopg.Error):
     """A fenced write for an application this agent no longer holds."""
-
-
-def redact_url(url: str | None) -> str | None:
-    """The URL with any password replaced by `***`, fit for a log line."""
-    if url is None:
-        return None
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<unparsable URL>"
-    query = "&".join(
-        "password=***" if item.lower().startswith("password=") else item
-        for item in parts.query.split("&")
-    )
-    netloc = parts.netloc
-    if password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hostport}"
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 class PostgresState:

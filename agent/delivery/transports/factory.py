@@ -11,7 +11,7 @@ from agent.config.model import LineageConfig
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.file import FileTransport
-from agent.delivery.transports.http import HttpTransport, check_endpoint
+from agent.delivery.transports.http import HttpTransport, check_endpoint, secret_headers
 from agent.delivery.transports.proxy import proxy_secrets
 from agent.errors import StartError
 from agent.telemetry import logs
@@ -19,12 +19,17 @@ from agent.telemetry import logs
 #: Imported only when a kafka transport is configured: its client library (librdkafka)
 #: is not needed by agents that never use it.
 KAFKA_MODULE: Final = "agent.delivery.transports.kafka"
+#: The client library that module imports: the agent's own module is always there, the
+#: library only where it was installed.
+KAFKA_CLIENT: Final = "confluent_kafka"
 
 
 def kafka_available() -> bool:
-    """Whether this build has the kafka transport."""
+    """Whether this build has the kafka transport: its module and its client library."""
     try:
-        return importlib.util.find_spec(KAFKA_MODULE) is not None
+        return all(
+            importlib.util.find_spec(name) is not None for name in (KAFKA_MODULE, KAFKA_CLIENT)
+        )
     except ImportError:
         return False
 
@@ -48,7 +53,7 @@ async def build_transports(
                 logs.register_secret(token)
                 # Built in threads: reading a CA file or taking a lock may block (a slow
                 # mount), and a reload runs on the event loop.
-                for value in [*lineage.http.headers.values(), *proxy_secrets(lineage.http)]:
+                for value in [*secret_headers(lineage.http), *proxy_secrets(lineage.http)]:
                     logs.register_secret(value)
                 built[name] = await asyncio.to_thread(HttpTransport, lineage.http, token=token)
             elif name == "kafka":

@@ -47,7 +47,7 @@ import h11
 import httpx
 
 from agent import __version__
-from agent.config.model import HttpConfig
+from agent.config.model import AUTH_HEADERS, HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.proxy import (
     Proxy,
@@ -138,11 +138,38 @@ _OWN_HEADERS: Final = frozenset(
     }
 )
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: Words in a header's name that mark its value as a credential (X-Api-Key, X-Auth-Token,
+#: Cookie): those values are kept out of every log line, other values (X-Env) are not.
+_CREDENTIAL_WORDS: Final = (
+    "auth",
+    "token",
+    "key",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "cookie",
+    "session",
+    "signature",
+)
+
+
+def secret_headers(config: HttpConfig) -> list[str]:
+    """The values of the custom headers whose names look like credentials, for the log
+    scrubber."""
+    return [
+        value
+        for name, value in config.headers.items()
+        if any(word in name.lower() for word in _CREDENTIAL_WORDS)
+    ]
 
 
 def check_headers(config: HttpConfig) -> None:
     """Custom headers: valid names and values, none the transport writes itself, and no
-    `Authorization` beside `auth`. Errors name the header, never its value."""
+    `Authorization` beside `auth`, no credential header to an http:// endpoint. Errors name
+    the header, never its value."""
+    urls = (config.endpoint, config.batch_endpoint)
+    plain_http = any(url is not None and httpx.URL(url).scheme != "https" for url in urls)
     for name, value in config.headers.items():
         key = f"lineage.http.headers.{name}"
         if not _TOKEN.fullmatch(name):
@@ -151,6 +178,11 @@ def check_headers(config: HttpConfig) -> None:
             raise StartError(f"{key}: the transport sets this header itself")
         if name.lower() == "authorization" and config.auth is not None:
             raise StartError(f"{key}: set either this header or lineage.http.auth, not both")
+        if name.lower() in AUTH_HEADERS and plain_http:
+            raise StartError(
+                f"{key}: a credential header needs https:// endpoints; refusing to send it"
+                " over http"
+            )
         if not all(" " <= char <= "~" or char == "\t" for char in value) or value != value.strip():
             raise StartError(f"{key}: the value holds characters a header may not have")
 
@@ -513,18 +545,21 @@ class HttpTransport:
             raise NotSent("connect", f"cannot connect to {proxy.origin}: {_cause(exc)}") from None
         try:
             await writer.start_tls(self._tls, server_hostname=target.host)
-        except ssl.SSLCertVerificationError as exc:
+        except BaseException as exc:
+            # whatever ends the handshake, a timeout's cancellation too, closes the tunnel
             writer.close()
-            message = exc.verify_message or str(exc)
-            raise NotSent(
-                "tls", f"certificate of {target.origin} did not verify: {message}"
-            ) from None
-        except (ssl.SSLError, OSError) as exc:
-            writer.close()
-            reason = exc.reason if isinstance(exc, ssl.SSLError) else _cause(exc)
-            raise NotSent(
-                "tls", f"TLS handshake with {target.origin} through {proxy.origin} failed: {reason}"
-            ) from None
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                message = exc.verify_message or str(exc)
+                raise NotSent(
+                    "tls", f"certificate of {target.origin} did not verify: {message}"
+                ) from None
+            if isinstance(exc, ssl.SSLError | OSError):
+                reason = exc.reason if isinstance(exc, ssl.SSLError) else _cause(exc)
+                raise NotSent(
+                    "tls",
+                    f"TLS handshake with {target.origin} through {proxy.origin} failed: {reason}",
+                ) from None
+            raise
         return _Connection(reader, writer)
 
     async def aclose(self) -> None:

@@ -219,9 +219,12 @@ class KafkaTransport:
         self._poller.start()
 
     async def send(self, batch: Sequence[Envelope]) -> None:
-        """Produce each event (the pipeline hands batches of one) and wait for its report."""
-        for envelope in batch:
-            await self._send_one(envelope)
+        """Produce the batch's one event and wait for its report."""
+        # One record per send: a refusal after an earlier record of the same batch went
+        # would have the pipeline offer that record again (at-most-once broken).
+        if len(batch) != 1:
+            raise ValueError(f"the kafka transport sends one event at a time, got {len(batch)}")
+        await self._send_one(batch[0])
 
     async def aclose(self) -> None:
         """Flush for at most CLOSE_FLUSH seconds, purge what is left, stop the reports'

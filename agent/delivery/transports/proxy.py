@@ -22,7 +22,6 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import unquote
 
 import httpx
 
@@ -74,7 +73,8 @@ def proxy_for(url: httpx.URL, environ: Mapping[str, str]) -> Proxy | None:
         )
     authorization = None
     if parsed.username or parsed.password:
-        pair = f"{unquote(parsed.username)}:{unquote(parsed.password)}".encode()
+        # httpx.URL gives user and password already percent-decoded
+        pair = f"{parsed.username}:{parsed.password}".encode()
         authorization = b"Basic " + base64.b64encode(pair)
     return Proxy(parsed.host, parsed.port or 80, variable, authorization)
 

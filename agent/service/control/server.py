@@ -264,17 +264,18 @@ class ControlServer:
                 }
                 for app in (apps.applications() if apps else ())
             ],
-            **self._leases(),
+            **(await self._leases()),
         }
 
-    def _leases(self) -> dict[str, Any]:
+    async def _leases(self) -> dict[str, Any]:
         """With a state several agents share: this agent's id and who owns what, from the
         database (so any agent tells the same)."""
         state = self.agent.state_db
         if not isinstance(state, Leases):
             return {}
         try:
-            held = state.leases()
+            # a query to the server, off the loop: status must not stall delivery
+            held = await asyncio.to_thread(state.leases)
         except state.write_errors as error:
             return {"agent_id": state.owner, "leases_error": str(error)}
         return {
@@ -324,7 +325,12 @@ class ControlServer:
             )
         who = user_name(uid)
         try:
-            recorded = state.record_verdict(exec_id, status, signame, tail, who)
+            if isinstance(state, Leases):  # a shared server: its round trip off the loop
+                recorded = await asyncio.to_thread(
+                    state.record_verdict, exec_id, status, signame, tail, who
+                )
+            else:  # SQLite's connection serves only the loop's thread; a local write
+                recorded = state.record_verdict(exec_id, status, signame, tail, who)
         except state.write_errors as error:
             raise ControlError(f"the state database refused the verdict: {error}") from None
         apps = self.agent.applications
