@@ -38,6 +38,7 @@ DropReason = Literal[
     "shutdown",  # still queued when the drain deadline passed, or its transport was removed
     "invalid",  # the event could not be serialized or signed (it is logged, never shipped)
     "internal",  # a transport raised something other than a TransportFailure (a bug; logged)
+    "lease_lost",  # another agent took its application before it left (a shared state)
 ]
 DROP_REASONS: tuple[DropReason, ...] = get_args(DropReason)
 #: Why a request provably never left: its events stay queued and go when the collector

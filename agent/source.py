@@ -4,16 +4,23 @@ may ask of a source that follows applications."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from agent.delivery.envelope import Fence
 from agent.state.store import StateStore
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
-#: Called once per RunEvent: (Spark application id, event dict). Never blocks, never raises.
-Sink = Callable[[str, Mapping[str, Any]], None]
+
+class Sink(Protocol):
+    """Called once per RunEvent: its Spark application id, the event and, with a state
+    several agents share, the lease it was claimed under. Never blocks, never raises."""
+
+    def __call__(
+        self, app_id: str, event: Mapping[str, Any], fence: Fence | None = None, /
+    ) -> None: ...
 
 
 class Source(Protocol):

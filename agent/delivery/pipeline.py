@@ -12,6 +12,12 @@ it stays at the head of its lane and goes again after a capped, jittered backoff
 collector that restarts or is briefly unreachable loses nothing the queue can hold. A lane
 sends its next batch only after the previous one is resolved, and a run always maps to the
 same lane: a run's later event never leaves while an earlier one is in flight or waiting.
+
+With a state several agents share, an event claimed under a lease (`Fence`) leaves only
+while that lease is this agent's by the local clock: a batch waits while the lease is due
+for renewal, and its events are dropped (`lease_lost`) once another agent owns the
+application, so an agent paused past its lease never sends an old START after the new
+owner's COMPLETE.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any, Final, Protocol
 
 import structlog
 
-from agent.delivery.envelope import Envelope
+from agent.delivery.envelope import Envelope, Fence, Ticket
 from agent.delivery.queue import BoundedQueue
 from agent.delivery.transports.base import Transport
 from agent.errors import DeliveryError, NotSent, Unconfirmed
@@ -40,6 +46,8 @@ log = structlog.get_logger("agent.pipeline")
 #: cap, each drawn between half and all of it so that lanes and agents do not knock in step.
 RETRY_FIRST: Final = 0.2
 RETRY_CAP: Final = 5.0
+#: How often a batch whose lease is due for renewal looks again whether it may leave.
+FENCE_WAIT: Final = 0.1
 
 
 class Ledger(Protocol):
@@ -166,6 +174,9 @@ class Delivery:
         as long as it provably never left (until the drain deadline cancels the wait)."""
         wait = RETRY_FIRST
         while True:
+            batch = await self._fenced(batch)
+            if not batch:
+                return
             transport = self.transport  # a reload may have swapped it since the last attempt
             key = id(transport)
             self._in_flight[key] = self._in_flight.get(key, 0) + 1
@@ -207,12 +218,30 @@ class Delivery:
                 raise
             wait = min(wait * 2, RETRY_CAP)
 
+    async def _fenced(self, batch: Sequence[Envelope]) -> Sequence[Envelope]:
+        """The events of `batch` that may leave now: those claimed under a lease another
+        agent took are dropped; while one's lease waits for its renewal, all wait."""
+        while True:
+            lost = [e for e in batch if e.ticket is not None and e.ticket.fence.lost]
+            if lost:
+                self.drop(lost, "lease_lost", "another agent took the application before it left")
+                batch = [e for e in batch if e.ticket is None or not e.ticket.fence.lost]
+            if all(e.ticket is None or e.ticket.fence.holds() for e in batch):
+                return batch
+            try:
+                await asyncio.sleep(FENCE_WAIT)
+            except asyncio.CancelledError:
+                self.drop(batch, "shutdown", "never sent: its lease awaited renewal")
+                raise
+
     def _succeed(self, batch: Sequence[Envelope]) -> None:
         now = time.monotonic()
         self._delivered.inc(len(batch))
         self.delivered += len(batch)
         for envelope in batch:
             self._latency.observe(now - envelope.produced)
+            if envelope.ticket is not None:
+                envelope.ticket.resolved()
         if self._ledger is not None:
             for envelope in batch:
                 self._ledger.record(envelope, self.name, "delivered", None)
@@ -251,6 +280,8 @@ class Delivery:
         """Health incidents and ledger rows of events that were not delivered."""
         now = time.time()
         for envelope in batch:
+            if envelope.ticket is not None:
+                envelope.ticket.resolved()
             self._health.record(
                 envelope.app_id,
                 Incident(
@@ -301,8 +332,9 @@ class Pipeline:
     def set_signer(self, sign: Callable[[Mapping[str, Any]], bytes]) -> None:
         self._sign = sign
 
-    def submit(self, app_id: str, event: Mapping[str, Any]) -> None:
-        """Sign and queue one RunEvent for every transport. Never blocks, never raises."""
+    def submit(self, app_id: str, event: Mapping[str, Any], fence: Fence | None = None) -> None:
+        """Sign and queue one RunEvent for every transport (claimed under `fence`'s lease,
+        with a shared state). Never blocks, never raises."""
         event_type = str(event.get("eventType", "OTHER"))
         counter = self._emitted.get(event_type)
         if counter is None:
@@ -314,19 +346,27 @@ class Pipeline:
             run_id = str(event["run"]["runId"])
         except (KeyError, TypeError):
             run_id = ""
+        deliveries = tuple(self.deliveries.values())
+        ticket = None if fence is None else Ticket(fence, len(deliveries))
         try:
             payload = self._sign(event)
         except Exception as error:
             log.error("event_unsignable", app_id=app_id, error=str(error))
-            envelope = Envelope(b"", run_id, event_type, app_id, "", produced)
-            for delivery in self.deliveries.values():
+            envelope = Envelope(b"", run_id, event_type, app_id, "", produced, ticket)
+            for delivery in deliveries:
                 delivery.offer(envelope, ("invalid", str(error)))
             return
         envelope = Envelope(
-            payload, run_id, event_type, app_id, hashlib.sha256(payload).hexdigest(), produced
+            payload,
+            run_id,
+            event_type,
+            app_id,
+            hashlib.sha256(payload).hexdigest(),
+            produced,
+            ticket,
         )
         refusal = None if self.accepting else ("shutdown", "submitted after intake stopped")
-        for delivery in self.deliveries.values():
+        for delivery in deliveries:
             delivery.offer(envelope, refusal)
 
     def add(self, delivery: Delivery) -> None:
