@@ -107,7 +107,9 @@ async def read_all(directory: Path, state_dir: Path) -> list[tuple[str, Event]]:
     source = SparkSource(config, "spark", StateDB(state_dir), Metrics(CollectorRegistry()))
     emitted: list[tuple[str, Event]] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(source.run(lambda ex, ev: emitted.append((ex, dict(ev))), stop))
+    task = asyncio.create_task(
+        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
+    )
     try:
         async with asyncio.timeout(AGENT_TIMEOUT):
             while source._first_scan or source.apps:

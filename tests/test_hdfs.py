@@ -40,7 +40,9 @@ async def test_spark_writes_to_hdfs_and_the_agent_follows_in_progress(
     )
     emitted: list[tuple[str, dict[str, Any]]] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(source.run(lambda ex, ev: emitted.append((ex, dict(ev))), stop))
+    task = asyncio.create_task(
+        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
+    )
     try:
         with running_app(
             tmp_path / "app", "single", "none", event_url=hdfs.url("spark-logs")

@@ -121,7 +121,9 @@ async def test_rolling_parts_read_as_they_appear(
     source, _ = source_for([url(s3, "parts")], tmp_path / "state", store_poll_interval=0.2)
     emitted: list[tuple[str, dict[str, Any]]] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(source.run(lambda ex, ev: emitted.append((ex, dict(ev))), stop))
+    task = asyncio.create_task(
+        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
+    )
     try:
         for number, part in enumerate(parts):
             client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{part.name}", Body=part.read_bytes())
@@ -175,7 +177,9 @@ async def test_stale_log_on_a_store_ends_fail_without_local_checks(
     )
     stop = asyncio.Event()
     emitted: list[dict[str, Any]] = []
-    task = asyncio.create_task(source.run(lambda ex, ev: emitted.append(dict(ev)), stop))
+    task = asyncio.create_task(
+        source.run(lambda ex, ev, _fence=None: emitted.append(dict(ev)), stop)
+    )
     try:
         async with asyncio.timeout(30):
             while not emitted:
@@ -292,7 +296,9 @@ async def test_spark_writes_to_s3_and_the_agent_follows(s3: S3Server, tmp_path: 
     source, metrics = source_for([url(s3, prefix)], tmp_path / "state", store_poll_interval=0.2)
     emitted: list[tuple[str, dict[str, Any]]] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(source.run(lambda ex, ev: emitted.append((ex, dict(ev))), stop))
+    task = asyncio.create_task(
+        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
+    )
     try:
         with running_app(
             tmp_path / "app", layout_name, "zstd", event_url=url(s3, prefix), confs=s3a_confs(s3)

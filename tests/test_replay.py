@@ -578,7 +578,9 @@ async def test_same_events_as_the_spark_source(spark_logs: SparkLogs, tmp_path: 
     )
     emitted: list[bytes] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(source.run(lambda _, e: emitted.append(orjson.dumps(e)), stop))
+    task = asyncio.create_task(
+        source.run(lambda _, e, _fence=None: emitted.append(orjson.dumps(e)), stop)
+    )
     try:
         async with asyncio.timeout(60):
             while source._first_scan or source.apps:

@@ -1,18 +1,22 @@
 """State in a real PostgreSQL: schema and migration, credentials that never show, a server
-restart survived, leases and fenced writes."""
+restart survived, leases and fenced writes, heartbeats, terms and their adoption, calls from
+several threads."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from agent.config.redact import redact_url
 from agent.errors import StateError
 from agent.state.db import LogPosition
-from agent.state.pgschema import SCHEMA_VERSION
-from agent.state.postgres import LeaseLost, PostgresState
+from agent.state.pgschema import MIGRATIONS, SCHEMA_VERSION
+from agent.state.postgres import PostgresState
+from agent.state.store import LeaseLost
 from agent.testing import sample_run_events
 from tests.pg import Postgres
 from tests.pg_plugin import fresh_database, url_of
@@ -127,7 +131,8 @@ def test_a_fenced_write_after_the_lease_was_lost_is_refused(state_url: str) -> N
     assert taken == token + 1
     with pytest.raises(LeaseLost):
         a.save_position(LogPosition("d/app-1", "/l", None, None, 10, False), token=token)
-    assert isinstance(LeaseLost("x"), a.write_errors)
+    # Not a refusal to wait out: the application is let go.
+    assert not isinstance(LeaseLost("x"), a.write_errors)
     assert b.claim("d/app-1", events, token=taken) == events[1:]
     assert b.claim("d/app-1", events, token=taken) == []  # all claimed, the lease still held
     other = list(sample_run_events(2, app="other"))
@@ -141,3 +146,118 @@ def test_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StateError) as error:
         PostgresState("postgresql://u:pw@127.0.0.1:1/d", owner="a")
     assert str(error.value).startswith("postgresql://u:***@127.0.0.1:1/d: state database is")
+
+
+def test_a_first_schema_is_migrated_in_place(state_url: str, postgres_server: Postgres) -> None:
+    """A database of the first schema (no terms) is migrated at start, its claims kept."""
+    database = state_url.rsplit("/", 1)[1]
+    with psycopg.connect(state_url, autocommit=True) as first:  # as the agent's user
+        first.execute(MIGRATIONS[0])
+        first.execute("CREATE TABLE lineage_agent_schema (version INTEGER)")
+        first.execute("INSERT INTO lineage_agent_schema VALUES (1)")
+        first.execute("INSERT INTO emitted VALUES ('r', 'START', 'd/app-1', 'j', 'START', 't')")
+    state = PostgresState(state_url, owner="a")
+    assert postgres_server.psql("SELECT version FROM lineage_agent_schema", database) == str(
+        SCHEMA_VERSION
+    )
+    assert state.emitted_for("d/app-1") == [("r", "j", "START", "t")]
+    assert state.acquire("d/app-1") == 1
+    assert postgres_server.psql("SELECT count(*) FROM terms", database) == "1"
+    state.close()
+
+
+def test_one_heartbeat_renews_every_lease_and_names_those_lost(state_url: str) -> None:
+    """A heartbeat renews the leases still held (one statement for all of them) and leaves
+    out one another agent took; it names logs whose owner is gone, and the stops."""
+    a = PostgresState(state_url, owner="a", lease_seconds=1.0)
+    b = PostgresState(state_url, owner="b", lease_seconds=1.0)
+    tokens = {key: a.acquire(key) for key in ("d/app-1", "d/app-2", "d/app-3")}
+    held = {key: token for key, token in tokens.items() if token is not None}
+    assert len(held) == 3
+    time.sleep(1.2)  # expired: app-3 is taken by b meanwhile
+    assert b.acquire("d/app-3") == 2
+    a.save_position(LogPosition("d/app-2", "/l", None, None, 5, True))  # finished
+    b.record_stop("app-1", "maintenance", "uid 0 (root)")
+    beat = a.heartbeat(held, {})
+    assert beat.held == {"d/app-1", "d/app-2"}  # expired, nobody took them: still a's
+    assert beat.stops == {"app-1": ("maintenance", "uid 0 (root)")}
+    assert beat.orphans == frozenset()
+    assert a.leases()["d/app-1"][:2] == ("a", 1)
+    time.sleep(1.2)
+    assert b.heartbeat({}, {}).orphans == {"d/app-1", "d/app-3"}  # app-2 is finished
+    a.close()
+    b.close()
+
+
+def test_a_silent_agents_unsettled_events_are_adopted_once(
+    state_url: str, postgres_server: Postgres
+) -> None:
+    """Events an agent claimed and never recorded an outcome for are adopted, once, by the
+    first other agent to beat after it fell silent; a live agent's are left alone."""
+    database = state_url.rsplit("/", 1)[1]
+    a = PostgresState(state_url, owner="a", lease_seconds=1.0)
+    b = PostgresState(state_url, owner="b", lease_seconds=1.0)
+    c = PostgresState(state_url, owner="c", lease_seconds=1.0)
+    token = a.acquire("d/app-1")
+    assert token is not None
+    events = list(sample_run_events(3))
+    assert len(a.claim("d/app-1", events, token=token)) == 3
+    a.heartbeat({"d/app-1": token}, {("d/app-1", token): 1})  # one event has its outcome
+    assert postgres_server.psql("SELECT claimed, resolved FROM terms", database) == "3|1"
+    assert b.heartbeat({}, {}).adopted == ()  # a is alive and holds its lease
+    time.sleep(1.3)  # a falls silent past its lease
+    assert b.heartbeat({}, {}).adopted == (("d/app-1", token, "a", 2),)
+    assert c.heartbeat({}, {}).adopted == ()  # adopted once
+    # The adopted term is gone; a woken agent's late outcome changes nothing.
+    assert postgres_server.psql("SELECT count(*) FROM terms", database) == "0"
+    a.heartbeat({}, {("d/app-1", token): 2})
+    assert b.heartbeat({}, {}).adopted == ()
+    for state in (a, b, c):
+        state.close()
+
+
+def test_a_settled_term_is_forgotten_after_its_lease(
+    state_url: str, postgres_server: Postgres
+) -> None:
+    """A term whose events all have an outcome is pruned once its lease is given up."""
+    database = state_url.rsplit("/", 1)[1]
+    a = PostgresState(state_url, owner="a")
+    token = a.acquire("d/app-1")
+    assert token is not None
+    a.claim("d/app-1", list(sample_run_events(2)), token=token)
+    a.heartbeat({"d/app-1": token}, {("d/app-1", token): 2})
+    assert postgres_server.psql("SELECT count(*) FROM terms", database) == "1"  # still held
+    a.release("d/app-1", token)
+    a.heartbeat({}, {})
+    assert postgres_server.psql("SELECT count(*) FROM terms", database) == "0"
+    a.close()
+
+
+def test_calls_from_several_threads_never_interleave(state_url: str) -> None:
+    """The loop's worker threads share one connection: claims, heartbeats and the ledger from
+    four threads at once all succeed, and every claim is counted in its term."""
+    a = PostgresState(state_url, owner="a")
+    tokens = {f"d/app-{n}": a.acquire(f"d/app-{n}") for n in range(4)}
+    failures: list[BaseException] = []
+
+    def work(key: str, token: int) -> None:
+        try:
+            for n in range(20):
+                a.claim(key, list(sample_run_events(2, app=f"{key}-{n}")), token=token)
+                a.heartbeat({key: token}, {})
+                a.flush()
+        except BaseException as error:  # reported to the test's thread
+            failures.append(error)
+
+    threads = [
+        threading.Thread(target=work, args=(key, token))
+        for key, token in tokens.items()
+        if token is not None
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    assert all(len(a.emitted_for(key)) == 40 for key in tokens)
+    a.close()

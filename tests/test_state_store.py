@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ class RefusingStore(StateDB):
 
     write_errors = (Refused,)
 
-    def claim(self, app_key: str, events: Any) -> list[dict[str, Any]]:
+    def claim(self, app_key: str, events: Any, *, token: int | None = None) -> list[Any]:
         raise Refused("server closed the connection")
 
     def verdict(self, exec_id: str) -> tuple[int, str | None, str, str] | None:
@@ -33,7 +34,7 @@ def test_claims_hold_events_on_the_stores_own_refusal(tmp_path: Path) -> None:
     """A refusal of the store's own error type holds the events instead of failing the source."""
     store: StateStore = RefusingStore(tmp_path)
     claims = Claims(store)
-    assert claims.claim("app", list(sample_run_events(1))) is None
+    assert asyncio.run(claims.claim("app", list(sample_run_events(1)))) is None
     assert claims.refused
     assert lookup(store)("exec-1") is None
     store.close()

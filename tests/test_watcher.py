@@ -40,7 +40,9 @@ async def run_until(
     """Run the source until `done(emitted)` holds (or the timeout), then stop it."""
     emitted: Emitted = []
     stop = asyncio.Event()
-    task = asyncio.create_task(source.run(lambda ex, ev: emitted.append((ex, dict(ev))), stop))
+    task = asyncio.create_task(
+        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
+    )
     try:
         async with asyncio.timeout(seconds):
             while not done(emitted):
@@ -170,7 +172,9 @@ async def test_live_application_is_followed(tmp_path: Path, layout: str) -> None
         source, _ = source_for([app.event_dir], tmp_path / "state")
         emitted: Emitted = []
         stop = asyncio.Event()
-        task = asyncio.create_task(source.run(lambda ex, ev: emitted.append((ex, dict(ev))), stop))
+        task = asyncio.create_task(
+            source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
+        )
         try:
             async with asyncio.timeout(60):
                 while not emitted:

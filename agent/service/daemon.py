@@ -43,7 +43,7 @@ from agent.service.reload import apply_config, signer_of
 from agent.service.sdnotify import Notifier, watchdog_interval
 from agent.source import ApplicationControl, Source, SourceContext
 from agent.state.opening import open_state
-from agent.state.store import StateStore
+from agent.state.store import StateStore, call
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics, MetricsServer
 
@@ -296,7 +296,7 @@ class Daemon:
             await asyncio.sleep(1.0)
             self.owned.check(self.state_db, self.pipeline)
             try:
-                self.state_db.flush()
+                await call(self.state_db, self.state_db.flush)
             except Exception as error:  # a full disk must not stop delivery
                 if failing is None:  # once per outage; the rows are kept and retried
                     log.error("state_flush_failed", error=str(error))

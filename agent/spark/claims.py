@@ -5,6 +5,9 @@ Then nothing is emitted unclaimed and nothing is dropped: the caller holds the e
 offers them again. After the first refusal in a pass no other write is tried in that pass (a
 locked database costs a busy wait per attempt, and the deliveries share this thread). An
 outage is logged once, at its start, and once at its end.
+
+A server's state (PostgreSQL) is written from a worker thread (`agent.state.store.call`):
+a restarting server slows the source's pass, never the event loop.
 """
 
 from __future__ import annotations
@@ -14,8 +17,7 @@ from typing import Any
 
 import structlog
 
-from agent.state.postgres import LeaseLost
-from agent.state.store import Leases, StateStore
+from agent.state.store import LeaseLost, StateStore, call
 
 log = structlog.get_logger("agent.spark")
 
@@ -27,14 +29,13 @@ class Claims:
 
     def __init__(self, state: StateStore) -> None:
         self.state = state
-        self._leases = state if isinstance(state, Leases) else None
         self.refused = False  # a write was refused in this pass: try no more this pass
         self._error: str | None = None  # the outage in progress, if any
 
     def new_pass(self) -> None:
         self.refused = False
 
-    def claim(
+    async def claim(
         self, key: str, events: Sequence[Event], token: int | None = None
     ) -> list[Event] | None:
         """The events of `events` not emitted before (claimed now); None while refused.
@@ -44,10 +45,7 @@ class Claims:
         if self.refused:
             return None
         try:
-            if token is not None and self._leases is not None:
-                fresh = self._leases.claim(key, events, token=token)
-            else:
-                fresh = self.state.claim(key, events)
+            fresh = await call(self.state, self.state.claim, key, events, token=token)
         except LeaseLost:
             raise
         except self.state.write_errors as error:
@@ -56,12 +54,13 @@ class Claims:
         self._recovered()
         return fresh
 
-    def store(self, write: Callable[..., None], *args: Any) -> bool:
-        """Run one state-database write; False (logged) when the database refuses it."""
+    async def store(self, write: Callable[..., None], *args: Any, **kwargs: Any) -> bool:
+        """Run one state-database write; False (logged) when the database refuses it.
+        LeaseLost passes through: the caller lets the application go."""
         if self.refused:
             return False
         try:
-            write(*args)
+            await call(self.state, write, *args, **kwargs)
         except self.state.write_errors as error:
             self._failed(error, 0)
             return False

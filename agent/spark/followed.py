@@ -10,6 +10,7 @@ from typing import Any
 from agent.source import ApplicationStatus
 from agent.spark.application import ApplicationLog
 from agent.spark.eventlog import stores
+from agent.state.store import Term
 
 
 @dataclass
@@ -35,10 +36,13 @@ class Followed:
     alive_signal: str | None = None  # what `driver_idle_alive` last said proved life
     # A rolling log found before its first event file: its codec is told once that file is.
     codec_pending: bool = False
-    # With a shared state database: the fencing token of this agent's lease on it, and the
-    # monotonic time the lease was last renewed.
-    token: int | None = None
-    renewed: float = 0.0
+    # With a shared state database: this agent's lease on it (its token, its deadline).
+    term: Term | None = None
+
+    @property
+    def token(self) -> int | None:
+        """The fencing token of this agent's lease on it, with a shared state database."""
+        return None if self.term is None else self.term.token
 
     @property
     def remote(self) -> bool:

@@ -18,6 +18,13 @@ stops the others. Stale in-progress logs and `job stop` are `liveness`'s busines
 Directories on a store (S3, GCS, Azure, HDFS: `eventlog.stores`) have no inotify and every
 look costs requests: they are listed, and their unfinished logs read, once per
 `spark.store_poll_interval`; finished applications are not listed again.
+
+With a state several agents share (PostgreSQL), an application is followed only under this
+agent's lease on it. Every third of a lease one heartbeat (one round trip, in a worker
+thread like every call to the server) renews all of them, reports this agent's events that
+got an outcome, applies stops recorded by other agents, adopts what agents gone silent left
+without an outcome, and names the applications whose owner is gone: a listing then takes
+them over at once.
 """
 
 from __future__ import annotations
@@ -25,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import time
 from collections.abc import Mapping
 from typing import Any, Final, Literal
@@ -49,8 +55,7 @@ from agent.spark.followed import Followed
 from agent.spark.problems import LogProblems
 from agent.spark.tablemeta import DiskTableMetadata
 from agent.state.db import LogPosition
-from agent.state.postgres import LeaseLost
-from agent.state.store import Leases, StateStore
+from agent.state.store import LeaseLost, Leases, StateStore, Term, call
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -86,6 +91,9 @@ class SparkSource:
         # One for all applications: a table they all name is read once per version.
         self.tables = DiskTableMetadata()
         self.apps: dict[str, Followed] = {}
+        # Leases taken since this agent started whose events' outcomes are not all recorded.
+        self._terms: dict[tuple[str, int], Term] = {}
+        self._beaten = -float("inf")  # monotonic time of the last heartbeat that was answered
         self._finished: set[str] = state.finished_keys()
         self._stops = state.stop_requests()  # kept in step by request_stop
         local = [d for d in spark.event_log_dirs if not stores.is_url(d)]
@@ -124,6 +132,8 @@ class SparkSource:
                 # Cleared before reading, so a change notified during the read wakes the
                 # next pass at once instead of waiting for Spark's next write.
                 self._wake.clear()
+                # Applications of an agent that died are taken once their lease expires.
+                orphaned = await self._beat()
                 now = time.monotonic()
                 local_pass = (
                     not self._fs.available
@@ -131,17 +141,10 @@ class SparkSource:
                     or self._first_scan
                     or bool(self._dirs.missing)  # not watchable yet: look each poll interval
                     or now - last_scan >= RESCAN_EVERY
-                    # Applications of an agent that died are taken once their lease expires.
-                    or (
-                        self.leases is not None and now - last_scan >= self.leases.lease_seconds / 3
-                    )
+                    or (orphaned and bool(self._dirs.paths))
                 )  # a bool, not the set itself: listing empties that set
                 self._store_pass = bool(self._store_dirs.paths) and (
-                    now - last_store_scan >= self.spark.store_poll_interval
-                    or (
-                        self.leases is not None
-                        and now - last_store_scan >= self.leases.lease_seconds / 3
-                    )
+                    now - last_store_scan >= self.spark.store_poll_interval or orphaned
                 )
                 listed: dict[str, list[LogRef]] = {}
                 if local_pass:
@@ -152,7 +155,7 @@ class SparkSource:
                     listed.update(await self._store_dirs.list(self._finished))
                     last_store_scan = now
                 if local_pass or self._store_pass:  # one discovery: the first sees all
-                    self._discover(listed)
+                    await self._discover(listed)
                 self.claims.new_pass()
                 await self._pump_all(stop)
                 await self._check_stale()
@@ -173,10 +176,11 @@ class SparkSource:
         finally:
             self._fs.stop(loop)
             self.claims.new_pass()
-            for app in self.apps.values():
-                self.claims.store(self._save, app)
+            for app in list(self.apps.values()):
+                with contextlib.suppress(LeaseLost):
+                    await self._save(app)
                 app.log.close()
-                self._release(app)  # another agent may take it at once
+                await self._release(app)  # another agent may take it at once
 
     def wake(self) -> None:
         self._wake.set()
@@ -196,7 +200,7 @@ class SparkSource:
 
     # -- discovery ---------------------------------------------------------------------------
 
-    def _discover(self, listed: Mapping[str, list[LogRef]]) -> None:
+    async def _discover(self, listed: Mapping[str, list[LogRef]]) -> None:
         horizon = self.spark.replay_horizon
         now_ns = time.time_ns()
         lost_state = self._first_scan and self.state.recreated and not self.spark.replay_existing
@@ -220,29 +224,26 @@ class SparkSource:
                 old = horizon > 0 and (now_ns - ref.mtime_ns) / 1e9 > horizon
                 # After a lost state database, logs finished before it was made were handled.
                 lost = lost_state and ref.mtime_ns < self.state.opened_ns
-                if (
-                    self._first_scan
-                    and ref.complete
-                    and (old or lost)
-                    and self.state.position(key) is None
-                ):
+                if self._first_scan and ref.complete and (old or lost):
                     # A finished application: not replayed unless the horizon says so.
-                    position = LogPosition(key, ref.path, None, None, 0, True)
-                    if self.claims.store(self.state.save_position, position):
-                        self._finished.add(key)
-                        if old:
+                    skipped = await self._skip(key, ref)
+                    if skipped is not None:
+                        if skipped and old:
                             self._skipped_by_horizon += 1
-                        else:
+                        elif skipped:
                             skipped_as_handled += 1
-                    continue
-                token = self._take(key)
+                        continue
+                since = time.monotonic()
+                token = await self._take(key)
                 if token is False:
                     continue
                 # An application still running when the database was lost: what its log
                 # holds already was handled too; only what it writes from now on is sent.
-                self._follow(key, ref, quiet=lost and self.state.position(key) is None)
-                self.apps[key].token = token
-                self.apps[key].renewed = time.monotonic()
+                quiet = lost and await self._position(key) is None
+                self._follow(key, ref, quiet=quiet)
+                if token is not None and self.leases is not None:
+                    term = Term(key, token, since + self.leases.lease_seconds, self._margin)
+                    self.apps[key].term = self._terms[(key, token)] = term
         if self._first_scan and self._skipped_by_horizon:
             log.info(
                 "eventlogs_skipped_by_horizon",
@@ -262,47 +263,131 @@ class SparkSource:
 
     # -- leases (a state several agents share) --------------------------------------------------
 
-    def _take(self, key: str) -> int | Literal[False] | None:
+    @property
+    def _margin(self) -> float:
+        """How much of a lease must remain for its events to leave (see `Term`)."""
+        return self.leases.lease_seconds / 3 if self.leases is not None else 0.0
+
+    async def _position(self, key: str) -> LogPosition | None:
+        try:
+            return await call(self.state, self.state.position, key)
+        except self.state.write_errors:
+            return None
+
+    async def _skip(self, key: str, ref: LogRef) -> bool | None:
+        """Remember an old finished log as finished without reading it: True when done now,
+        False when the database refused (the next start tries again), None when it is not
+        to be skipped after all (read before, or another agent holds it)."""
+        if await self._position(key) is not None:
+            return None
+        token = await self._take(key)  # with leases: never marked under another's feet
+        if token is False:
+            return None
+        position = LogPosition(key, ref.path, None, None, 0, True)
+        try:
+            stored = await self.claims.store(self.state.save_position, position, token=token)
+        except LeaseLost:
+            return None
+        if token is not None and self.leases is not None:
+            with contextlib.suppress(*self.state.write_errors):
+                await call(self.state, self.leases.release, key, token)
+        if stored:
+            self._finished.add(key)
+        return stored
+
+    async def _take(self, key: str) -> int | Literal[False] | None:
         """The token of this agent's new lease on a log (None without leases); False when
         another agent holds it, another agent finished it, or the database refused."""
         if self.leases is None:
             return None
         try:
-            token = self.leases.acquire(key)
+            token = await call(self.state, self.leases.acquire, key)
             if token is None:
                 return False
-            position = self.state.position(key)
+            position = await call(self.state, self.state.position, key)
         except self.state.write_errors:
             return False  # the next scan tries again
         if position is not None and position.finished:  # another agent finished it
             self._finished.add(key)
             with contextlib.suppress(*self.state.write_errors):
-                self.leases.release(key, token)
+                await call(self.state, self.leases.release, key, token)
             return False
         log.info("lease_taken", key=key, owner=self.leases.owner, token=token)
         return token
 
-    def _renew(self, app: Followed) -> bool:
-        """Renew this agent's lease on an application well before it expires; False (and
-        the application dropped) when it was lost, to an expiry or to another agent."""
-        if self.leases is None or app.token is None:
-            return True
-        now = time.monotonic()
-        if now - app.renewed < self.leases.lease_seconds / 3:
-            return True
-        try:
-            token = self.leases.acquire(app.key)
-        except self.state.write_errors:
-            return True  # claims are refused too meanwhile, and fenced when it is back
-        if token != app.token:
-            self._lose(app, token)
+    async def _beat(self) -> bool:
+        """Renew every lease of this agent's in one round trip, at most every third of a
+        lease (see the module's docstring); True when an application's owner is gone."""
+        leases = self.leases
+        if leases is None:
             return False
-        app.renewed = now
-        return True
+        now = time.monotonic()
+        if now - self._beaten < leases.lease_seconds / 3:
+            return False
+        held = {app.key: app.term.token for app in self.apps.values() if app.term is not None}
+        written = {
+            (term.key, term.token): term.resolved - term.written
+            for term in self._terms.values()
+            if term.resolved > term.written
+        }
+        try:
+            beat = await call(self.state, leases.heartbeat, held, written)
+        except self.state.write_errors:
+            # Not renewed: the events wait (`Term.holds`), claims are fenced, and a lease
+            # that expires meanwhile is found lost at the next answer.
+            return False
+        self._beaten = now
+        for (key, token), count in written.items():
+            self._terms[(key, token)].written += count
+        for key, token in held.items():
+            app = self.apps.get(key)
+            if app is None or app.term is None or app.term.token != token:
+                continue
+            if key in beat.held:
+                app.term.deadline = now + leases.lease_seconds
+            else:
+                self._lose(app)
+        for ident, term in list(self._terms.items()):
+            app = self.apps.get(term.key)
+            if (app is None or app.term is not term) and term.done:
+                del self._terms[ident]
+        for key, token, owner, events in beat.adopted:
+            self.metrics.handed_over.inc(events)
+            log.warning(
+                "events_handed_over",
+                key=key,
+                token=token,
+                owner=owner,
+                events=events,
+                detail="an agent fell silent with events whose outcome it never recorded: "
+                "the collector may have them; counted here, never sent again",
+            )
+        self._apply_stops(beat.stops)
+        return any(
+            key not in self.apps and key not in self._finished and self._ours(key)
+            for key in beat.orphans
+        )
 
-    def _lose(self, app: Followed, token: int | None) -> None:
+    def _ours(self, key: str) -> bool:
+        """The log is under one of this agent's directories."""
+        return any(key.startswith(d.rstrip("/") + "/") for d in self.spark.event_log_dirs)
+
+    def _apply_stops(self, stops: Mapping[str, tuple[str, str]]) -> None:
+        """Stops recorded by other agents: the runs of those applications end ABORT here."""
+        for app_id, (reason, requested_by) in stops.items():
+            if app_id in self._stops:
+                continue
+            self._stops[app_id] = (reason, requested_by)
+            app = self.find(app_id)
+            if app is not None:
+                app.log.translator.request_stop(reason=reason, requested_by=requested_by)
+
+    def _lose(self, app: Followed) -> None:
         """Stop following an application whose lease this agent lost; what it still held
-        unclaimed is another agent's to emit (never this one's: its writes are fenced)."""
+        unclaimed is another agent's to emit (never this one's: its writes are fenced), and
+        what it claimed and did not send yet never leaves (`Term.lost`)."""
+        if app.term is not None:
+            app.term.lost = True
         if self.apps.get(app.key) is not app:
             return
         del self.apps[app.key]
@@ -315,14 +400,11 @@ class SparkSource:
             held_events=len(app.pending),
             detail="another agent continues this application from the events claimed",
         )
-        if token is not None and self.leases is not None:  # ours again, with a new token
-            with contextlib.suppress(*self.state.write_errors):
-                self.leases.release(app.key, token)
 
-    def _release(self, app: Followed) -> None:
+    async def _release(self, app: Followed) -> None:
         if self.leases is not None and app.token is not None:
             with contextlib.suppress(*self.state.write_errors):
-                self.leases.release(app.key, app.token)
+                await call(self.state, self.leases.release, app.key, app.token)
 
     def _follow(self, key: str, ref: LogRef, *, quiet: bool = False) -> None:
         app_log = ApplicationLog(
@@ -358,8 +440,6 @@ class SparkSource:
                 continue
             if stop.is_set() or self.claims.refused:
                 return
-            if not self._renew(app):
-                continue
             if app.remote and not self._store_pass:
                 continue  # read at the store's own interval
             try:
@@ -377,7 +457,7 @@ class SparkSource:
 
     async def _pump(self, app: Followed) -> None:
         reader = app.log.reader
-        if not self._emit(app, []):
+        if not await self._emit(app, []):
             return  # read no further while its events cannot be claimed
         while True:
             batch = await asyncio.to_thread(app.log.read)
@@ -397,7 +477,7 @@ class SparkSource:
             self.problems.report_malformed(app, app.log.take_malformed())
             for warning in app.log.take_warnings():
                 log.warning("translate_warning", log=app.log.ref.path, detail=warning)
-            held = not self._emit(app, events)
+            held = not await self._emit(app, events)
             if app.quiet and (reader.caught_up or reader.gone) and not held:
                 app.quiet = False
                 log.info(
@@ -410,12 +490,13 @@ class SparkSource:
             if reader.caught_up or reader.gone or held:  # else it stopped at its batch size
                 break
             await asyncio.sleep(0)  # a large log must not starve the deliveries
-            if not self._renew(app):
-                return
+            await self._beat()  # a long read keeps the leases
+            if self.apps.get(app.key) is not app:
+                return  # its lease was lost meanwhile
         if self.apps.get(app.key) is not app:
             return  # its lease was lost meanwhile
         if (reader.exhausted or reader.gone) and not app.log.translator.awaiting_verdict:
-            self._finish(app)
+            await self._finish(app)
 
     async def _translate(self, app: Followed, batch: RecordBatch) -> list[dict[str, Any]]:
         """Translate in a worker thread, so that no log, however large or hostile its lines,
@@ -432,28 +513,33 @@ class SparkSource:
             events = []
         return events + app.log.settle()
 
-    def _emit(self, app: Followed, events: list[dict[str, Any]]) -> bool:
+    async def _emit(self, app: Followed, events: list[dict[str, Any]]) -> bool:
         """Claim `events` (after those still held) and hand the fresh ones on; False while
         the state database refuses them (they stay held, in order)."""
         app.pending.extend(events)
         if self._sink is None:
             return True
         try:
-            fresh = self.claims.claim(app.key, app.pending, app.token)
+            fresh = await self.claims.claim(app.key, list(app.pending), app.token)
         except LeaseLost:
-            self._lose(app, None)
+            self._lose(app)
             return False
         if fresh is None:
             return False
         app.pending = []
+        term = app.term
+        if term is not None:
+            term.claimed += len(fresh)
         if app.quiet:  # claimed, so never sent later either, but not sent now
             app.quieted += len(fresh)
+            if term is not None:
+                term.resolved += len(fresh)
             return True
         for event in fresh:
-            self._sink(app.app_id, event)
+            self._sink(app.app_id, event, term)
         return True
 
-    def _finish(self, app: Followed) -> None:
+    async def _finish(self, app: Followed) -> None:
         """The log will not grow: close what is still open, remember it as finished."""
         if app.log.reader.gone:
             log.warning("eventlog_gone", log=app.log.ref.path)
@@ -462,29 +548,32 @@ class SparkSource:
             self.metrics.applications_ended.labels(cause="log_ended").inc()
         # Both must reach the database before the log counts as finished; until then the
         # next pass tries again (closing twice ends nothing twice).
-        if not self._emit(app, ended) or not self.claims.store(self._save, app, True):
+        if not await self._emit(app, ended):
+            return
+        try:
+            if not await self._save(app, True):
+                return
+        except LeaseLost:
+            self._lose(app)
             return
         self._finished.add(app.key)
         app.log.close()
         del self.apps[app.key]
-        self._release(app)
+        await self._release(app)
         log.info("eventlog_finished", log=app.log.ref.path, app_id=app.log.translator.app_id)
 
-    def _save(self, app: Followed, finished: bool = False) -> None:
+    async def _save(self, app: Followed, finished: bool = False) -> bool:
+        """Remember how far the log was read (fenced by its lease): False while refused."""
         position = app.log.reader.position
-        save = self.state.save_position
-        if self.leases is not None and app.token is not None:
-            save = functools.partial(self.leases.save_position, token=app.token)
-        save(
-            LogPosition(
-                app.key,
-                position.path if position else app.log.ref.path,
-                position.dev if position else None,
-                position.ino if position else None,
-                position.consumed if position else 0,
-                finished,
-            )
+        saved = LogPosition(
+            app.key,
+            position.path if position else app.log.ref.path,
+            position.dev if position else None,
+            position.ino if position else None,
+            position.consumed if position else 0,
+            finished,
         )
+        return await self.claims.store(self.state.save_position, saved, token=app.token)
 
     # -- stale in-progress logs ----------------------------------------------------------------
 
@@ -492,12 +581,12 @@ class SparkSource:
         ended = await liveness.close_dead(
             list(self.apps.values()),
             stale_after=self.spark.stale_after,
-            stops=self.state.stop_request,
+            stops=self._stops.get,
             on_lost=self.metrics.applications_ended.labels(cause="driver_lost").inc,
             managers=self._managers(),
         )
         for app, events in ended:
-            self._emit(app, events)
+            await self._emit(app, events)
 
     def _managers(self) -> ManagerSettings:
         return ManagerSettings(self.spark.master_ui_port, self.spark.yarn_resourcemanager_url)
@@ -518,8 +607,8 @@ class SparkSource:
         return None if app is None else app.status()
 
     def request_stop(self, app_id: str, reason: str, requested_by: str) -> None:
-        """Record a stop request: the application's runs will end ABORT with `reason`."""
-        self.state.record_stop(app_id, reason, requested_by)
+        """Apply a stop request: the application's runs will end ABORT with `reason`
+        (`record_stop` keeps it in the state database, for restarts and other agents)."""
         self._stops[app_id] = (reason, requested_by)
         app = self.find(app_id)
         if app is not None:
@@ -557,6 +646,10 @@ class SparkSource:
         )
         # No await since the signal: the log cannot have been read past ApplicationEnd yet.
         self.request_stop(app_id, reason, requested_by)
+        try:
+            await call(self.state, self.state.record_stop, app_id, reason, requested_by)
+        except self.state.write_errors as error:  # applied here all the same
+            log.error("stop_not_recorded", app_id=app_id, error=str(error))
         log.info("job_stop", app_id=app_id, pids=pids, reason=reason, requested_by=requested_by)
         used = await liveness.end_driver(pids, grace)
         # Without ApplicationEnd (SIGKILL), the runs end ABORT once the log stops growing.

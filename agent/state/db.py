@@ -129,6 +129,8 @@ class StateDB:
 
     #: What a refused write raises (the `StateStore` contract).
     write_errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+    #: A local file: calls are made on the loop, in place.
+    remote = False
 
     def __init__(self, state_dir: str | os.PathLike[str], *, ledger_rows: int = 1_000_000):
         self.directory = Path(state_dir)
@@ -214,8 +216,12 @@ class StateDB:
 
     # -- emitted run events ----------------------------------------------------------------
 
-    def claim(self, app_key: str, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Mark events as emitted and return those that were not emitted before, in order."""
+    def claim(
+        self, app_key: str, events: Sequence[dict[str, Any]], *, token: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Mark events as emitted and return those that were not emitted before, in order.
+        A file one agent owns has no leases: there is no `token` to check."""
+        _no_lease(token)
         fresh: list[dict[str, Any]] = []
         with self._transaction():
             for event in events:
@@ -263,7 +269,8 @@ class StateDB:
             return None
         return LogPosition(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
 
-    def save_position(self, position: LogPosition) -> None:
+    def save_position(self, position: LogPosition, *, token: int | None = None) -> None:
+        _no_lease(token)
         self._db.execute(
             "INSERT INTO logs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
             "path = excluded.path, dev = excluded.dev, ino = excluded.ino, "
@@ -370,6 +377,11 @@ class StateDB:
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
+
+
+def _no_lease(token: int | None) -> None:
+    if token is not None:  # a caller bug: tokens come from `Leases`, which SQLite is not
+        raise TypeError("a SQLite state has no leases to fence a write with")
 
 
 class _Transaction:

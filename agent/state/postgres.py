@@ -7,8 +7,12 @@ Errors:
     names the URL without its password; the daemon refuses to start.
     psycopg.Error (`write_errors`): a call refused later (server restarting, connection
     lost): the caller holds its work; the next call connects again.
-    LeaseLost (a psycopg.Error subclass, so callers hold their work as for any refusal):
-    a fenced write for an application whose lease this agent no longer holds.
+    LeaseLost (`agent.state.store`): a fenced write for an application whose lease this
+    agent no longer holds.
+
+Threads: every call is a round trip (`remote`), made by the event loop in a worker thread;
+one lock serializes them on the one connection, so a transaction is never interleaved with
+another call's statements.
 
 Credentials: libpq's own (PGPASSWORD, PGPASSFILE, ~/.pgpass, PG* variables) or the file named
 by `state_password_file`; a URL is only ever shown through `redact_url`.
@@ -24,15 +28,23 @@ holder's lease expired, and raises the lease's `token` by one at every change of
 server's clock; an agent paused past its lease (SIGSTOP) and resumed cannot write for an
 application it lost. Whatever it claimed before the pause is claimed for every agent: the
 `emitted` primary key makes a second emission of the same event impossible across agents.
+
+Terms: every token is a row of `terms` counting the events claimed under it (in the claim's
+statement) and those that got an outcome (added by the owner's `heartbeat`). An agent silent
+for a lease's length leaves terms with events of unknown outcome: the first other agent to
+beat adopts them and counts them (`lineage_events_handed_over_total`), so every claimed event
+is accounted for by some agent: claimed = resolved + adopted, term by term.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg
@@ -42,23 +54,44 @@ from agent.delivery.envelope import Envelope
 from agent.errors import StateError
 from agent.state.db import VERDICTS_KEPT, LogPosition, LostAs, event_key
 from agent.state.pending import PendingLedger
-from agent.state.pgschema import CLAIM, MIGRATIONS, SCHEMA_VERSION
+from agent.state.pgschema import (
+    ADOPT,
+    CLAIM,
+    HEARTBEAT,
+    MIGRATIONS,
+    ORPHANS,
+    PRUNE,
+    RENEW,
+    SCHEMA_VERSION,
+)
+from agent.state.store import Heartbeat, LeaseLost
 
-#: Connecting and each statement give up after this many seconds: calls run on the loop.
+#: Connecting and each statement give up after this many seconds.
 TIMEOUT = 5
 #: Key of the advisory lock held while the schema is created or migrated.
 _MIGRATION_LOCK = 0x4C494E45  # "LINE"
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-class LeaseLost(psycopg.Error):
-    """A fenced write for an application this agent no longer holds."""
+
+def _serialized(method: Callable[P, R]) -> Callable[P, R]:
+    """One call at a time on the connection, whichever thread makes it."""
+
+    @functools.wraps(method)
+    def serialized(*args: P.args, **kwargs: P.kwargs) -> R:
+        with args[0]._lock:  # type: ignore[attr-defined]
+            return method(*args, **kwargs)
+
+    return serialized
 
 
 class PostgresState:
-    """One connection to the server, used from the event-loop thread only; reconnected on
-    the next call after it broke."""
+    """One connection to the server, reconnected on the next call after it broke; calls
+    from any thread, one at a time."""
 
     write_errors: tuple[type[Exception], ...] = (psycopg.Error,)
+    remote = True
 
     def __init__(
         self,
@@ -88,6 +121,7 @@ class PostgresState:
                     f"state_password_file: {password_file}: cannot read: {error.strerror}"
                 ) from error
         self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.RLock()
         try:
             self._migrate()
         except psycopg.Error as error:
@@ -166,9 +200,11 @@ class PostgresState:
             elif version < SCHEMA_VERSION:
                 conn.execute("UPDATE lineage_agent_schema SET version = %s", (SCHEMA_VERSION,))
 
+    @_serialized
     def file_change(self) -> str | None:
         return None  # no file of ours to be removed or replaced
 
+    @_serialized
     def close(self) -> None:
         try:
             self.flush()
@@ -177,6 +213,7 @@ class PostgresState:
 
     # -- leases ------------------------------------------------------------------------------
 
+    @_serialized
     def acquire(self, app_key: str) -> int | None:
         """Own an application for `lease_seconds` (renewed when already ours): its fencing
         token, or None while another agent holds an unexpired lease on it."""
@@ -189,8 +226,15 @@ class PostgresState:
                 "WHERE l.owner = excluded.owner OR l.expires <= now() RETURNING token",
                 (app_key, self.owner, self.lease_seconds),
             ).fetchone()
+            if row is not None:  # a new token is a new term; a renewal keeps its own
+                conn.execute(
+                    "INSERT INTO terms (app_key, token, owner) VALUES (%s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (app_key, row[0], self.owner),
+                )
         return None if row is None else int(row[0])
 
+    @_serialized
     def release(self, app_key: str, token: int) -> None:
         """Give an application up (finished): another agent may take it at once."""
         with self._transaction() as conn:
@@ -200,6 +244,37 @@ class PostgresState:
                 (app_key, self.owner, token),
             )
 
+    @_serialized
+    def heartbeat(
+        self, held: Mapping[str, int], written: Mapping[tuple[str, int], int]
+    ) -> Heartbeat:
+        """Renew the leases `held`, record `written`, and report (see `Leases.heartbeat`)."""
+        params = {
+            "owner": self.owner,
+            "lease": self.lease_seconds,
+            "keys": list(held),
+            "tokens": list(held.values()),
+            "w_keys": [key for key, _ in written],
+            "w_tokens": [token for _, token in written],
+            "w_counts": list(written.values()),
+        }
+        with self._transaction() as conn:
+            for statement in HEARTBEAT:
+                conn.execute(statement, params)
+            renewed = frozenset(row[0] for row in conn.execute(RENEW, params))
+            orphans = frozenset(row[0] for row in conn.execute(ORPHANS))
+            adopted = tuple(
+                (row[0], int(row[1]), row[2], int(row[3])) for row in conn.execute(ADOPT, params)
+            )
+            for statement in PRUNE:
+                conn.execute(statement)
+            stops = {
+                row[0]: (row[1], row[2])
+                for row in conn.execute("SELECT app_id, reason, requested_by FROM stops")
+            }
+        return Heartbeat(renewed, orphans, adopted, stops)
+
+    @_serialized
     def leases(self) -> dict[str, tuple[str, int, float]]:
         """Every unexpired lease: application key -> (owner, token, seconds left)."""
         rows = self._connection().execute(
@@ -219,6 +294,7 @@ class PostgresState:
 
     # -- emitted run events ------------------------------------------------------------------
 
+    @_serialized
     def claim(
         self, app_key: str, events: Sequence[dict[str, Any]], *, token: int | None = None
     ) -> list[dict[str, Any]]:
@@ -255,6 +331,7 @@ class PostgresState:
                 fresh.append(event)
         return fresh
 
+    @_serialized
     def emitted_for(self, app_key: str) -> list[tuple[str, str, str, str]]:
         rows = self._connection().execute(
             "SELECT run_id, job_name, event_type, event_time FROM emitted "
@@ -263,6 +340,7 @@ class PostgresState:
         )
         return [(row[0], row[1], row[2], row[3]) for row in rows]
 
+    @_serialized
     def app_key_for(self, app_id: str) -> str | None:
         row = (
             self._connection()
@@ -276,6 +354,7 @@ class PostgresState:
 
     # -- positions ---------------------------------------------------------------------------
 
+    @_serialized
     def position(self, key: str) -> LogPosition | None:
         row = (
             self._connection()
@@ -289,6 +368,7 @@ class PostgresState:
             return None
         return LogPosition(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
 
+    @_serialized
     def save_position(self, position: LogPosition, *, token: int | None = None) -> None:
         with self._transaction() as conn:
             if token is not None:
@@ -309,12 +389,14 @@ class PostgresState:
                 ),
             )
 
+    @_serialized
     def finished_keys(self) -> set[str]:
         rows = self._connection().execute("SELECT key FROM logs WHERE finished")
         return {row[0] for row in rows}
 
     # -- stop requests -----------------------------------------------------------------------
 
+    @_serialized
     def record_stop(self, app_id: str, reason: str, requested_by: str) -> None:
         self._connection().execute(
             "INSERT INTO stops VALUES (%s, %s, %s, %s) ON CONFLICT (app_id) DO UPDATE SET "
@@ -323,10 +405,12 @@ class PostgresState:
             (app_id, reason, requested_by, time.time()),
         )
 
+    @_serialized
     def stop_requests(self) -> dict[str, tuple[str, str]]:
         rows = self._connection().execute("SELECT app_id, reason, requested_by FROM stops")
         return {row[0]: (row[1], row[2]) for row in rows}
 
+    @_serialized
     def stop_request(self, app_id: str) -> tuple[str, str] | None:
         row = (
             self._connection()
@@ -337,6 +421,7 @@ class PostgresState:
 
     # -- verdicts of `lineage-agent exec` ------------------------------------------------------
 
+    @_serialized
     def record_verdict(
         self, exec_id: str, status: int, signal: str | None, stderr_tail: str, requested_by: str
     ) -> bool:
@@ -349,6 +434,7 @@ class PostgresState:
             )
         return bool(cursor.rowcount)
 
+    @_serialized
     def verdict(self, exec_id: str) -> tuple[int, str | None, str, str] | None:
         row = (
             self._connection()
@@ -363,10 +449,11 @@ class PostgresState:
     # -- delivery ledger ---------------------------------------------------------------------
 
     def record(self, envelope: Envelope, transport: str, outcome: str, reason: str | None) -> None:
-        if self._pending.add(envelope, transport, outcome, reason):
-            with contextlib.suppress(psycopg.Error):
-                self.flush()
+        # Kept in memory only: recording is on the loop, and the daemon's `flush` (in a
+        # worker thread, each second) writes the rows.
+        self._pending.add(envelope, transport, outcome, reason)
 
+    @_serialized
     def flush(self) -> None:
         self._pending.write(self._write_ledger, (psycopg.Error,))
 
@@ -386,6 +473,7 @@ class PostgresState:
                 (self._ledger_rows,),
             )
 
+    @_serialized
     def ledger_for(self, app_id: str) -> list[dict[str, Any]]:
         with contextlib.suppress(psycopg.Error):
             self.flush()

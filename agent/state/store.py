@@ -11,14 +11,20 @@ Contract shared by every implementation:
   escapes a write.
 * Recording a ledger outcome never raises; `flush` writes the batch and raises one of
   `write_errors` when refused, keeping the rows (bounded, `ledger_rows_lost` counts the rest).
-* Used from the event-loop thread only; every call is short (one statement or transaction).
+* A local store (`remote` false: SQLite) is used from the event-loop thread only, every call
+  short; a server's (`remote`: PostgreSQL) calls are round trips that may wait seconds on a
+  restarting server, so the loop makes them in a worker thread (`call`), and the store
+  serializes them itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from agent.delivery.envelope import Envelope
 
@@ -26,8 +32,16 @@ from agent.delivery.envelope import Envelope
 from agent.state.db import LogPosition, LostAs
 
 
+class LeaseLost(Exception):
+    """A fenced write for an application whose lease this agent no longer holds."""
+
+
 class StateStore(Protocol):
     """Claims of emitted events, log positions, stop requests, verdicts and the ledger."""
+
+    @property
+    def remote(self) -> bool:
+        """Calls are round trips to a server: the event loop makes them through `call`."""
 
     @property
     def path(self) -> Path | str:
@@ -59,8 +73,11 @@ class StateStore(Protocol):
     def file_change(self) -> str | None:
         """ "removed" or "replaced" when the state's file no longer is the one opened."""
 
-    def claim(self, app_key: str, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Mark events as emitted and return those that were not emitted before, in order."""
+    def claim(
+        self, app_key: str, events: Sequence[dict[str, Any]], *, token: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Mark events as emitted and return those that were not emitted before, in order.
+        With the `token` of a lease (`Leases`), LeaseLost unless it is still this agent's."""
 
     def emitted_for(self, app_key: str) -> list[tuple[str, str, str, str]]:
         """(run id, job name, event type, event time) of an application, in time order."""
@@ -71,8 +88,8 @@ class StateStore(Protocol):
     def position(self, key: str) -> LogPosition | None:
         """How far a log was read, if it was."""
 
-    def save_position(self, position: LogPosition) -> None:
-        """Remember how far a log was read (and whether it is finished)."""
+    def save_position(self, position: LogPosition, *, token: int | None = None) -> None:
+        """Remember how far a log was read (and whether it is finished); fenced as `claim`."""
 
     def finished_keys(self) -> set[str]:
         """Keys of the logs read to their end with every terminal event emitted."""
@@ -104,14 +121,77 @@ class StateStore(Protocol):
         """The ledger rows of an application, oldest first."""
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def call(state: StateStore, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """One call of the state's from the event loop: in place for a local file (SQLite's
+    connection serves the loop's thread only), in a worker thread for a server, so that a
+    slow or restarting one never stalls metrics, control or delivery."""
+    if state.remote:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    return fn(*args, **kwargs)
+
+
+class Term:
+    """This agent's lease on one application as the events claimed under it see it (the
+    delivery side's `Fence`): whether they may leave, and how many have an outcome.
+
+    `deadline` (monotonic) is the lease's end by the local clock, taken before the request
+    that renewed it, so never later than the server's; events leave only while a `margin`
+    of it remains, so one that started to leave is on its way before another agent can own
+    the application.
+    """
+
+    __slots__ = ("claimed", "deadline", "key", "lost", "margin", "resolved", "token", "written")
+
+    def __init__(self, key: str, token: int, deadline: float, margin: float) -> None:
+        self.key = key
+        self.token = token
+        self.deadline = deadline
+        self.margin = margin
+        self.lost = False  # another agent owns the application: nothing more leaves
+        self.claimed = 0  # events claimed under this lease and handed to the pipeline
+        self.resolved = 0  # of those, with an outcome on every transport
+        self.written = 0  # of those, recorded in the shared state
+
+    def holds(self) -> bool:
+        return not self.lost and time.monotonic() < self.deadline - self.margin
+
+    def settled(self) -> None:
+        self.resolved += 1
+
+    @property
+    def done(self) -> bool:
+        """Every event claimed under it has its outcome recorded in the shared state."""
+        return self.written == self.claimed
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """What one renewal of this agent's leases found in the shared state."""
+
+    held: frozenset[str]  # keys whose leases (with the tokens given) were renewed
+    orphans: frozenset[str]  # unfinished logs whose lease expired or was given up
+    # (key, token, owner, events) of leases of agents gone silent whose events had no
+    # recorded outcome: taken over by this agent, which counts them (`handed_over`).
+    adopted: tuple[tuple[str, int, str, int], ...]
+    stops: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
 @runtime_checkable
 class Leases(Protocol):
     """A state several agents share: each application owned by one agent at a time.
 
     `acquire` gives this agent an application (or renews its lease) and returns the lease's
     fencing token, None while another agent holds it. A claim or position write given that
-    token raises one of `write_errors` unless the lease is still this agent's and unexpired,
-    checked by the database in the same transaction as the write.
+    token raises LeaseLost unless the lease is still this agent's and unexpired, checked by
+    the database in the same transaction as the write.
+
+    Each token is a term: the events claimed under it are counted in the database, and the
+    agent adds those that got an outcome (`heartbeat`). When an agent falls silent for a
+    lease's length, another adopts its terms' events that have none, and counts them.
     """
 
     owner: str
@@ -121,11 +201,12 @@ class Leases(Protocol):
 
     def release(self, app_key: str, token: int) -> None: ...
 
+    def heartbeat(
+        self, held: Mapping[str, int], written: Mapping[tuple[str, int], int]
+    ) -> Heartbeat:
+        """Renew the leases `held` (key -> token), add `written` (key, token -> events with
+        an outcome since the last call) to their terms, say this agent is alive, and report
+        the orphaned applications, the silent agents' unsettled events and the stops."""
+
     def leases(self) -> dict[str, tuple[str, int, float]]:
         """Every unexpired lease: application key -> (owner, token, seconds left)."""
-
-    def claim(
-        self, app_key: str, events: Sequence[dict[str, Any]], *, token: int | None = None
-    ) -> list[dict[str, Any]]: ...
-
-    def save_position(self, position: LogPosition, *, token: int | None = None) -> None: ...

@@ -131,6 +131,13 @@ class Metrics:
             "Spark applications this agent owns through a lease in the shared state database.",
             registry=registry,
         )
+        self.handed_over = Counter(
+            "lineage_events_handed_over",
+            "Events another agent claimed and fell silent without recording an outcome for, "
+            "taken over by this one (a shared state): the collector may have them; never sent "
+            "again.",
+            registry=registry,
+        )
         self.eventlog_bytes = Counter(
             "lineage_eventlog_read_bytes",
             "Bytes read from Spark event-log files (as stored, before decompression).",

@@ -195,7 +195,7 @@ async def _agent_pass(events_dir: Path, state_dir: Path, limit: float) -> AgentP
     types: dict[str, int] = {}
     ended = False
 
-    def sink(_execution: str, event: Any) -> None:
+    def sink(_execution: str, event: Any, _fence: Any = None) -> None:
         nonlocal ended
         kind = event["eventType"]
         types[kind] = types.get(kind, 0) + 1

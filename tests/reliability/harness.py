@@ -482,7 +482,9 @@ def source_events(
         )
         emitted: list[dict[str, Any]] = []
         stop = asyncio.Event()
-        task = asyncio.create_task(source.run(lambda _ex, ev: emitted.append(dict(ev)), stop))
+        task = asyncio.create_task(
+            source.run(lambda _ex, ev, _fence=None: emitted.append(dict(ev)), stop)
+        )
         try:
             async with asyncio.timeout(PATIENCE):
                 while source._first_scan or source.apps:

@@ -40,7 +40,7 @@ from agent.service.control.bind import bind, identity
 from agent.service.control.client import MAX_REQUEST
 from agent.service.control.connections import Connections, ControlLimits
 from agent.source import ApplicationControl
-from agent.state.store import Leases, StateStore
+from agent.state.store import Leases, StateStore, call
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -274,8 +274,7 @@ class ControlServer:
         if not isinstance(state, Leases):
             return {}
         try:
-            # a query to the server, off the loop: status must not stall delivery
-            held = await asyncio.to_thread(state.leases)
+            held = await call(state, state.leases)
         except state.write_errors as error:
             return {"agent_id": state.owner, "leases_error": str(error)}
         return {
@@ -292,15 +291,21 @@ class ControlServer:
         apps = agent.applications
         app = apps.application(app_id) if apps else None
         state = agent.state_db
-        ledger = state.ledger_for(app_id) if state else []
+        ledger: list[dict[str, Any]] = []
         emitted = []
+        stop = None
         if state is not None:
-            key = app.key if app else state.app_key_for(app_id)
-            if key is not None:
-                emitted = [
-                    {"run_id": r, "job_name": j, "event_type": t, "event_time": e}
-                    for r, j, t, e in state.emitted_for(key)
-                ]
+            try:
+                ledger = await call(state, state.ledger_for, app_id)
+                key = app.key if app else await call(state, state.app_key_for, app_id)
+                if key is not None:
+                    emitted = [
+                        {"run_id": r, "job_name": j, "event_type": t, "event_time": e}
+                        for r, j, t, e in await call(state, state.emitted_for, key)
+                    ]
+                stop = await call(state, state.stop_request, app_id)
+            except state.write_errors as error:
+                raise ControlError(f"the state database did not answer: {error}") from None
         if app is None and not emitted and not ledger:
             raise ControlError(f"unknown application {app_id}: this agent has not seen it")
         return {
@@ -310,7 +315,7 @@ class ControlServer:
             "emitted": emitted,
             "deliveries": ledger,
             "health": agent.health.get(app_id).as_dict(),
-            "stop": state.stop_request(app_id) if state else None,
+            "stop": stop,
         }
 
     async def _exec_end(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
@@ -325,12 +330,7 @@ class ControlServer:
             )
         who = user_name(uid)
         try:
-            if isinstance(state, Leases):  # a shared server: its round trip off the loop
-                recorded = await asyncio.to_thread(
-                    state.record_verdict, exec_id, status, signame, tail, who
-                )
-            else:  # SQLite's connection serves only the loop's thread; a local write
-                recorded = state.record_verdict(exec_id, status, signame, tail, who)
+            recorded = await call(state, state.record_verdict, exec_id, status, signame, tail, who)
         except state.write_errors as error:
             raise ControlError(f"the state database refused the verdict: {error}") from None
         apps = self.agent.applications
