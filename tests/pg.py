@@ -17,6 +17,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -101,6 +102,20 @@ class Postgres:
             "restart",
         )
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Every server process stopped (SIGSTOP): connections stay open, their data is
+        acknowledged by the kernel, and nothing answers, as with a hung host."""
+        postmaster = int((self.root / "data" / "postmaster.pid").read_text().split()[0])
+        pids = [postmaster, *_children(postmaster)]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """Stop the server (fast shutdown) and delete its directory."""
         subprocess.run(
@@ -119,6 +134,19 @@ class Postgres:
             check=False,
         )
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is `parent` (the server's backends and workers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def find_bindir() -> Path | None:

@@ -75,7 +75,7 @@ def test_promtool_checks_the_rules() -> None:
         [promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout
+    assert "SUCCESS: 8 rules found" in done.stdout
 
 
 def test_promtool_unit_tests_of_the_rules_pass() -> None:

@@ -1,12 +1,14 @@
 """Several real agents over one event-log directory and one real PostgreSQL state: one
 SIGKILLed or SIGSTOPped in the middle of applications, the database restarted; every run
-keeps one START and one terminal event across the agents."""
+keeps one START and one terminal event across the agents, and every claimed event is
+accounted for by one agent."""
 
 from __future__ import annotations
 
 import collections
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ import pytest
 import yaml
 
 from agent.commands import views
-from tests.agentproc import AgentProcess, assert_identity, keygen, metric
+from tests.agentproc import AgentProcess, accounting, assert_identity, keygen, metric
 from tests.collector import Collector
 from tests.pg import Postgres
 from tests.pg_plugin import fresh_database, url_of
@@ -57,14 +59,19 @@ def complete(pending: list[tuple[Path, str]]) -> None:
         path.rename(path.with_suffix(""))
 
 
-def agent_config(work: Path, events_dir: Path, url: str, collector: Collector) -> Path:
+def agent_config(
+    work: Path, events_dir: Path, url: str, collector: Collector, endpoint: str | None = None
+) -> Path:
     work.mkdir(parents=True)
     keygen(work)
     config = work / "config.yaml"
     config.write_text(
         yaml.safe_dump(
             {
-                "lineage": {"transport": "http", "http": {"endpoint": collector.url}},
+                "lineage": {
+                    "transport": "http",
+                    "http": {"endpoint": endpoint or collector.url},
+                },
                 "signing": {"key_path": str(work / "ed25519.key")},
                 "spark": {
                     "event_log_dirs": [str(events_dir)],
@@ -140,11 +147,16 @@ def shared(
 
 
 def test_a_killed_agents_applications_are_finished_by_the_others(
-    shared: tuple[str, list[tuple[Path, str]], Collector], tmp_path: Path
+    shared: tuple[str, list[tuple[Path, str]], Collector],
+    tmp_path: Path,
+    postgres_server: Postgres,
 ) -> None:
     """One agent owns every application and is SIGKILLed mid-way; the two others take its
-    applications once the leases expire and end every run once, each event once."""
+    applications once the leases expire and end every run once, each event once; they
+    adopt and count what it claimed without recording an outcome, so that every claimed
+    event is counted by exactly one agent."""
     url, pending, collector = shared
+    database = url.rsplit("/", 1)[1]
     events_dir = pending[0][0].parent
     configs = [agent_config(tmp_path / f"a{i}", events_dir, url, collector) for i in range(3)]
     with ExitStack() as stack:
@@ -160,6 +172,7 @@ def test_a_killed_agents_applications_are_finished_by_the_others(
         first.signal(signal.SIGKILL)
         first.proc.wait(10)
         killed_at = time.monotonic()
+        claimed, resolved = terms_of(postgres_server, database, owner)
         others = [stack.enter_context(spark_daemon(c)) for c in configs[1:]]
         complete(pending)
         events = wait_until(collector, finished)
@@ -172,7 +185,18 @@ def test_a_killed_agents_applications_are_finished_by_the_others(
         assert all(line["token"] == 2 for line in taken)  # each one taken from the dead one
         for other in others:
             assert_identity(other.scrape(), "http")
-        print(f"failover: every application ended {failover:.1f}s after the SIGKILL")
+        handed_over = wait_for(
+            lambda: sum(metric(o.scrape(), "lineage_events_handed_over_total") for o in others),
+            claimed - resolved,
+        )
+        produced = sum(accounting(o.scrape(), "http")[0] for o in others)
+        total = int(postgres_server.psql("SELECT count(*) FROM emitted", database))
+        assert total == claimed + produced  # each claimed event produced by one agent
+        print(
+            f"failover: every application ended {failover:.1f}s after the SIGKILL; "
+            f"the dead agent claimed {claimed} events, recorded {resolved} outcomes, "
+            f"{handed_over:g} were adopted"
+        )
 
 
 def test_an_agent_paused_past_its_lease_writes_and_emits_nothing_when_it_wakes(
@@ -243,6 +267,87 @@ def test_agents_wait_out_a_database_restart_and_resume(
             assert_identity(agent.scrape(), "http")
             # Logged connection failures and the URL never carry the password.
             assert postgres_server.password not in agent.raw_output()
+
+
+def test_a_paused_agents_queued_events_never_leave_after_the_takeover(
+    shared: tuple[str, list[tuple[Path, str]], Collector],
+    tmp_path: Path,
+    postgres_server: Postgres,
+) -> None:
+    """An owner whose collector is down holds its claimed STARTs in its queue and is paused
+    past its lease; another agent ends the runs. Resumed with its collector back, it sends
+    none of them (an old START after the new owner's COMPLETE): each is dropped as
+    lease_lost, and the new owner counts them handed over."""
+    url, pending, collector = shared
+    events_dir = pending[0][0].parent
+    with socket.socket() as probe:  # a port nothing listens on, until its collector starts
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = agent_config(
+        tmp_path / "a0", events_dir, url, collector, endpoint=f"http://127.0.0.1:{port}"
+    )
+    configs = [down, agent_config(tmp_path / "a1", events_dir, url, collector)]
+    with ExitStack() as stack:
+        paused = stack.enter_context(spark_daemon(configs[0]))
+        queued = wait_for(
+            lambda: metric(paused.scrape(), "lineage_queue_depth", transport="http"),
+            lambda depth: depth >= APPS,
+        )
+        paused.signal(signal.SIGSTOP)
+        try:
+            other = stack.enter_context(spark_daemon(configs[1]))
+            complete(pending)
+            wait_until(collector, lambda events: len(ended(events)) >= APPS)
+            late = stack.enter_context(Collector(port=port))
+        finally:
+            paused.signal(signal.SIGCONT)
+        lost = "lineage_events_dropped_by_reason_total"
+        produced = accounting(paused.scrape(), "http")[0]
+        wait_for(
+            lambda: metric(paused.scrape(), lost, transport="http", reason="lease_lost"),
+            produced,
+        )
+        assert late.events == []  # nothing left the woken agent
+        events = list(collector.events)
+        assert not [
+            e for e in events if e["eventType"] == "START" and "parent" not in e["run"]["facets"]
+        ]
+        assert len(ended(events)) == len({e["run"]["runId"] for e in events})  # each run ended
+        keys = [(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in events]
+        assert len(keys) == len(set(keys))
+        assert queued >= APPS
+        wait_for(lambda: metric(other.scrape(), "lineage_events_handed_over_total"), produced)
+        assert_identity(paused.scrape(), "http")
+        assert_identity(other.scrape(), "http")
+
+
+def ended(events: list[dict[str, Any]]) -> set[str]:
+    return {e["run"]["runId"] for e in events if e["eventType"] in TERMINAL}
+
+
+def terms_of(postgres_server: Postgres, database: str, owner: str) -> tuple[int, int]:
+    """(events claimed, outcomes recorded) under an agent's leases, from the database."""
+    row = postgres_server.psql(
+        "SELECT coalesce(sum(claimed), 0), coalesce(sum(resolved), 0) FROM terms "
+        f"WHERE owner = '{owner}'",
+        database,
+    )
+    claimed, resolved = row.split("|")
+    return int(claimed), int(resolved)
+
+
+def wait_for(read: Any, expected: Any, seconds: float = 30) -> float:
+    """Poll `read()` until it equals `expected` (or `expected(value)` holds); its value."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = read()
+        if (expected(value) if callable(expected) else value == expected) or (
+            time.monotonic() > deadline
+        ):
+            break
+        time.sleep(0.2)
+    assert expected(value) if callable(expected) else value == expected, (value, expected)
+    return float(value)
 
 
 def status_of(agent: AgentProcess) -> dict[str, Any]:

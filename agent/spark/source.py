@@ -20,11 +20,9 @@ look costs requests: they are listed, and their unfinished logs read, once per
 `spark.store_poll_interval`; finished applications are not listed again.
 
 With a state several agents share (PostgreSQL), an application is followed only under this
-agent's lease on it. Every third of a lease one heartbeat (one round trip, in a worker
-thread like every call to the server) renews all of them, reports this agent's events that
-got an outcome, applies stops recorded by other agents, adopts what agents gone silent left
-without an outcome, and names the applications whose owner is gone: a listing then takes
-them over at once.
+agent's lease on it (`Leasing`, whose heartbeat keeps the leases): a lease found lost lets
+the application go, an application whose owner is gone is taken at the next listing, which
+the heartbeat asks for at once, and stops other agents recorded apply here.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import structlog
 
@@ -52,6 +50,7 @@ from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.records import RecordBatch
 from agent.spark.followed import Followed
+from agent.spark.leasing import Leasing
 from agent.spark.problems import LogProblems
 from agent.spark.tablemeta import DiskTableMetadata
 from agent.state.db import LogPosition
@@ -86,14 +85,15 @@ class SparkSource:
         self.health = health or HealthTracker()
         self.claims = Claims(state)
         # A state several agents share: follow only the applications this agent leases.
-        self.leases = state if isinstance(state, Leases) else None
+        self.leasing = (
+            Leasing(state, state, metrics, wanted=self._orphan_wanted, wake=self.wake)
+            if isinstance(state, Leases)
+            else None
+        )
         self.problems = LogProblems(metrics, self.health)
         # One for all applications: a table they all name is read once per version.
         self.tables = DiskTableMetadata()
         self.apps: dict[str, Followed] = {}
-        # Leases taken since this agent started whose events' outcomes are not all recorded.
-        self._terms: dict[tuple[str, int], Term] = {}
-        self._beaten = -float("inf")  # monotonic time of the last heartbeat that was answered
         self._finished: set[str] = state.finished_keys()
         self._stops = state.stop_requests()  # kept in step by request_stop
         local = [d for d in spark.event_log_dirs if not stores.is_url(d)]
@@ -127,13 +127,19 @@ class SparkSource:
             self._fs.start(loop, self.spark.poll_interval)
         last_scan = 0.0
         last_store_scan = -self.spark.store_poll_interval
+        beats = None
+        if self.leasing is not None:
+            beats = asyncio.create_task(self.leasing.run(self._terms_held, stop), name="leases")
         try:
             while not stop.is_set():
                 # Cleared before reading, so a change notified during the read wakes the
                 # next pass at once instead of waiting for Spark's next write.
                 self._wake.clear()
                 # Applications of an agent that died are taken once their lease expires.
-                orphaned = await self._beat()
+                orphaned = self.leasing is not None and self.leasing.orphaned
+                if orphaned and self.leasing is not None:
+                    self.leasing.orphaned = False
+                self._let_go_of_lost()
                 now = time.monotonic()
                 local_pass = (
                     not self._fs.available
@@ -175,6 +181,10 @@ class SparkSource:
                 stopper.cancel()
         finally:
             self._fs.stop(loop)
+            if beats is not None:
+                beats.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beats
             self.claims.new_pass()
             for app in list(self.apps.values()):
                 with contextlib.suppress(LeaseLost):
@@ -233,17 +243,14 @@ class SparkSource:
                         elif skipped:
                             skipped_as_handled += 1
                         continue
-                since = time.monotonic()
-                token = await self._take(key)
-                if token is False:
+                term = await self.leasing.take(key) if self.leasing is not None else None
+                if term is False:
                     continue
                 # An application still running when the database was lost: what its log
                 # holds already was handled too; only what it writes from now on is sent.
                 quiet = lost and await self._position(key) is None
                 self._follow(key, ref, quiet=quiet)
-                if token is not None and self.leases is not None:
-                    term = Term(key, token, since + self.leases.lease_seconds, self._margin)
-                    self.apps[key].term = self._terms[(key, token)] = term
+                self.apps[key].term = term
         if self._first_scan and self._skipped_by_horizon:
             log.info(
                 "eventlogs_skipped_by_horizon",
@@ -263,11 +270,6 @@ class SparkSource:
 
     # -- leases (a state several agents share) --------------------------------------------------
 
-    @property
-    def _margin(self) -> float:
-        """How much of a lease must remain for its events to leave (see `Term`)."""
-        return self.leases.lease_seconds / 3 if self.leases is not None else 0.0
-
     async def _position(self, key: str) -> LogPosition | None:
         try:
             return await call(self.state, self.state.position, key)
@@ -280,107 +282,45 @@ class SparkSource:
         to be skipped after all (read before, or another agent holds it)."""
         if await self._position(key) is not None:
             return None
-        token = await self._take(key)  # with leases: never marked under another's feet
-        if token is False:
+        term = await self.leasing.take(key) if self.leasing is not None else None
+        if term is False:  # with leases: never marked under another agent's feet
             return None
         position = LogPosition(key, ref.path, None, None, 0, True)
+        token = None if term is None else term.token
         try:
             stored = await self.claims.store(self.state.save_position, position, token=token)
         except LeaseLost:
             return None
-        if token is not None and self.leases is not None:
-            with contextlib.suppress(*self.state.write_errors):
-                await call(self.state, self.leases.release, key, token)
+        finally:
+            if term is not None and self.leasing is not None:
+                await self.leasing.release(term)
         if stored:
             self._finished.add(key)
         return stored
 
-    async def _take(self, key: str) -> int | Literal[False] | None:
-        """The token of this agent's new lease on a log (None without leases); False when
-        another agent holds it, another agent finished it, or the database refused."""
-        if self.leases is None:
-            return None
-        try:
-            token = await call(self.state, self.leases.acquire, key)
-            if token is None:
-                return False
-            position = await call(self.state, self.state.position, key)
-        except self.state.write_errors:
-            return False  # the next scan tries again
-        if position is not None and position.finished:  # another agent finished it
-            self._finished.add(key)
-            with contextlib.suppress(*self.state.write_errors):
-                await call(self.state, self.leases.release, key, token)
-            return False
-        log.info("lease_taken", key=key, owner=self.leases.owner, token=token)
-        return token
+    def _terms_held(self) -> list[Term]:
+        return [app.term for app in self.apps.values() if app.term is not None]
 
-    async def _beat(self) -> bool:
-        """Renew every lease of this agent's in one round trip, at most every third of a
-        lease (see the module's docstring); True when an application's owner is gone."""
-        leases = self.leases
-        if leases is None:
+    def _orphan_wanted(self, key: str) -> bool:
+        """An application whose owner is gone, under one of this agent's directories."""
+        if key in self.apps or key in self._finished:
             return False
-        now = time.monotonic()
-        if now - self._beaten < leases.lease_seconds / 3:
-            return False
-        held = {app.key: app.term.token for app in self.apps.values() if app.term is not None}
-        written = {
-            (term.key, term.token): term.resolved - term.written
-            for term in self._terms.values()
-            if term.resolved > term.written
-        }
-        try:
-            beat = await call(self.state, leases.heartbeat, held, written)
-        except self.state.write_errors:
-            # Not renewed: the events wait (`Term.holds`), claims are fenced, and a lease
-            # that expires meanwhile is found lost at the next answer.
-            return False
-        self._beaten = now
-        for (key, token), count in written.items():
-            self._terms[(key, token)].written += count
-        for key, token in held.items():
-            app = self.apps.get(key)
-            if app is None or app.term is None or app.term.token != token:
-                continue
-            if key in beat.held:
-                app.term.deadline = now + leases.lease_seconds
-            else:
-                self._lose(app)
-        for ident, term in list(self._terms.items()):
-            app = self.apps.get(term.key)
-            if (app is None or app.term is not term) and term.done:
-                del self._terms[ident]
-        for key, token, owner, events in beat.adopted:
-            self.metrics.handed_over.inc(events)
-            log.warning(
-                "events_handed_over",
-                key=key,
-                token=token,
-                owner=owner,
-                events=events,
-                detail="an agent fell silent with events whose outcome it never recorded: "
-                "the collector may have them; counted here, never sent again",
-            )
-        self._apply_stops(beat.stops)
-        return any(
-            key not in self.apps and key not in self._finished and self._ours(key)
-            for key in beat.orphans
-        )
-
-    def _ours(self, key: str) -> bool:
-        """The log is under one of this agent's directories."""
         return any(key.startswith(d.rstrip("/") + "/") for d in self.spark.event_log_dirs)
 
-    def _apply_stops(self, stops: Mapping[str, tuple[str, str]]) -> None:
-        """Stops recorded by other agents: the runs of those applications end ABORT here."""
-        for app_id, (reason, requested_by) in stops.items():
+    def _let_go_of_lost(self) -> None:
+        """Applications whose lease the heartbeat found taken; stops other agents recorded."""
+        for app in list(self.apps.values()):
+            if app.term is not None and app.term.lost:
+                self._lose(app)
+        if self.leasing is None:
+            return
+        for app_id, (reason, requested_by) in self.leasing.stops.items():
             if app_id in self._stops:
                 continue
             self._stops[app_id] = (reason, requested_by)
-            app = self.find(app_id)
-            if app is not None:
-                app.log.translator.request_stop(reason=reason, requested_by=requested_by)
+            stopped = self.find(app_id)
+            if stopped is not None:
+                stopped.log.translator.request_stop(reason=reason, requested_by=requested_by)
 
     def _lose(self, app: Followed) -> None:
         """Stop following an application whose lease this agent lost; what it still held
@@ -395,16 +335,15 @@ class SparkSource:
         log.warning(
             "lease_lost",
             key=app.key,
-            owner=self.leases.owner if self.leases else None,
+            owner=self.leasing.owner if self.leasing else None,
             token=app.token,
             held_events=len(app.pending),
             detail="another agent continues this application from the events claimed",
         )
 
     async def _release(self, app: Followed) -> None:
-        if self.leases is not None and app.token is not None:
-            with contextlib.suppress(*self.state.write_errors):
-                await call(self.state, self.leases.release, app.key, app.token)
+        if self.leasing is not None and app.term is not None:
+            await self.leasing.release(app.term)
 
     def _follow(self, key: str, ref: LogRef, *, quiet: bool = False) -> None:
         app_log = ApplicationLog(
@@ -440,6 +379,9 @@ class SparkSource:
                 continue
             if stop.is_set() or self.claims.refused:
                 return
+            if app.term is not None and app.term.lost:
+                self._lose(app)
+                continue
             if app.remote and not self._store_pass:
                 continue  # read at the store's own interval
             try:
@@ -490,9 +432,9 @@ class SparkSource:
             if reader.caught_up or reader.gone or held:  # else it stopped at its batch size
                 break
             await asyncio.sleep(0)  # a large log must not starve the deliveries
-            await self._beat()  # a long read keeps the leases
-            if self.apps.get(app.key) is not app:
-                return  # its lease was lost meanwhile
+            if app.term is not None and app.term.lost:
+                self._lose(app)
+                return
         if self.apps.get(app.key) is not app:
             return  # its lease was lost meanwhile
         if (reader.exhausted or reader.gone) and not app.log.translator.awaiting_verdict:

@@ -4,6 +4,8 @@
 Claims: each claim is one transaction marking an application's START and COMPLETE as emitted
 (what the source does per batch), over fresh run ids, on a throwaway local PostgreSQL
 (tests/pg.py, fsync off as in the tests) and on a SQLite state directory on the same disk.
+With PostgreSQL each claim is fenced by the application's lease and counted in its term, as
+the agent claims (the leases are taken before the clock starts).
 
 Failover: the time from an owner's death (SIGKILL of a child process holding the state) to
 another agent's first successful write for its application. With PostgreSQL the other agent
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.state.db import LogPosition
-from agent.state.store import StateStore
+from agent.state.store import Leases, StateStore
 from tests.bench.harness import Context, Figure, Result, median
 
 
@@ -56,9 +58,11 @@ def _claims_per_second(state: StateStore, claims: int, app: str) -> float:
     from agent.testing import sample_run_events
 
     events = list(sample_run_events(2 * claims, app=app))  # START, COMPLETE of each run
+    keys = [f"d/{app}-{i}" for i in range(0, len(events) - 1, 2)]
+    tokens = {key: state.acquire(key) for key in keys} if isinstance(state, Leases) else {}
     began = time.perf_counter()
-    for i in range(0, len(events) - 1, 2):
-        state.claim(f"d/app-{i}", events[i : i + 2])
+    for i, key in zip(range(0, len(events) - 1, 2), keys, strict=True):
+        state.claim(key, events[i : i + 2], token=tokens.get(key))
     return claims / (time.perf_counter() - began)
 
 

@@ -39,12 +39,15 @@ from agent.errors import ControlError
 from agent.service.control.bind import bind, identity
 from agent.service.control.client import MAX_REQUEST
 from agent.service.control.connections import Connections, ControlLimits
-from agent.source import ApplicationControl
+from agent.source import ApplicationControl, ApplicationStatus
 from agent.state.store import Leases, StateStore, call
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
 log = structlog.get_logger("agent.control")
+
+#: How long `status` and `describe` wait for a state server before they answer without it.
+STATE_WAIT = 5.0
 
 SOCKET_MODE = 0o660
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
@@ -274,7 +277,10 @@ class ControlServer:
         if not isinstance(state, Leases):
             return {}
         try:
-            held = await call(state, state.leases)
+            async with asyncio.timeout(STATE_WAIT):
+                held = await call(state, state.leases)
+        except TimeoutError:
+            return {"agent_id": state.owner, "leases_error": _no_answer()}
         except state.write_errors as error:
             return {"agent_id": state.owner, "leases_error": str(error)}
         return {
@@ -292,18 +298,14 @@ class ControlServer:
         app = apps.application(app_id) if apps else None
         state = agent.state_db
         ledger: list[dict[str, Any]] = []
-        emitted = []
+        emitted: list[dict[str, str]] = []
         stop = None
         if state is not None:
             try:
-                ledger = await call(state, state.ledger_for, app_id)
-                key = app.key if app else await call(state, state.app_key_for, app_id)
-                if key is not None:
-                    emitted = [
-                        {"run_id": r, "job_name": j, "event_type": t, "event_time": e}
-                        for r, j, t, e in await call(state, state.emitted_for, key)
-                    ]
-                stop = await call(state, state.stop_request, app_id)
+                async with asyncio.timeout(STATE_WAIT):
+                    ledger, emitted, stop = await self._stored(state, app_id, app)
+            except TimeoutError:
+                raise ControlError(_no_answer()) from None
             except state.write_errors as error:
                 raise ControlError(f"the state database did not answer: {error}") from None
         if app is None and not emitted and not ledger:
@@ -317,6 +319,21 @@ class ControlServer:
             "health": agent.health.get(app_id).as_dict(),
             "stop": stop,
         }
+
+    @staticmethod
+    async def _stored(
+        state: StateStore, app_id: str, app: ApplicationStatus | None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, str]], tuple[str, str] | None]:
+        """An application's ledger, emitted events and stop request, from the database."""
+        ledger = await call(state, state.ledger_for, app_id)
+        key = app.key if app else await call(state, state.app_key_for, app_id)
+        emitted = []
+        if key is not None:
+            emitted = [
+                {"run_id": r, "job_name": j, "event_type": t, "event_time": e}
+                for r, j, t, e in await call(state, state.emitted_for, key)
+            ]
+        return ledger, emitted, await call(state, state.stop_request, app_id)
 
     async def _exec_end(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         """How a command run by `lineage-agent exec` ended: kept in the state database until
@@ -408,3 +425,7 @@ def _app_id(request: dict[str, Any]) -> str:
     if not isinstance(app_id, str) or not app_id:
         raise ControlError("an application id is required")
     return app_id
+
+
+def _no_answer() -> str:
+    return f"the state database did not answer within {STATE_WAIT:g} s"
