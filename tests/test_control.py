@@ -249,6 +249,7 @@ class _SharedState:
     owner = "agent-a"
     lease_seconds = 30.0
     write_errors = (OSError,)
+    remote = True
 
     def __init__(self) -> None:
         self.threads: list[int] = []
@@ -267,10 +268,7 @@ class _SharedState:
     def release(self, app_key: str, token: int) -> None:
         return None
 
-    def claim(self, app_key: str, events: Any, *, token: int | None = None) -> list[Any]:
-        return []
-
-    def save_position(self, position: Any, *, token: int | None = None) -> None:
+    def heartbeat(self, held: Any, written: Any) -> Any:
         return None
 
 
