@@ -117,23 +117,25 @@ def test_a_lease_is_one_agents_until_it_expires(state_url: str) -> None:
 
 
 def test_a_fenced_write_after_the_lease_was_lost_is_refused(state_url: str) -> None:
-    """An agent whose lease expired and was taken cannot claim nor move the position."""
+    """An agent whose lease expired and was taken cannot claim nor move the position; one
+    whose lease expired with nobody taking it still can (nobody else could claim)."""
     a = PostgresState(state_url, owner="a", lease_seconds=1.0)
     b = PostgresState(state_url, owner="b", lease_seconds=30.0)
-    events = list(sample_run_events(2))
+    events = list(sample_run_events(3))
     token = a.acquire("d/app-1")
     assert token is not None
     assert a.claim("d/app-1", events[:1], token=token) == events[:1]
     time.sleep(1.2)  # paused past its lease
-    with pytest.raises(LeaseLost):
-        a.claim("d/app-1", events, token=token)  # expired: refused even before a takeover
+    assert a.claim("d/app-1", events[:2], token=token) == events[1:2]  # expired, not taken
     taken = b.acquire("d/app-1")
     assert taken == token + 1
+    with pytest.raises(LeaseLost):
+        a.claim("d/app-1", events, token=token)
     with pytest.raises(LeaseLost):
         a.save_position(LogPosition("d/app-1", "/l", None, None, 10, False), token=token)
     # Not a refusal to wait out: the application is let go.
     assert not isinstance(LeaseLost("x"), a.write_errors)
-    assert b.claim("d/app-1", events, token=taken) == events[1:]
+    assert b.claim("d/app-1", events, token=taken) == events[2:]
     assert b.claim("d/app-1", events, token=taken) == []  # all claimed, the lease still held
     other = list(sample_run_events(2, app="other"))
     assert b.claim("d/app-2", [*other, *other]) == other  # a repeat in a batch counts once

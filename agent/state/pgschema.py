@@ -83,7 +83,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 CLAIM = """
 WITH fence AS (
     SELECT 1 FROM leases WHERE %(fenced)s AND app_key = %(app_key)s AND owner = %(owner)s
-    AND token = %(token)s AND expires > now() FOR UPDATE
+    AND token = %(token)s FOR UPDATE
 ), inserted AS (
     INSERT INTO emitted
     SELECT run, key, %(app_key)s, job, type, time

@@ -24,9 +24,11 @@ of a newer agent is refused rather than written with an older schema.
 Leases and fencing: `acquire` gives an application to this agent when nobody holds it or its
 holder's lease expired, and raises the lease's `token` by one at every change of owner.
 `claim` and `save_position` with a lease check in the same transaction (the lease row locked
-`FOR UPDATE`) that this agent still holds that token and that it has not expired by the
-server's clock; an agent paused past its lease (SIGSTOP) and resumed cannot write for an
-application it lost. Whatever it claimed before the pause is claimed for every agent: the
+`FOR UPDATE`) that this agent still holds that token; an agent paused past its lease
+(SIGSTOP) and resumed cannot write for an application another agent took. A lease that
+expired with nobody taking it still carries this agent's token, and nobody else can have
+claimed meanwhile: its writes go on, so a database outage longer than a lease does not move
+every application. Whatever it claimed before the pause is claimed for every agent: the
 `emitted` primary key makes a second emission of the same event impossible across agents.
 
 Terms: every token is a row of `terms` counting the events claimed under it (in the claim's
@@ -285,8 +287,7 @@ class PostgresState:
 
     def _fence(self, conn: psycopg.Connection[Any], app_key: str, token: int) -> None:
         row = conn.execute(
-            "SELECT 1 FROM leases WHERE app_key = %s AND owner = %s AND token = %s "
-            "AND expires > now() FOR UPDATE",
+            "SELECT 1 FROM leases WHERE app_key = %s AND owner = %s AND token = %s FOR UPDATE",
             (app_key, self.owner, token),
         ).fetchone()
         if row is None:

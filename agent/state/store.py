@@ -186,8 +186,8 @@ class Leases(Protocol):
 
     `acquire` gives this agent an application (or renews its lease) and returns the lease's
     fencing token, None while another agent holds it. A claim or position write given that
-    token raises LeaseLost unless the lease is still this agent's and unexpired, checked by
-    the database in the same transaction as the write.
+    token raises LeaseLost once another agent took the application (its token moved on),
+    checked by the database in the same transaction as the write.
 
     Each token is a term: the events claimed under it are counted in the database, and the
     agent adds those that got an outcome (`heartbeat`). When an agent falls silent for a
