@@ -180,9 +180,14 @@ def test_one_heartbeat_renews_every_lease_and_names_those_lost(state_url: str) -
     assert b.acquire("d/app-3") == 2
     a.save_position(LogPosition("d/app-2", "/l", None, None, 5, True))  # finished
     b.record_stop("app-1", "maintenance", "uid 0 (root)")
+    b.record_stop("app-0", "long ago", "uid 0 (root)")
+    with psycopg.connect(state_url, autocommit=True) as conn:  # as if two hours old
+        conn.execute("UPDATE stops SET time = time - 7200 WHERE app_id = 'app-0'")
     beat = a.heartbeat(held, {})
     assert beat.held == {"d/app-1", "d/app-2"}  # expired, nobody took them: still a's
+    # The recent stops only: an agent that starts reads them all.
     assert beat.stops == {"app-1": ("maintenance", "uid 0 (root)")}
+    assert set(a.stop_requests()) == {"app-0", "app-1"}
     assert beat.orphans == frozenset()
     assert a.leases()["d/app-1"][:2] == ("a", 1)
     time.sleep(1.2)

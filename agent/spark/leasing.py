@@ -51,7 +51,7 @@ class Leasing:
         # Terms of leases taken since this agent started whose outcomes are not all recorded.
         self.terms: dict[tuple[str, int], Term] = {}
         self.orphaned = False  # an application whose owner is gone waits to be listed
-        self.stops: Mapping[str, tuple[str, str]] = {}  # every stop recorded, latest beat
+        self.stops: Mapping[str, tuple[str, str]] = {}  # stops of the last hour, latest beat
 
     @property
     def owner(self) -> str:

@@ -137,6 +137,12 @@ ADOPT = (
     "AND l.token = t.token AND l.expires > now()) "
     "RETURNING t.app_key, t.token, t.owner, t.claimed - t.resolved"
 )
+#: Stops recorded in the last hour (by the recording agent's clock, so an hour of skew is
+#: tolerated): every live agent sees a stop within a heartbeat, and one that starts reads
+#: them all, so each beat carries only the recent ones, however many piled up.
+RECENT_STOPS = (
+    "SELECT app_id, reason, requested_by FROM stops WHERE time > EXTRACT(EPOCH FROM now()) - 3600"
+)
 #: Ended terms with nothing left to account for; agents silent for a day.
 PRUNE = (
     "DELETE FROM terms t WHERE (t.claimed = t.resolved OR t.adopted_by IS NOT NULL) "

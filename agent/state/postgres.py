@@ -63,6 +63,7 @@ from agent.state.pgschema import (
     MIGRATIONS,
     ORPHANS,
     PRUNE,
+    RECENT_STOPS,
     RENEW,
     SCHEMA_VERSION,
 )
@@ -270,10 +271,7 @@ class PostgresState:
             )
             for statement in PRUNE:
                 conn.execute(statement)
-            stops = {
-                row[0]: (row[1], row[2])
-                for row in conn.execute("SELECT app_id, reason, requested_by FROM stops")
-            }
+            stops = {row[0]: (row[1], row[2]) for row in conn.execute(RECENT_STOPS)}
         return Heartbeat(renewed, orphans, adopted, stops)
 
     @_serialized

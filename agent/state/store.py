@@ -177,7 +177,7 @@ class Heartbeat:
     # (key, token, owner, events) of leases of agents gone silent whose events had no
     # recorded outcome: taken over by this agent, which counts them (`handed_over`).
     adopted: tuple[tuple[str, int, str, int], ...]
-    stops: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    stops: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # the recent ones
 
 
 @runtime_checkable
