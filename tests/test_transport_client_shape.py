@@ -143,17 +143,21 @@ async def test_https_collector_through_a_connect_proxy(ca: trustme.CA, tmp_path:
         assert "proxy-authorization" not in collector.requests[0].headers
 
 
+async def send_one(url: str, environ: dict[str, str]) -> None:
+    """One event to `url` through a transport with that proxy environment."""
+    transport = HttpTransport(HttpConfig(endpoint=url), token=None, environ=environ)
+    try:
+        await transport.send([envelope(1)])
+    finally:
+        await transport.aclose()
+
+
 async def test_http_collector_through_a_forward_proxy() -> None:
     """HTTP_PROXY: the request goes to the proxy in absolute form; the collector gets it
     without the proxy's credentials."""
     with Collector() as collector, TinyProxy(require=PROXY_AUTH) as proxy:
         url = f"http://{UNRESOLVABLE}:{collector.port}/api/v1/lineage"
-        env = {"http_proxy": proxy.url.replace("http://", "http://agent:pw-5678@")}
-        transport = HttpTransport(HttpConfig(endpoint=url), token=None, environ=env)
-        try:
-            await transport.send([envelope(1)])
-        finally:
-            await transport.aclose()
+        await send_one(url, {"http_proxy": proxy.url.replace("http://", "http://agent:pw-5678@")})
         (request,) = collector.requests
         assert (request.path, request.body) == ("/api/v1/lineage", run_event(1))
         assert "proxy-authorization" not in request.headers
@@ -166,12 +170,7 @@ async def test_percent_encoded_proxy_password_is_decoded_once() -> None:
     expected = "Basic " + base64.b64encode(b"agent:pw%41").decode()
     with Collector() as collector, TinyProxy(require=expected) as proxy:
         url = f"http://{UNRESOLVABLE}:{collector.port}/api/v1/lineage"
-        env = {"http_proxy": proxy.url.replace("http://", "http://agent:pw%2541@")}
-        transport = HttpTransport(HttpConfig(endpoint=url), token=None, environ=env)
-        try:
-            await transport.send([envelope(1)])
-        finally:
-            await transport.aclose()
+        await send_one(url, {"http_proxy": proxy.url.replace("http://", "http://agent:pw%2541@")})
         assert [r.body for r in collector.requests] == [run_event(1)]
 
 

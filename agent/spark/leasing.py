@@ -57,6 +57,11 @@ class Leasing:
     def owner(self) -> str:
         return self.leases.owner
 
+    def take_orphaned(self) -> bool:
+        """Whether a heartbeat named an orphan since the last call (a listing is due)."""
+        orphaned, self.orphaned = self.orphaned, False
+        return orphaned
+
     async def take(self, key: str) -> Term | Literal[False]:
         """A new lease on a log, as its term; False when another agent holds it, another
         agent finished it, or the database refused (the next listing tries again)."""

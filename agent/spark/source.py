@@ -136,9 +136,7 @@ class SparkSource:
                 # next pass at once instead of waiting for Spark's next write.
                 self._wake.clear()
                 # Applications of an agent that died are taken once their lease expires.
-                orphaned = self.leasing is not None and self.leasing.orphaned
-                if orphaned and self.leasing is not None:
-                    self.leasing.orphaned = False
+                orphaned = self.leasing is not None and self.leasing.take_orphaned()
                 self._let_go_of_lost()
                 now = time.monotonic()
                 local_pass = (
@@ -292,7 +290,7 @@ class SparkSource:
         except LeaseLost:
             return None
         finally:
-            if term is not None and self.leasing is not None:
+            if term is not None and self.leasing is not None:  # a term comes with leasing
                 await self.leasing.release(term)
         if stored:
             self._finished.add(key)
