@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,10 +24,12 @@ import yaml
 from agent.commands import views
 from tests.agentproc import AgentProcess, accounting, assert_identity, keygen, metric
 from tests.collector import Collector
+from tests.otheruser import give, public_dir
 from tests.pg import Postgres
 from tests.pg_plugin import fresh_database, url_of
 from tests.spark_logs import SparkLogs
 from tests.spark_scenarios import spark_daemon
+from tests.test_other_user import other_agent
 
 APPS = 4
 LEASE = "3s"
@@ -367,3 +370,43 @@ def control(agent: AgentProcess, request: dict[str, Any]) -> dict[str, Any]:
         check=True,
     )
     return dict(json.loads(out.stdout))
+
+
+def test_an_agent_as_the_units_user_shares_the_state(
+    shared: tuple[str, list[tuple[Path, str]], Collector],
+    postgres_server: Postgres,
+    public_agent: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the shipped unit runs it: uid 65534 from the world-readable install, its password
+    in a 0600 file of its own (no PG variables), beside an agent run as root; every run ends
+    once and the password shows nowhere."""
+    url, pending, collector = shared
+    monkeypatch.delenv("PGPASSWORD")
+    base = public_dir("lineage-ha-")
+    try:
+        events_dir = base / "events"
+        shutil.copytree(pending[0][0].parent, events_dir)
+        for path in [events_dir, *events_dir.iterdir()]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        config = agent_config(base / "agent", events_dir, url, collector)
+        settings = yaml.safe_load(config.read_text())
+        secret = base / "agent" / "state-password"
+        secret.write_text(postgres_server.password + "\n")
+        secret.chmod(0o600)
+        settings["state_password_file"] = str(secret)
+        config.write_text(yaml.safe_dump(settings))
+        give([base / "agent", *(base / "agent").rglob("*")])
+        moved = [(events_dir / path.name, rest) for path, rest in pending]
+        with other_agent(public_agent, config) as agent:
+            wait_until(collector, started)
+            complete(moved)
+            events = wait_until(collector, finished)
+            time.sleep(1.0)
+            assert_once(list(collector.events))
+            assert metric(agent.scrape(), "lineage_state_leases_held") == 0
+            assert_identity(agent.scrape(), "http")
+            assert postgres_server.password not in agent.raw_output()
+        assert events
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
