@@ -21,7 +21,7 @@ from agent.config.model import (
     KafkaTransportConfig,
     Secret,
 )
-from agent.delivery.transports.http import check_endpoint
+from agent.delivery.transports.http.settings import check_endpoint
 from agent.errors import ConfigError, StartError
 from agent.service.preflight import check_startup
 

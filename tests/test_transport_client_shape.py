@@ -19,7 +19,7 @@ import yaml
 from agent.config.model import HttpConfig, KafkaTransportConfig, LineageConfig
 from agent.delivery.transports import factory
 from agent.delivery.transports.console import ConsoleTransport
-from agent.delivery.transports.http import HttpTransport
+from agent.delivery.transports.http.transport import HttpTransport
 from agent.errors import DeliveryError, NotSent, StartError, TransportFailure, Unconfirmed
 from agent.telemetry import logs
 from tests.agentproc import assert_identity, keygen, metric, run_agent, write_config

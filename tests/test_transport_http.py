@@ -20,7 +20,8 @@ import trustme
 from agent import __version__
 from agent.config.model import HttpAuth, HttpConfig
 from agent.delivery.envelope import Envelope
-from agent.delivery.transports.http import HttpTransport, check_endpoint
+from agent.delivery.transports.http.settings import check_endpoint
+from agent.delivery.transports.http.transport import HttpTransport
 from agent.errors import DeliveryError, NotSent, StartError, TransportFailure, Unconfirmed
 from tests.collector import Collector, closed_port, slow
 from tests.olschema import example_run_event

@@ -20,7 +20,7 @@ import trustme
 
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
-from agent.delivery.transports.http import HttpTransport
+from agent.delivery.transports.http.transport import HttpTransport
 from agent.errors import NotSent, Unconfirmed
 
 Answer = Callable[[int], bytes]  # the answer to the n-th request (0-based) on the server
@@ -164,7 +164,7 @@ async def test_expired_idle_connection_is_not_reused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A connection idle past the keep-alive expiry is closed and a new one opened."""
-    monkeypatch.setattr("agent.delivery.transports.http._KEEPALIVE_EXPIRY", 0.05)
+    monkeypatch.setattr("agent.delivery.transports.http.pool._KEEPALIVE_EXPIRY", 0.05)
     server = await serve(always(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"))
     transport = HttpTransport(HttpConfig(endpoint=server.url), token=None)
     transports.append(transport)

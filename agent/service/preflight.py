@@ -3,7 +3,7 @@
 
 `check_startup` checks the signing key (readable, private, well-formed; at start, made when
 there is none: `agent.service.nodekey`), the http transport's
-endpoints, bearer token and CA bundle (`transports.http`: the rules the transport applies),
+endpoints, bearer token and CA bundle (`transports.http.settings`: the rules the transport applies),
 the file transport's path (`transports.file.check_path`) and that the state directory can be
 created. For `run` (`service=True`) every problem is a StartError. For `config check`
 (`service=False`) a problem that may be only this shell's (a file this user may not read or
@@ -38,8 +38,13 @@ from agent.config.redact import redact_http_url
 from agent.delivery.signing import load_signing_key
 from agent.delivery.transports.factory import kafka_available
 from agent.delivery.transports.file import check_path
-from agent.delivery.transports.http import check_headers, check_urls, read_token, tls_context
-from agent.delivery.transports.proxy import check_proxy
+from agent.delivery.transports.http.proxy import check_proxy
+from agent.delivery.transports.http.settings import (
+    check_headers,
+    check_urls,
+    read_token,
+    tls_context,
+)
 from agent.errors import KeyFileError, StartError
 from agent.service.nodekey import make_key, missing_key_note
 from agent.spark.eventlog import stores

@@ -103,7 +103,7 @@ async def _agent(
     from agent.delivery.signing import Signer
     from agent.delivery.transports.base import Transport
     from agent.delivery.transports.factory import lanes_for
-    from agent.delivery.transports.http import HttpTransport
+    from agent.delivery.transports.http.transport import HttpTransport
     from agent.state.db import StateDB
     from agent.telemetry.health import HealthTracker
     from agent.telemetry.metrics import Metrics

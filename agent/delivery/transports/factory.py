@@ -11,8 +11,9 @@ from agent.config.model import LineageConfig
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.file import FileTransport
-from agent.delivery.transports.http import HttpTransport, check_endpoint, secret_headers
-from agent.delivery.transports.proxy import proxy_secrets
+from agent.delivery.transports.http.proxy import proxy_secrets
+from agent.delivery.transports.http.settings import check_endpoint, secret_headers
+from agent.delivery.transports.http.transport import HttpTransport
 from agent.errors import StartError
 from agent.telemetry import logs
 

@@ -81,7 +81,7 @@ def proxy_for(url: httpx.URL, environ: Mapping[str, str]) -> Proxy | None:
 
 def check_proxy(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> None:
     """StartError when a proxy variable names a proxy the transport cannot use for one of
-    the collector's URLs (see `agent.delivery.transports.proxy`)."""
+    the collector's URLs (see `agent.delivery.transports.http.proxy`)."""
     for url in (config.endpoint, config.batch_endpoint):
         if url is not None:
             proxy_for(httpx.URL(url), environ)
