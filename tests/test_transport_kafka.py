@@ -17,7 +17,8 @@ from confluent_kafka import Consumer
 from agent.config.loader import parse_config, redacted
 from agent.config.model import KafkaTransportConfig
 from agent.delivery.envelope import Envelope
-from agent.delivery.transports.kafka import KafkaTransport, producer_settings
+from agent.delivery.transports.kafka.settings import producer_settings
+from agent.delivery.transports.kafka.transport import KafkaTransport
 from agent.errors import ConfigError, DeliveryError, NotSent, StartError, Unconfirmed
 from tests.collector import closed_port
 from tests.kafka import Kafka, running_kafka

@@ -81,7 +81,7 @@ async def _agent(
     from agent.delivery.queue import BoundedQueue
     from agent.delivery.signing import Signer
     from agent.delivery.transports.factory import lanes_for
-    from agent.delivery.transports.kafka import KafkaTransport
+    from agent.delivery.transports.kafka.transport import KafkaTransport
     from agent.telemetry.health import HealthTracker
     from agent.telemetry.metrics import Metrics
 

@@ -19,7 +19,7 @@ from agent.telemetry import logs
 
 #: Imported only when a kafka transport is configured: its client library (librdkafka)
 #: is not needed by agents that never use it.
-KAFKA_MODULE: Final = "agent.delivery.transports.kafka"
+KAFKA_MODULE: Final = "agent.delivery.transports.kafka.transport"
 #: The client library that module imports: the agent's own module is always there, the
 #: library only where it was installed.
 KAFKA_CLIENT: Final = "confluent_kafka"
@@ -81,7 +81,7 @@ def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
     return 1, 256
 
 
-#: Kafka records awaiting their report at once (`transports.kafka.LANES`, kept here so that
+#: Kafka records awaiting their report at once (`transports.kafka.settings.LANES`, kept here so that
 #: sizing a queue does not load librdkafka).
 KAFKA_LANES = 64
 

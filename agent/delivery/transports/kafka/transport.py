@@ -7,17 +7,11 @@ retriable error, a request timeout included, until the batch expires, and offers
 turn that off, so a record the broker wrote but did not acknowledge in time is written again;
 librdkafka sends a record at most once with `message.send.max.retries: 0` and says in the
 delivery report why a record failed.
-
-Forced settings, refused when written otherwise: `enable.idempotence: false` and
-`message.send.max.retries` (alias `retries`) 0, no `transactional.id`. `acks` and everything
-else (`security.protocol`, `sasl.*`, `ssl.*`, `compression.type`, `linger.ms`) are passed
-through as written; values of secret settings (`sasl.password`, `ssl.key.password`, ...) never
-reach a log line. Defaults the agent sets when the config does not: `message.timeout.ms`
-10000 (librdkafka's is five minutes), `linger.ms` 1 and `client.id` lineage-agent.
+Forced and default settings: `settings`; what each outcome of a record means: `outcomes`.
 
 Order and keys: the record key is the event's runId (or `message_key` for every record), so a
 run's events land in one partition. The pipeline hands this transport batches of one on
-`LANES` lanes, a run always on the same lane, and a lane produces its next record only once
+`settings.LANES` lanes, a run always on the same lane, and a lane produces its next record only once
 the delivery report of the previous one came: a run's later event never leaves while an
 earlier one is unresolved, whatever `max.in.flight` says.
 
@@ -25,28 +19,6 @@ Bounded buffering: librdkafka holds at most one awaited record per lane, each of
 event the agent's queue still counts as in flight, so the queue's bound covers both. Its
 `queue.buffering.max.messages` is capped at the lanes (or the queue size, when smaller) plus
 one record per lane whose report was served but which librdkafka has not released yet.
-
-Outcomes, from the delivery report (or from `produce` refusing the record at once):
-- delivered: the broker acknowledged the record as `acks` asks;
-- `NotSent` (provably never left, so the pipeline keeps the event and produces it again):
-  `connect` when the record was not produced at all because no broker answers (below),
-  `unavailable` when the broker answered that it wrote nothing (no leader, not enough
-  replicas), `buffer_full` when the producer's own buffer was full;
-- `Unconfirmed` (the broker may have written it; never resent): `timeout` for
-  `_MSG_TIMED_OUT` and the request timeouts, or no report within `message.timeout.ms` plus a
-  margin, `network` (the connection broke with the request in flight), `shutdown`;
-- `DeliveryError` (dropped): `too_large` (over `message.max.bytes` or the broker's limit),
-  `refused` (any other answer of the broker: authorization, unknown topic, policy, ...).
-
-`_MSG_TIMED_OUT` is unconfirmed although a record that waited in the producer's queue for a
-broker and never left ends with it too: librdkafka gives a produce request that timed out in
-flight, which the broker may have written, the same code (rdkafka_request.c translates it),
-and confluent-kafka does not expose the persistence status that would tell them apart. So
-that an outage does not turn every record into an unconfirmed one, the transport produces
-nothing while it has reason to doubt the brokers (at start, after a connection error or a
-timed-out record): it first asks a broker for the topic's metadata (one request for all
-lanes, at most `PROBE_TIMEOUT`), and until one answers, each record is `NotSent("connect")`
-without being produced. What an outage costs is then the records in flight when it began.
 
 The producer's callbacks run in one thread of this transport that polls librdkafka; the
 reports one poll served go to the event loop together, with one `call_soon_threadsafe`.
@@ -63,25 +35,19 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import confluent_kafka
 import structlog
 from confluent_kafka import KafkaError, KafkaException
 
-from agent.config.model import (
-    KAFKA_FIXED,
-    KAFKA_REFUSED,
-    KafkaTransportConfig,
-    is_secret_setting,
-)
+from agent.config.model import KafkaTransportConfig
 from agent.delivery.envelope import Envelope
+from agent.delivery.transports.kafka.outcomes import TROUBLE, failure
+from agent.delivery.transports.kafka.settings import producer_settings, secret_values, timeout_ms
 from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
 
-#: Lanes (records awaiting their report at once); a run always maps to the same lane. The
-#: factory sizes the queue with the same number (`factory.KAFKA_LANES`).
-LANES: Final = 64
 #: Seconds the transport waits for a report beyond `message.timeout.ms` before it stops
 #: waiting and counts the event unconfirmed (librdkafka ends an in-flight request later).
 REPORT_MARGIN: Final = 5.0
@@ -93,99 +59,9 @@ CLOSE_FLUSH: Final = 1.0
 CLIENT_LOG_EVERY: Final = 60.0
 _POLL: Final = 0.1  # seconds one poll of the reporting thread waits for a report
 
-#: The agent's defaults, each with librdkafka's other names for it: a default is left out
-#: when the config writes the setting under any of its names.
-_DEFAULTS: Final[Mapping[tuple[str, ...], str]] = {
-    ("message.timeout.ms", "delivery.timeout.ms"): "10000",
-    ("linger.ms", "queue.buffering.max.ms"): "1",
-    ("client.id",): "lineage-agent",
-}
-
-_NOT_SENT: Final = {
-    KafkaError._PURGE_QUEUE: "connect",
-    KafkaError.NOT_LEADER_FOR_PARTITION: "unavailable",
-    KafkaError.LEADER_NOT_AVAILABLE: "unavailable",
-    KafkaError.NOT_ENOUGH_REPLICAS: "unavailable",
-}
-_UNCONFIRMED: Final = {
-    # librdkafka reports a produce request that timed out in flight (possibly written) as
-    # _MSG_TIMED_OUT too, like a record that never left its queue; the report cannot tell
-    # them apart, so neither is produced again.
-    KafkaError._MSG_TIMED_OUT: "timeout",
-    KafkaError._TIMED_OUT: "timeout",
-    KafkaError.REQUEST_TIMED_OUT: "timeout",
-    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "timeout",
-    KafkaError._TRANSPORT: "network",
-    KafkaError.NETWORK_EXCEPTION: "network",
-    KafkaError._PURGE_INFLIGHT: "shutdown",
-}
-_TOO_LARGE: Final = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE}
-#: Client errors and delivery reports that make the brokers' reachability doubtful: records
-#: are produced again only once a metadata request was answered (`_reachable`).
-_TROUBLE: Final = {
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._TRANSPORT,
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._AUTHENTICATION,
-    KafkaError._SSL,
-    KafkaError._RESOLVE,
-}
-
 log = structlog.get_logger(__name__)
 
 _Report = tuple["asyncio.Future[KafkaError | None]", "KafkaError | None"]  # a record's report
-
-
-def producer_settings(config: KafkaTransportConfig, queue_size: int) -> dict[str, str]:
-    """The librdkafka settings the producer is built with; StartError names the key of a
-    setting that would break at-most-once delivery."""
-    # The loader refuses these with file and line; a config made in code meets them here.
-    for name, fixed in KAFKA_FIXED.items():
-        value = config.config.get(name)
-        if value is not None and value.strip().lower() != fixed:
-            raise StartError(
-                f"lineage.kafka.config.{name}: must be {fixed} (at-most-once delivery: "
-                "the producer never sends a record twice)"
-            )
-    for name in KAFKA_REFUSED:
-        if name in config.config:
-            raise StartError(
-                f"lineage.kafka.config.{name}: transactions are not supported "
-                "(they retry until a record is written, which at-most-once delivery forbids)"
-            )
-    settings = {
-        names[0]: value
-        for names, value in _DEFAULTS.items()
-        if not any(name in config.config for name in names)
-    }
-    settings.update(config.config)
-    settings.pop("retries", None)  # an alias of message.send.max.retries
-    settings["enable.idempotence"] = "false"
-    settings["message.send.max.retries"] = "0"
-    # A record's report reaches its lane a moment before librdkafka releases the record, so
-    # the lane's next record may briefly meet it there: room for one of those per lane.
-    bound = max(1, min(LANES, queue_size)) + LANES
-    written = settings.get("queue.buffering.max.messages")
-    if written is None or not written.isdigit() or int(written) > bound:
-        settings["queue.buffering.max.messages"] = str(bound)
-    return settings
-
-
-def _timeout_ms(settings: Mapping[str, str]) -> float:
-    """`message.timeout.ms` (or its other name) as a number; StartError when it is none."""
-    name = "message.timeout.ms" if "message.timeout.ms" in settings else "delivery.timeout.ms"
-    try:
-        value = float(settings[name])
-    except (KeyError, ValueError):
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise StartError(f"lineage.kafka.config.{name}: expected a number of milliseconds")
-    return value
-
-
-def secret_values(config: KafkaTransportConfig) -> list[str]:
-    """The values of secret settings, for the log scrubber."""
-    return [value for name, value in config.config.items() if is_secret_setting(name)]
 
 
 class KafkaTransport:
@@ -205,7 +81,7 @@ class KafkaTransport:
             )
         except (KafkaException, ValueError, TypeError) as exc:
             raise StartError(f"lineage.kafka.config: {self._hide(str(exc))}") from None
-        self._wait = _timeout_ms(settings) / 1000 + REPORT_MARGIN
+        self._wait = timeout_ms(settings) / 1000 + REPORT_MARGIN
         # Filled by the producer's delivery callbacks, which run only in the reports' thread
         # (inside its `poll`, or the closing `flush` once that thread ended).
         self._reports: list[tuple[asyncio.AbstractEventLoop, _Report]] = []
@@ -258,7 +134,7 @@ class KafkaTransport:
         except BufferError:
             raise NotSent("buffer_full", "the producer's buffer is full") from None
         except KafkaException as exc:
-            raise _failure(exc.args[0], self._topic) from None
+            raise failure(exc.args[0], self._topic) from None
         try:
             async with asyncio.timeout(self._wait):
                 error = await report
@@ -267,7 +143,7 @@ class KafkaTransport:
                 "timeout", f"no delivery report within {self._wait:g}s (topic {self._topic})"
             ) from None
         if error is not None:
-            raise _failure(error, self._topic)
+            raise failure(error, self._topic)
 
     async def _reachable(self) -> str | None:
         """Ask a broker for the topic's metadata (one request for every lane that waits);
@@ -344,14 +220,14 @@ class KafkaTransport:
         _message: Any,
     ) -> None:
         """A record's delivery report (the producer's callback, in the reports' thread)."""
-        if error is not None and error.code() in _TROUBLE:
+        if error is not None and error.code() in TROUBLE:
             self._trouble += 1
         self._reports.append((loop, (future, error)))
 
     def _client_error(self, error: KafkaError) -> None:
         # Connection trouble stops producing until a broker answers again; it shows in the
         # pipeline's log line, so only a fatal error (the producer is unusable) gets its own.
-        if error.code() in _TROUBLE:
+        if error.code() in TROUBLE:
             self._trouble += 1
         if error.fatal():
             log.error("kafka_client_fatal", code=error.name(), detail=self._hide(error.str()))
@@ -373,27 +249,6 @@ def _settle(reports: list[_Report]) -> None:
 def _answer(future: asyncio.Future[str | None], problem: str | None) -> None:
     if not future.done():
         future.set_result(problem)
-
-
-def _failure(error: KafkaError, topic: str) -> DeliveryError | NotSent | Unconfirmed:
-    """The TransportFailure that a librdkafka error means for the record."""
-    code = error.code()
-    detail = f"{error.name()}: {error.str()} (topic {topic})"
-    not_sent = _NOT_SENT.get(code)
-    if not_sent == "connect":
-        return NotSent("connect", detail)
-    if not_sent == "unavailable":
-        return NotSent("unavailable", detail)
-    unconfirmed = _UNCONFIRMED.get(code)
-    if unconfirmed == "timeout":
-        return Unconfirmed("timeout", detail)
-    if unconfirmed == "network":
-        return Unconfirmed("network", detail)
-    if unconfirmed == "shutdown":
-        return Unconfirmed("shutdown", detail)
-    if code in _TOO_LARGE:
-        return DeliveryError("too_large", detail)
-    return DeliveryError("refused", detail)
 
 
 class _ClientLog:
