@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config.loader import parse_config, redacted
+from agent.config.loader import parse_config
 from agent.config.model import (
     AgentConfig,
     FileConfig,
@@ -21,6 +21,7 @@ from agent.config.model import (
     KafkaTransportConfig,
     Secret,
 )
+from agent.config.redact import redacted
 from agent.delivery.transports.http.settings import check_endpoint
 from agent.errors import ConfigError, StartError
 from agent.service.preflight import check_startup

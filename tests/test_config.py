@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config.loader import load_config, parse_config, redacted
+from agent.config.loader import load_config, parse_config
 from agent.config.model import (
     DEFAULT_PROPERTIES_FACET,
     AgentConfig,
@@ -24,6 +24,7 @@ from agent.config.model import (
     HttpConfig,
     LineageConfig,
 )
+from agent.config.redact import redacted
 from agent.errors import ConfigError
 from agent.spark.application import translate_options
 

@@ -14,8 +14,9 @@ import orjson
 import pytest
 from confluent_kafka import Consumer
 
-from agent.config.loader import parse_config, redacted
+from agent.config.loader import parse_config
 from agent.config.model import KafkaTransportConfig
+from agent.config.redact import redacted
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.kafka.settings import producer_settings
 from agent.delivery.transports.kafka.transport import KafkaTransport
