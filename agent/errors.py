@@ -19,7 +19,7 @@
         ├── CodecUnavailable     a codec whose library is not installed
         └── CorruptStream        bytes that are not a valid stream (`offset`, `partial`)
 
-`cli.py` alone turns them into exit codes: ConfigError and StartError are 78 (EX_CONFIG), so
+The commands alone turn them into exit codes: ConfigError and StartError are 78 (EX_CONFIG), so
 that systemd's RestartPreventExitStatus=78 stops a restart loop.
 """
 

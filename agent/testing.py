@@ -151,7 +151,7 @@ class RecordingTransport:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the real daemon with a MemorySource (used by process-level tests and the demo)."""
-    from agent.commands.cli import run_daemon
+    from agent.commands.run import run_daemon
     from agent.service.control.connections import ControlLimits
 
     defaults = ControlLimits()

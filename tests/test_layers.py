@@ -83,10 +83,10 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert cycles(imports) == [["pkg.a", "pkg.b", "pkg.c"]]
 
 
-def test_only_cli_imports_the_daemon() -> None:
-    """The daemon is built by the command line alone; nothing else reaches into it."""
+def test_only_the_run_command_imports_the_daemon() -> None:
+    """The daemon is built by the `run` command alone; nothing else reaches into it."""
     importers = graph().find_modules_that_directly_import("agent.service.daemon")
-    assert importers == {"agent.commands.cli"}
+    assert importers == {"agent.commands.run"}
 
 
 def test_the_top_of_the_package_stays_small() -> None:

@@ -1,7 +1,7 @@
 """The `lineage-agent replay` command: arguments, the report for people, progress on a terminal.
 
 The work itself is `agent.commands.replay`; this module only turns arguments into a call of
-`replay` or `replay_send` and their report into text. `cli.py` picks the exit status.
+`replay` or `replay_send` and their report into text. `run.py` picks the exit status.
 """
 
 from __future__ import annotations

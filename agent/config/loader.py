@@ -7,7 +7,7 @@ Errors:
     e.g. ``/etc/lineage-agent/config.yaml:7: lineage.queue_size: expected an integer >= 0,
     got 'many'``; a file with several such keys gets one line for each (`messages`), in
     the file's order, so that one `config check` shows them all. Config code never exits;
-    `cli.py` maps ConfigError to exit 78.
+    the commands map ConfigError to exit 78.
 
 This module reads the file and runs the stages: `yamlnodes` composes it with line marks,
 `walk` reads the nodes into the dataclasses, `client` resolves the OpenLineage client's

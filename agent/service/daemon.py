@@ -2,12 +2,12 @@
 
 Raises StartError (`agent.errors`) when the agent cannot start as configured (what
 `agent.service.preflight` checks, the state database, a transport lock, another agent answering on
-the control socket); `cli.py` maps it, like ConfigError, to exit 78 so that systemd does
+the control socket); `commands/run.py` maps it, like ConfigError, to exit 78 so that systemd does
 not restart in a loop.
 
 `Daemon.run` returns "stopped" after a stop request (or when a finite source ran out), and
 "source_failed" when the source died of an error: the queue is still drained and the
-accounting logged, and `cli.py` exits non-zero so that systemd's `Restart=on-failure` starts
+accounting logged, and `run` exits non-zero so that systemd's `Restart=on-failure` starts
 the agent again, which picks the event logs up where the claims say it left them.
 """
 

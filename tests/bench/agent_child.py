@@ -39,7 +39,7 @@ class StreamingSource:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from agent.commands.cli import run_daemon
+    from agent.commands.run import run_daemon
 
     parser = argparse.ArgumentParser(prog="python -m tests.bench.agent_child")
     parser.add_argument("--config", required=True)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from agent.commands.cli import run_daemon
+from agent.commands.run import run_daemon
 from agent.testing import MemorySource, sample_run_events
 
 
