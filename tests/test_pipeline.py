@@ -10,8 +10,9 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry
 
-from agent.delivery.pipeline import Delivery, Pipeline
+from agent.delivery.pipeline import Pipeline
 from agent.delivery.queue import BoundedQueue
+from agent.delivery.shipping import Delivery
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 from agent.testing import RecordingTransport, sample_run_events

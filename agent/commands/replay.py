@@ -301,7 +301,8 @@ async def replay_send(
     """
     from prometheus_client import CollectorRegistry
 
-    from agent.delivery.pipeline import Delivery, Pipeline
+    from agent.delivery.pipeline import Pipeline
+    from agent.delivery.shipping import Delivery
     from agent.delivery.transports.factory import build_transports, lanes_for
     from agent.telemetry.health import HealthTracker
     from agent.telemetry.metrics import Metrics

@@ -9,8 +9,9 @@ import contextlib
 import time
 
 from agent.config.model import LineageConfig
-from agent.delivery.pipeline import Delivery, Ledger, Pipeline
+from agent.delivery.pipeline import Pipeline
 from agent.delivery.queue import BoundedQueue
+from agent.delivery.shipping import Delivery, Ledger
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.factory import lanes_for
 from agent.telemetry.health import HealthTracker

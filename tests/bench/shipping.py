@@ -98,8 +98,9 @@ async def _agent(
     from prometheus_client import CollectorRegistry
 
     from agent.config.model import HttpConfig, LineageConfig
-    from agent.delivery.pipeline import Delivery, Pipeline
+    from agent.delivery.pipeline import Pipeline
     from agent.delivery.queue import BoundedQueue
+    from agent.delivery.shipping import Delivery
     from agent.delivery.signing import Signer
     from agent.delivery.transports.base import Transport
     from agent.delivery.transports.factory import lanes_for
@@ -282,8 +283,9 @@ def submit_alone(events: Sequence[Mapping[str, Any]], chunk: int = 1024) -> floa
     from nacl.signing import SigningKey
     from prometheus_client import CollectorRegistry
 
-    from agent.delivery.pipeline import Delivery, Pipeline
+    from agent.delivery.pipeline import Pipeline
     from agent.delivery.queue import BoundedQueue
+    from agent.delivery.shipping import Delivery
     from agent.delivery.signing import Signer
     from agent.telemetry.health import HealthTracker
     from agent.telemetry.metrics import Metrics

@@ -77,8 +77,9 @@ async def _agent(
     from prometheus_client import CollectorRegistry
 
     from agent.config.model import KafkaTransportConfig, LineageConfig
-    from agent.delivery.pipeline import Delivery, Pipeline
+    from agent.delivery.pipeline import Pipeline
     from agent.delivery.queue import BoundedQueue
+    from agent.delivery.shipping import Delivery
     from agent.delivery.signing import Signer
     from agent.delivery.transports.factory import lanes_for
     from agent.delivery.transports.kafka.transport import KafkaTransport

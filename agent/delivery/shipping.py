@@ -1,0 +1,287 @@
+"""One transport's delivery: its queue moved into the transport, a batch per lane at a time,
+and the accounting of every event it was offered (delivered, dropped, unconfirmed, queued).
+
+A batch that provably never left (`NotSent`: no connection, no TLS session) is no attempt:
+it stays at the head of its lane and goes again after a capped, jittered backoff, so a
+collector that restarts or is briefly unreachable loses nothing the queue can hold. A lane
+sends its next batch only after the previous one is resolved, and a run always maps to the
+same lane: a run's later event never leaves while an earlier one is in flight or waiting.
+
+With a state several agents share, an event claimed under a lease (`Fence`) leaves only
+while that lease is this agent's by the local clock: a batch waits while the lease is due
+for renewal, and its events are dropped (`lease_lost`) once another agent owns the
+application, so an agent paused past its lease never sends an old START after the new
+owner's COMPLETE.
+
+Drops and unconfirmed events are counted, recorded as health incidents and, with a state
+database, in its delivery ledger (`Ledger`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import structlog
+
+from agent.delivery.envelope import Envelope
+from agent.delivery.queue import BoundedQueue
+from agent.delivery.transports.base import Transport
+from agent.errors import DeliveryError, NotSent, Unconfirmed
+from agent.telemetry.health import HealthTracker, Incident
+from agent.telemetry.metrics import Metrics
+
+log = structlog.get_logger("agent.pipeline")
+
+#: Waits between attempts of a batch that never left: the first, then doubling up to the
+#: cap, each drawn between half and all of it so that lanes and agents do not knock in step.
+RETRY_FIRST: Final = 0.2
+RETRY_CAP: Final = 5.0
+#: How often a batch whose lease is due for renewal looks again whether it may leave.
+FENCE_WAIT: Final = 0.1
+
+
+class Ledger(Protocol):
+    """Remembers the outcome of every event per transport (the state database)."""
+
+    def record(
+        self, envelope: Envelope, transport: str, outcome: str, reason: str | None
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryStatus:
+    transport: str
+    depth: int
+    capacity: int
+    last_error: str | None
+    last_error_time: float | None
+
+
+class Delivery:
+    """Moves one transport's queue into the transport, a batch per lane at a time."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        queue: BoundedQueue,
+        *,
+        batch_size: int,
+        metrics: Metrics,
+        health: HealthTracker,
+        ledger: Ledger | None = None,
+    ) -> None:
+        self.name = transport.name
+        self.transport = transport
+        self.queue = queue
+        self.batch_size = batch_size
+        self._metrics = metrics
+        self._health = health
+        self._ledger = ledger
+        self._offered = metrics.offered.labels(transport=self.name)
+        self._delivered = metrics.delivered.labels(transport=self.name)
+        self._latency = metrics.latency.labels(transport=self.name)
+        metrics.register_transport(self.name, queue.capacity)
+        metrics.queue_depth.labels(transport=self.name).set_function(lambda: queue.depth)
+        self._in_flight: dict[int, int] = {}
+        self._idle: dict[int, asyncio.Event] = {}
+        self._workers: list[asyncio.Task[None]] = []
+        self.last_error: str | None = None
+        self.last_error_time: float | None = None
+        self._not_sent = metrics.not_sent
+        self.offered = 0
+        self.delivered = 0
+        self.dropped = 0
+        self.unconfirmed = 0
+        self.dropped_at_shutdown = 0
+
+    def start(self) -> None:
+        self._workers = [
+            asyncio.create_task(self._work(lane), name=f"deliver-{self.name}-{lane}")
+            for lane in range(self.queue.lanes)
+        ]
+
+    def offer(self, envelope: Envelope, refusal: tuple[str, str] | None = None) -> None:
+        """Queue the event, or drop it at once: refused by the caller, or the queue is full."""
+        self.offered += 1
+        self._offered.inc()
+        if refusal is not None:
+            self.drop([envelope], *refusal)
+        elif not self.queue.offer(envelope):
+            self.drop([envelope], "queue_full", f"queue full ({self.queue.capacity} events)")
+
+    def status(self) -> DeliveryStatus:
+        return DeliveryStatus(
+            self.name,
+            self.queue.depth,
+            self.queue.capacity,
+            self.last_error,
+            self.last_error_time,
+        )
+
+    async def swap(self, transport: Transport) -> None:
+        """Use `transport` for every batch from now on; close the old one once idle."""
+        old, self.transport = self.transport, transport
+        if old is transport:
+            return
+        key = id(old)
+        if self._in_flight.get(key):
+            await self._idle.setdefault(key, asyncio.Event()).wait()
+        await old.aclose()
+
+    async def drain(self, deadline: float) -> int:
+        """Stop intake, deliver what is queued until `deadline` (monotonic), drop the rest.
+
+        Returns how many events were dropped as left over.
+        """
+        self.queue.close()
+        remaining = deadline - time.monotonic()
+        if self._workers:
+            _, pending = await asyncio.wait(self._workers, timeout=max(remaining, 0))
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        left = self.queue.take_all_waiting()
+        if left:
+            self.drop(left, "shutdown", "still queued at the drain deadline")
+        return self.dropped_at_shutdown
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    async def _work(self, lane: int) -> None:
+        while True:
+            batch = await self.queue.take(lane, self.batch_size)
+            if not batch:
+                return
+            try:
+                await self._deliver(batch)
+            finally:
+                self.queue.resolved(lane, len(batch))
+
+    async def _deliver(self, batch: Sequence[Envelope]) -> None:
+        """Resolve one batch: delivered, dropped or unconfirmed; tried again, in place, for
+        as long as it provably never left (until the drain deadline cancels the wait)."""
+        wait = RETRY_FIRST
+        while True:
+            batch = await self._fenced(batch)
+            if not batch:
+                return
+            transport = self.transport  # a reload may have swapped it since the last attempt
+            key = id(transport)
+            self._in_flight[key] = self._in_flight.get(key, 0) + 1
+            try:
+                await transport.send(batch)
+            except NotSent as error:
+                self._failing(error.reason, error.detail, len(batch))
+                self._not_sent.labels(transport=self.name, reason=error.reason).inc()
+            except Unconfirmed as error:
+                self._failing(error.reason, error.detail, len(batch))
+                self.unconfirm(batch, error.reason, error.detail)
+                return
+            except DeliveryError as error:
+                self._failing(error.reason, error.detail, len(batch))
+                self.drop(batch, error.reason, error.detail)
+                return
+            except asyncio.CancelledError:
+                self.unconfirm(batch, "shutdown", "in flight at the drain deadline")
+                raise
+            except Exception as error:  # a transport bug must not stop delivery
+                log.exception("transport_error", transport=self.name)
+                self._failing("internal", f"{type(error).__name__}: {error}", len(batch))
+                self.drop(batch, "internal", f"{type(error).__name__}: {error}")
+                return
+            else:
+                self._succeed(batch)
+                return
+            finally:
+                self._in_flight[key] -= 1
+                if not self._in_flight[key]:
+                    del self._in_flight[key]
+                    idle = self._idle.pop(key, None)
+                    if idle is not None:
+                        idle.set()
+            try:
+                await asyncio.sleep(wait * random.uniform(0.5, 1.0))
+            except asyncio.CancelledError:
+                self.drop(batch, "shutdown", "never sent: the collector did not answer in time")
+                raise
+            wait = min(wait * 2, RETRY_CAP)
+
+    async def _fenced(self, batch: Sequence[Envelope]) -> Sequence[Envelope]:
+        """The events of `batch` that may leave now: those claimed under a lease another
+        agent took are dropped; while one's lease waits for its renewal, all wait."""
+        while True:
+            lost = [e for e in batch if e.ticket is not None and e.ticket.fence.lost]
+            if lost:
+                self.drop(lost, "lease_lost", "another agent took the application before it left")
+                batch = [e for e in batch if e.ticket is None or not e.ticket.fence.lost]
+            if all(e.ticket is None or e.ticket.fence.holds() for e in batch):
+                return batch
+            try:
+                await asyncio.sleep(FENCE_WAIT)
+            except asyncio.CancelledError:
+                self.drop(batch, "shutdown", "never sent: its lease awaited renewal")
+                raise
+
+    def _succeed(self, batch: Sequence[Envelope]) -> None:
+        now = time.monotonic()
+        self._delivered.inc(len(batch))
+        self.delivered += len(batch)
+        for envelope in batch:
+            self._latency.observe(now - envelope.produced)
+            if envelope.ticket is not None:
+                envelope.ticket.resolved()
+        if self._ledger is not None:
+            for envelope in batch:
+                self._ledger.record(envelope, self.name, "delivered", None)
+        if self.last_error is not None:
+            log.info("transport_recovered", transport=self.name, after=self.last_error)
+            self.last_error = None
+
+    def _failing(self, reason: str, detail: str, events: int) -> None:
+        """One log line per change of what goes wrong, not one per batch."""
+        if self.last_error != reason:
+            log.warning(
+                "transport_failing",
+                transport=self.name,
+                reason=reason,
+                detail=detail,
+                events=events,
+            )
+        self.last_error = reason
+        self.last_error_time = time.time()
+
+    def unconfirm(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
+        """Count and record events whose request left without an answer: never resent."""
+        self._metrics.unconfirmed.labels(transport=self.name, reason=reason).inc(len(batch))
+        self.unconfirmed += len(batch)
+        self._record(batch, "unconfirmed", reason, detail)
+
+    def drop(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
+        """Count, record and forget events that will never reach this transport."""
+        self._metrics.drop(self.name, reason, len(batch))
+        self.dropped += len(batch)
+        if reason == "shutdown":
+            self.dropped_at_shutdown += len(batch)
+        self._record(batch, "dropped", reason, detail)
+
+    def _record(self, batch: Sequence[Envelope], outcome: str, reason: str, detail: str) -> None:
+        """Health incidents and ledger rows of events that were not delivered."""
+        now = time.time()
+        for envelope in batch:
+            if envelope.ticket is not None:
+                envelope.ticket.resolved()
+            self._health.record(
+                envelope.app_id,
+                Incident(
+                    now, reason, self.name, envelope.event_type, envelope.run_id, detail, outcome
+                ),
+            )
+            if self._ledger is not None:
+                self._ledger.record(envelope, self.name, outcome, reason)
