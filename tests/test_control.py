@@ -237,7 +237,7 @@ def test_peer_outside_group_is_refused(tmp_path: Path) -> None:
 def test_cli_and_socket_agree_on_the_grace_bounds() -> None:
     """`job stop --grace` and the control socket accept the same default and maximum."""
     from agent.commands import cli
-    from agent.service.control import server as control
+    from agent.service.control import handlers as control
 
     assert (cli.STOP_GRACE, cli.MAX_STOP_GRACE) == (control.STOP_GRACE, control.MAX_STOP_GRACE)
 
@@ -277,12 +277,12 @@ async def test_lease_and_verdict_queries_run_off_the_loop(tmp_path: Path) -> Non
     thread, never on the event loop's."""
     state = _SharedState()
     agent = types.SimpleNamespace(state_db=state, applications=None)
-    server = ControlServer(agent, str(tmp_path / "control.sock"))
-    assert await server._leases() == {
+    handlers = ControlServer(agent, str(tmp_path / "control.sock")).handlers
+    assert await handlers.leases() == {
         "agent_id": "agent-a",
         "leases": [{"key": "app-1", "owner": "agent-a", "token": 3, "seconds_left": 12.0}],
     }
-    reply = await server._exec_end({"exec_id": "e" * 32, "status": 0}, os.getuid())
+    reply = await handlers.exec_end({"exec_id": "e" * 32, "status": 0}, os.getuid())
     assert reply["recorded"] is True
     assert len(state.threads) == 2
     assert threading.get_ident() not in state.threads

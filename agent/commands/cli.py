@@ -19,7 +19,7 @@ from agent.commands.run import cmd_config_check, cmd_replay, cmd_run
 
 DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
 #: `job stop --grace`: default and largest seconds between SIGTERM and SIGKILL; the same bounds
-#: as the control socket's (agent.service.control.server), repeated so --help needs no import.
+#: as the control socket's (agent.service.control.handlers), repeated so --help needs no import.
 STOP_GRACE = 10.0
 MAX_STOP_GRACE = 3600.0
 
