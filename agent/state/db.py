@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -35,61 +34,12 @@ from typing import Any, Literal
 from agent.delivery.envelope import Envelope
 from agent.errors import StateError
 from agent.fsutil import identity_change, take_lock
-from agent.state.pending import PendingLedger
+from agent.state.pending import LedgerKeeper, LedgerStatements, PendingLedger, ledger_entries
+from agent.state.sqlschema import SCHEMA, SCHEMA_VERSION, TABLES
 
-SCHEMA_VERSION = 1
 #: Seconds a verdict of `lineage-agent exec` is kept: far longer than any application waits.
 VERDICTS_KEPT = 30 * 86400.0
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS logs (
-    key TEXT PRIMARY KEY,            -- directory + application log name
-    path TEXT NOT NULL,
-    dev INTEGER, ino INTEGER,
-    bytes_read INTEGER NOT NULL DEFAULT 0,
-    finished INTEGER NOT NULL DEFAULT 0,  -- complete and every terminal event emitted
-    updated REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS emitted (
-    run_id TEXT NOT NULL,
-    event_key TEXT NOT NULL,         -- START, END, or RUNNING@<eventTime>
-    app_key TEXT NOT NULL,
-    job_name TEXT NOT NULL,
-    event_type TEXT NOT NULL,
-    event_time TEXT NOT NULL,
-    PRIMARY KEY (run_id, event_key)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS emitted_app ON emitted (app_key);
-CREATE TABLE IF NOT EXISTS stops (
-    app_id TEXT PRIMARY KEY,
-    reason TEXT NOT NULL,
-    requested_by TEXT NOT NULL,
-    time REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS verdicts (
-    exec_id TEXT PRIMARY KEY,        -- one run of `lineage-agent exec` (spark.lineageAgent.exec)
-    status INTEGER NOT NULL,         -- the command's exit status (128 + N: killed by signal N)
-    signal TEXT,
-    stderr_tail TEXT NOT NULL,
-    requested_by TEXT NOT NULL,
-    time REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS ledger (
-    id INTEGER PRIMARY KEY,
-    time REAL NOT NULL,
-    execution TEXT NOT NULL,         -- the Spark application id (name kept for old files)
-    run_id TEXT NOT NULL,
-    event_type TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    transport TEXT NOT NULL,
-    outcome TEXT NOT NULL,           -- delivered | dropped | unconfirmed
-    reason TEXT
-);
-CREATE INDEX IF NOT EXISTS ledger_execution ON ledger (execution);
-"""
-
-
-_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+_LEDGER = LedgerStatements.marked("?")
 #: What stood at the path of a lost database: no file, an empty file (SQLite reads it as an
 #: empty database), or a database without the agent's tables.
 LostAs = Literal["no file", "an empty file", "a database without the agent's tables"]
@@ -124,7 +74,7 @@ def event_key(event: dict[str, Any]) -> str:
     return "START" if kind == "START" else "END"
 
 
-class StateDB:
+class StateDB(LedgerKeeper):
     """One SQLite database in WAL mode, used from the event-loop thread only."""
 
     #: What a refused write raises (the `StateStore` contract).
@@ -161,7 +111,7 @@ class StateDB:
                 raise sqlite3.DatabaseError(f"integrity check failed: {check}")
             if used_before and not self._has_agent_tables():
                 self.recreated, self.lost_as = True, found
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
             self._db.execute(
                 "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
@@ -181,11 +131,11 @@ class StateDB:
             ) from error
 
     def _has_agent_tables(self) -> bool:
-        """Whether any of the tables `_SCHEMA` makes is there (an older agent's are a subset)."""
+        """Whether any of the tables `SCHEMA` makes is there (an older agent's are a subset)."""
         row = self._db.execute(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-            f"({', '.join('?' * len(_TABLES))})",
-            _TABLES,
+            f"({', '.join('?' * len(TABLES))})",
+            TABLES,
         ).fetchone()
         return bool(row[0])
 
@@ -346,34 +296,16 @@ class StateDB:
         """Write the pending ledger rows; on a refusal keep them (bounded) and raise."""
         self._pending.write(self._write_ledger, (sqlite3.Error,))
 
-    @property
-    def ledger_rows_lost(self) -> int:
-        return self._pending.lost
-
     def _write_ledger(self, rows: list[tuple[Any, ...]]) -> None:
         with self._transaction():
-            self._db.executemany(
-                "INSERT INTO ledger (time, execution, run_id, event_type, digest, transport, "
-                "outcome, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            self._db.executemany(_LEDGER.insert, rows)
             # Keep the ledger bounded: forget the oldest rows past the limit.
-            self._db.execute(
-                "DELETE FROM ledger WHERE id <= (SELECT MAX(id) FROM ledger) - ?",
-                (self._ledger_rows,),
-            )
+            self._db.execute(_LEDGER.prune, (self._ledger_rows,))
 
     def ledger_for(self, app_id: str) -> list[dict[str, Any]]:
         with contextlib.suppress(sqlite3.Error):  # refused: the rows written so far still tell
             self.flush()
-        columns = ("time", "run_id", "event_type", "digest", "transport", "outcome", "reason")
-        return [
-            dict(zip(columns, row, strict=True))
-            for row in self._db.execute(
-                f"SELECT {', '.join(columns)} FROM ledger WHERE execution = ? ORDER BY id",
-                (app_id,),
-            )
-        ]
+        return ledger_entries(self._db.execute(_LEDGER.select, (app_id,)))
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
