@@ -8,46 +8,23 @@ exec); each imports what it needs only when it runs, so that `--help` loads litt
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from agent import __version__
+from agent.commands.arguments import DEFAULT_CONFIG, duration_option, socket_options
 from agent.commands.control import cmd_describe, cmd_exec, cmd_job_stop, cmd_status
 from agent.commands.keys import cmd_keygen, cmd_pubkey, cmd_verify
 from agent.commands.run import cmd_config_check, cmd_replay, cmd_run
 
-DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
 #: `job stop --grace`: default and largest seconds between SIGTERM and SIGKILL; the same bounds
 #: as the control socket's (agent.service.control.handlers), repeated so --help needs no import.
 STOP_GRACE = 10.0
 MAX_STOP_GRACE = 3600.0
 
 
-def seconds_argument(maximum: float) -> Callable[[str], float]:
-    """An argparse type: a duration from 0 to `maximum` written as the config writes them
-    (`30s`, `5m`, `1h`, `500ms`, or a bare number of seconds) for `job stop --grace` and
-    `exec --retry-for`; anything else, `nan` and `inf` included, is a usage error."""
-
-    def seconds(text: str) -> float:
-        from agent.config.kinds import duration_text, parse_duration
-
-        value = parse_duration(text)
-        if value is None or not (math.isfinite(value) and 0 <= value <= maximum):
-            raise argparse.ArgumentTypeError(
-                f"expected a duration from 0 to {duration_text(maximum)} (like 30s or 5m), "
-                f"got {text!r}"
-            )
-        return value
-
-    return seconds
-
-
 def _control_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", "-c", default=DEFAULT_CONFIG, help="config file naming the control socket"
-    )
-    parser.add_argument("--socket", help="control socket path (instead of --config)")
+    socket_options(parser)
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
@@ -164,11 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="stopped with lineage-agent job stop",
         help="recorded with the stop and carried by the ABORT events",
     )
-    stop.add_argument(
+    duration_option(
+        stop,
         "--grace",
-        type=seconds_argument(MAX_STOP_GRACE),
+        maximum=MAX_STOP_GRACE,
         default=STOP_GRACE,
-        metavar="DURATION",
         help="time between SIGTERM and SIGKILL, like 30s or 5m (a bare number is seconds), "
         f"0 to 1h (default {STOP_GRACE:g}s)",
     )
@@ -177,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from agent.commands.exec_command import register as register_exec
 
-    register_exec(sub, cmd_exec, seconds_argument)
+    register_exec(sub, cmd_exec)
 
     from agent.commands.replay_command import register
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Final
 
+from agent.commands.arguments import duration_option, socket_options
 from agent.commands.exec_wrap import report, report_later, run
 from agent.errors import AgentError
 
@@ -23,10 +24,8 @@ MAX_RETRY_FOR: Final = 86400.0
 def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     func: Callable[[argparse.Namespace], int],
-    seconds: Callable[[float], Callable[[str], float]],
 ) -> argparse.ArgumentParser:
-    """Add `exec` to the `lineage-agent` command, run by `func`; `seconds(maximum)` is the
-    argument type of a bounded number of seconds."""
+    """Add `exec` to the `lineage-agent` command, run by `func`."""
     parser = subparsers.add_parser(
         "exec",
         help="run a Spark program and tell the agent how it ended",
@@ -38,18 +37,12 @@ def register(
         "with its exit status and the last lines of its stderr. Exits with the command's "
         "status (128 + N when signal N killed it).",
     )
-    parser.add_argument(
-        "--config",
-        "-c",
-        default="/etc/lineage-agent/config.yaml",
-        help="config file naming the control socket",
-    )
-    parser.add_argument("--socket", help="control socket path (instead of --config)")
-    parser.add_argument(
+    socket_options(parser)
+    duration_option(
+        parser,
         "--retry-for",
-        type=seconds(MAX_RETRY_FOR),
+        maximum=MAX_RETRY_FOR,
         default=RETRY_FOR,
-        metavar="DURATION",
         help="when no agent answers at the end, a detached process retries for this long, "
         f"like 30s or 5m (a bare number is seconds), 0 to {MAX_RETRY_FOR:g}s (default "
         f"{RETRY_FOR:g}s; 0: no retry)",

@@ -187,15 +187,20 @@ def _read_postgres_url(reader: NodeReader, node: Node, path: str, bounds: Bounds
     return text
 
 
-def _read_env_name(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
+def _matching(
+    reader: NodeReader, node: Node, path: str, pattern: re.Pattern[str], what: str
+) -> str:
+    """A non-empty string `pattern` matches whole; else an error saying it expected `what`."""
     text = reader.string(node, path)
-    if not _ENV_NAME.fullmatch(text):
-        raise reader.error(
-            node,
-            path,
-            f"expected an environment variable name like OPENLINEAGE_TOKEN, got {describe(node)}",
-        )
+    if not pattern.fullmatch(text):
+        raise reader.error(node, path, f"expected {what}, got {describe(node)}")
     return text
+
+
+def _read_env_name(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
+    return _matching(
+        reader, node, path, _ENV_NAME, "an environment variable name like OPENLINEAGE_TOKEN"
+    )
 
 
 def _read_listen(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str | None:
@@ -240,14 +245,9 @@ def _read_tag(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) 
 
 
 def _read_property(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
-    text = reader.string(node, path)
-    if not _PROPERTY.fullmatch(text):
-        raise reader.error(
-            node,
-            path,
-            f"expected a Spark property name like spark.executor.memory, got {describe(node)}",
-        )
-    return text
+    return _matching(
+        reader, node, path, _PROPERTY, "a Spark property name like spark.executor.memory"
+    )
 
 
 KIND_READERS: dict[Kind, typing.Callable[[NodeReader, Node, str, Bounds | None], Any]] = {

@@ -21,7 +21,7 @@ import dataclasses
 import os
 import stat
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, TypedDict, Unpack
 
 from yaml.nodes import MappingNode
 
@@ -114,18 +114,19 @@ def _too_large(source: str, size: int) -> str:
     return f"{source}: cannot read: {size} bytes, more than a config file may have ({limit} MiB)"
 
 
-def parse_config(
-    text: str,
-    source: str,
-    *,
-    base_dir: str | os.PathLike[str] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> AgentConfig:
+class ParseOptions(TypedDict, total=False):
+    """`parse_config`'s and `parse_located`'s options."""
+
+    base_dir: str | os.PathLike[str] | None
+    environ: Mapping[str, str] | None
+
+
+def parse_config(text: str, source: str, **options: Unpack[ParseOptions]) -> AgentConfig:
     """Validate YAML `text`; errors name `source`. Relative paths resolve against `base_dir`
     (default: the folder of `source`, taken from the working directory if `source` is relative).
     `environ` (default: `os.environ`) holds the OpenLineage client's variables.
     """
-    return parse_located(text, source, base_dir=base_dir, environ=environ).config
+    return parse_located(text, source, **options).config
 
 
 def parse_located(

@@ -65,6 +65,18 @@ class LogPosition:
     bytes_read: int
     finished: bool
 
+    def row(self) -> tuple[Any, ...]:
+        """The position as a row of `logs`, stamped with the time now."""
+        return (
+            self.key,
+            self.path,
+            self.dev,
+            self.ino,
+            self.bytes_read,
+            self.finished,
+            time.time(),
+        )
+
 
 def event_key(event: dict[str, Any]) -> str:
     """START, END (any terminal type) or RUNNING@time: what makes an event unique in a run."""
@@ -226,15 +238,7 @@ class StateDB(LedgerKeeper):
             "path = excluded.path, dev = excluded.dev, ino = excluded.ino, "
             "bytes_read = excluded.bytes_read, finished = excluded.finished, "
             "updated = excluded.updated",
-            (
-                position.key,
-                position.path,
-                position.dev,
-                position.ino,
-                position.bytes_read,
-                int(position.finished),
-                time.time(),
-            ),
+            position.row(),
         )
 
     def finished_keys(self) -> set[str]:

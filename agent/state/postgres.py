@@ -186,15 +186,7 @@ class PostgresState(PgLeases, LedgerKeeper):
                 "UPDATE SET path = excluded.path, dev = excluded.dev, ino = excluded.ino, "
                 "bytes_read = excluded.bytes_read, finished = excluded.finished, "
                 "updated = excluded.updated",
-                (
-                    position.key,
-                    position.path,
-                    position.dev,
-                    position.ino,
-                    position.bytes_read,
-                    position.finished,
-                    time.time(),
-                ),
+                position.row(),
             )
 
     @serialized

@@ -213,14 +213,8 @@ class Handlers:
             raise ControlError(f"the state database refused the verdict: {error}") from None
         apps = self.agent.applications
         app_ids = apps.verdict_arrived(exec_id) if apps else []
-        log.info(
-            "exec_verdict",
-            exec_id=exec_id,
-            status=status,
-            signal=signame,
-            requested_by=who,
-            applications=app_ids,
-            recorded=recorded,
+        log.bind(exec_id=exec_id, status=status, signal=signame, requested_by=who).info(
+            "exec_verdict", applications=app_ids, recorded=recorded
         )
         return {"exec_id": exec_id, "recorded": recorded, "applications": app_ids}
 
