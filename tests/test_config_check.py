@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.commands.cli import DEFAULT_CONFIG, build_parser
+from agent.commands.arguments import DEFAULT_CONFIG
+from agent.commands.cli import build_parser
 from tests.agentproc import ROOT
 
 EXAMPLES = sorted(p.name for p in (ROOT / "config").glob("*.yaml"))
