@@ -39,6 +39,8 @@ DropReason = Literal[
     "invalid",  # the event could not be serialized or signed (it is logged, never shipped)
     "internal",  # a transport raised something other than a TransportFailure (a bug; logged)
     "lease_lost",  # another agent took its application before it left (a shared state)
+    "spool_full",  # the spool of what has not left was at its size bound (`lineage.spool`)
+    "transport_removed",  # kept in the spool for a transport the config no longer has
 ]
 DROP_REASONS: tuple[DropReason, ...] = get_args(DropReason)
 #: Why a request provably never left: its events stay queued and go when the collector
@@ -57,6 +59,7 @@ UnconfirmedReason = Literal[
     "timeout",  # no complete answer within the per-request timeout
     "network",  # the connection broke after the request began to leave
     "shutdown",  # still in flight when the drain deadline cancelled it
+    "interrupted",  # in flight when the agent was killed: found so in the spool at its start
 ]
 UNCONFIRMED_REASONS: tuple[UnconfirmedReason, ...] = get_args(UnconfirmedReason)
 

@@ -140,7 +140,7 @@ class RecordingTransport:
                 self.sent.extend(batch)
             case "connect" | "tls" | "closed" | "unavailable" | "buffer_full" as reason:
                 raise NotSent(reason, "configured to fail")
-            case "timeout" | "network" as reason:
+            case "timeout" | "network" | "interrupted" as reason:
                 raise Unconfirmed(reason, "configured to fail")
             case reason:
                 raise DeliveryError(reason, "configured to fail")

@@ -189,6 +189,18 @@ AUTH_HEADERS: Final = frozenset({"authorization", "proxy-authorization"})
 
 
 @dataclass(frozen=True, slots=True)
+class SpoolConfig:
+    """What has not left yet, kept on disk in `state_dir`/spool across restarts and kills."""
+
+    enabled: bool = True
+    # bytes on disk at most; an event that would pass it is dropped as `spool_full`
+    max_size_mb: Annotated[float, Bounds(1, 1024 * 1024)] = 256.0
+    # sync each batch's in-flight mark to disk before it leaves, and what was appended every
+    # second: needed only for power cuts (a killed agent's writes are the kernel's already)
+    fsync: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class LineageConfig:
     enabled: bool = True
     namespace: str = "spark"  # job namespace of the emitted runs
@@ -200,6 +212,7 @@ class LineageConfig:
     http: HttpConfig | None = None
     file: FileConfig = field(default_factory=FileConfig)
     kafka: KafkaTransportConfig | None = None
+    spool: SpoolConfig = field(default_factory=SpoolConfig)
 
 
 @dataclass(frozen=True, slots=True)

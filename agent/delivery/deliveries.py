@@ -1,21 +1,45 @@
 """The pipeline's deliveries over the agent's life: built from the lineage config, changed by
 reloads (queues resized, transports added, swapped, or retired while they drain what they
-hold), and closed at stop."""
+hold), and closed at stop; and the spool that keeps what they have not sent across stops."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
+from pathlib import Path
+
+import structlog
 
 from agent.config.model import LineageConfig
 from agent.delivery.pipeline import Pipeline
 from agent.delivery.queue import BoundedQueue
 from agent.delivery.shipping import Delivery, Ledger
+from agent.delivery.spool import Recovered, Spool
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.factory import lanes_for
+from agent.errors import StartError
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
+
+log = structlog.get_logger("agent.pipeline")
+
+
+def open_spool(lineage: LineageConfig, state_dir: str) -> tuple[Spool | None, Recovered]:
+    """The spool in `state_dir`/spool and what an earlier run left in it (None when it is
+    disabled). StartError when the directory cannot be used."""
+    settings = lineage.spool
+    if not settings.enabled:
+        return None, Recovered()
+    spool = Spool(
+        Path(state_dir) / "spool", int(settings.max_size_mb * 1024 * 1024), fsync=settings.fsync
+    )
+    try:
+        return spool, spool.open()
+    except OSError as error:
+        raise StartError(
+            f"lineage.spool: cannot use {spool.directory}: {error.strerror or error}"
+        ) from error
 
 
 class Deliveries:
@@ -40,9 +64,36 @@ class Deliveries:
             metrics=self._metrics,
             health=self._health,
             ledger=self._ledger,
+            spool=self.pipeline.spool,
         )
         self.pipeline.add(delivery)
         return delivery
+
+    def restore(self, recovered: Recovered) -> None:
+        """Hand what the spool kept from an earlier run to the deliveries, before anything new."""
+        if recovered.corrupt:
+            self._metrics.spool_corrupt.inc(recovered.corrupt)
+            log.warning(
+                "spool_records_skipped",
+                stretches=recovered.corrupt,
+                detail="torn or damaged records in the spool were skipped",
+            )
+        if not recovered.events:
+            return
+        restored = self.pipeline.restore(recovered)
+        log.info(
+            "spool_restored",
+            unsent=restored,
+            in_flight={name: len(e) for name, e in recovered.in_flight.items()},
+            detail="unsent events go first; those in flight when the agent stopped are "
+            "unconfirmed, never sent again",
+        )
+
+    async def sync(self) -> None:
+        """Make the spool's appends durable (with `lineage.spool.fsync`; else nothing)."""
+        spool = self.pipeline.spool
+        if spool is not None and spool.fsync:
+            await spool.sync()
 
     def to_rebuild(self, old: LineageConfig, new: LineageConfig) -> tuple[str, ...]:
         """The transports a reload builds anew: all but a file transport whose settings did
@@ -103,6 +154,8 @@ class Deliveries:
         for delivery in self.pipeline.deliveries.values():
             with contextlib.suppress(Exception):
                 await delivery.aclose()
+        if self.pipeline.spool is not None:
+            self.pipeline.spool.close()
 
     async def _retire(self, delivery: Delivery, seconds: float) -> None:
         try:

@@ -47,7 +47,8 @@ class Envelope:
     of the health tracker and the ledger; `digest` is the SHA-256 hex of `payload`, which the
     delivery ledger and `describe` report; `produced` is a `time.monotonic()` stamp
     taken when the event entered the pipeline, for the delivery latency histogram;
-    `ticket`, with a shared state, the lease it was claimed under.
+    `ticket`, with a shared state, the lease it was claimed under; `seq` its number in the
+    spool (0 when it is not kept there).
     """
 
     payload: bytes
@@ -57,3 +58,4 @@ class Envelope:
     digest: str
     produced: float
     ticket: Ticket | None = None
+    seq: int = 0

@@ -10,6 +10,10 @@ queued, per transport; nothing that may have reached a collector is ever sent tw
 Each transport's `Delivery` (`agent.delivery.shipping`) resolves its events: what never left
 is sent again, what may have arrived never; events claimed under a lease leave only while it
 is this agent's.
+
+With a spool (`agent.delivery.spool`), an event is kept on disk for the transports whose
+queues take it before it is queued, and `restore` hands what an earlier run left unsent back
+to each transport ahead of anything new: per transport, offered = produced + restored.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import structlog
 
 from agent.delivery.envelope import Envelope, Fence, Ticket
 from agent.delivery.shipping import Delivery
+from agent.delivery.spool import Recovered, Spool
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
@@ -38,8 +43,10 @@ class Pipeline:
         sign: Callable[[Mapping[str, Any]], bytes],
         metrics: Metrics,
         health: HealthTracker,
+        spool: Spool | None = None,
     ) -> None:
         self._sign = sign
+        self.spool = spool
         self._metrics = metrics
         self._health = health
         # Replaced, never changed in place: the metrics thread (gauges, /healthz) iterates
@@ -52,6 +59,9 @@ class Pipeline:
         self._emitted: dict[str, Any] = {}
         self.accepting = True
         self.produced = 0
+        if spool is not None:
+            metrics.spool_capacity.set(spool.max_bytes)
+            metrics.spool_bytes.set_function(lambda: spool.size)
 
     @property
     def deliveries(self) -> Mapping[str, Delivery]:
@@ -94,6 +104,18 @@ class Pipeline:
             for delivery in deliveries:
                 delivery.offer(envelope, ("invalid", str(error)))
             return
+        refusal = None if self.accepting else ("shutdown", "submitted after intake stopped")
+        seq = 0
+        spool = self.spool
+        if spool is not None and refusal is None:
+            taking = [d.name for d in deliveries if d.has_room()]
+            if taking and not spool.room(len(payload)):
+                refusal = (
+                    "spool_full",
+                    f"the spool holds {spool.size} bytes of its {spool.max_bytes}",
+                )
+            elif taking:
+                seq = spool.append(run_id, event_type, app_id, payload, taking)
         envelope = Envelope(
             payload,
             run_id,
@@ -102,10 +124,40 @@ class Pipeline:
             hashlib.sha256(payload).hexdigest(),
             produced,
             ticket,
+            seq,
         )
-        refusal = None if self.accepting else ("shutdown", "submitted after intake stopped")
         for delivery in deliveries:
             delivery.offer(envelope, refusal)
+
+    def restore(self, recovered: Recovered) -> dict[str, int]:
+        """Hand what an earlier run left in the spool to each transport, ahead of anything
+        new: unsent events are queued again, in-flight ones counted unconfirmed; those of a
+        transport no longer configured are dropped. Returns the unsent events per transport."""
+        assert self.spool is not None
+        now = time.monotonic()
+        restored: dict[str, int] = {}
+        for in_flight, found in ((True, recovered.in_flight), (False, recovered.waiting)):
+            for name, events in found.items():
+                delivery = self._deliveries.get(name)
+                for event in events:
+                    envelope = Envelope(
+                        event.payload,
+                        event.run_id,
+                        event.event_type,
+                        event.app_id,
+                        hashlib.sha256(event.payload).hexdigest(),
+                        now,
+                        None,
+                        event.seq,
+                    )
+                    if delivery is not None:
+                        delivery.restore(envelope, in_flight=in_flight)
+                    else:
+                        self._metrics.drop(name, "transport_removed", 1)
+                        self.spool.resolved(name, [event.seq])
+                if not in_flight:
+                    restored[name] = len(events)
+        return restored
 
     def add(self, delivery: Delivery) -> None:
         self._deliveries = MappingProxyType({**self._deliveries, delivery.name: delivery})
@@ -142,7 +194,8 @@ class Pipeline:
         """Per transport name, over all its incarnations (reloads may remove and add it):
         offered = delivered + dropped + unconfirmed + queued, at every instant.
 
-        `offered` equals `produced` for every transport configured since the start.
+        `offered` equals `produced` (plus what `restore` handed back) for every transport
+        configured since the start; `queued` includes what a stop kept in the spool.
         """
         result: dict[str, dict[str, int]] = {}
         for name, totals in self._retired.items():
@@ -156,5 +209,5 @@ class Pipeline:
             numbers["delivered"] += delivery.delivered
             numbers["dropped"] += delivery.dropped
             numbers["unconfirmed"] += delivery.unconfirmed
-            numbers["queued"] += delivery.queue.depth
+            numbers["queued"] += delivery.queue.depth + delivery.kept
         return result

@@ -37,6 +37,10 @@ class BoundedQueue:
         """Events accepted and not yet resolved (waiting plus in flight)."""
         return self._depth
 
+    def has_room(self) -> bool:
+        """Whether `offer` would accept an event now."""
+        return not self._closed and self._depth < self.capacity
+
     def offer(self, envelope: Envelope) -> bool:
         """Accept the event, or return False at once when the queue is full or closed."""
         if self._closed or self._depth >= self.capacity:

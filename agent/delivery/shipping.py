@@ -15,6 +15,10 @@ owner's COMPLETE.
 
 Drops and unconfirmed events are counted, recorded as health incidents and, with a state
 database, in its delivery ledger (`Ledger`).
+
+With a spool (`agent.delivery.spool`) every batch is marked in flight there before it may
+leave and resolved there by its outcome; at a stop, what never left stays in the spool (`kept`)
+for the next start instead of being dropped.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import structlog
 
 from agent.delivery.envelope import Envelope
 from agent.delivery.queue import BoundedQueue
+from agent.delivery.spool import Spool
 from agent.delivery.transports.base import Transport
 from agent.errors import DeliveryError, NotSent, Unconfirmed
 from agent.telemetry.health import HealthTracker, Incident
@@ -74,6 +79,7 @@ class Delivery:
         metrics: Metrics,
         health: HealthTracker,
         ledger: Ledger | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self.name = transport.name
         self.transport = transport
@@ -82,6 +88,8 @@ class Delivery:
         self._metrics = metrics
         self._health = health
         self._ledger = ledger
+        self._spool = spool
+        self._keeping = False  # stopping: what never left stays in the spool
         self._offered = metrics.offered.labels(transport=self.name)
         self._delivered = metrics.delivered.labels(transport=self.name)
         self._latency = metrics.latency.labels(transport=self.name)
@@ -98,6 +106,7 @@ class Delivery:
         self.dropped = 0
         self.unconfirmed = 0
         self.dropped_at_shutdown = 0
+        self.kept = 0  # never left, kept in the spool at the stop
 
     def start(self) -> None:
         self._workers = [
@@ -112,6 +121,22 @@ class Delivery:
         if refusal is not None:
             self.drop([envelope], *refusal)
         elif not self.queue.offer(envelope):
+            self.drop([envelope], "queue_full", f"queue full ({self.queue.capacity} events)")
+
+    def has_room(self) -> bool:
+        """Whether `offer` would queue an event now (rather than drop it as queue_full)."""
+        return self.queue.has_room()
+
+    def restore(self, envelope: Envelope, *, in_flight: bool) -> None:
+        """Take back an event an earlier run left in the spool: one that never left is queued
+        again; one that was in flight when that run was killed is unconfirmed."""
+        self.offered += 1
+        self._offered.inc()
+        if in_flight:
+            self.unconfirm([envelope], "interrupted", "in flight when the agent was stopped")
+            return
+        self._metrics.restored.labels(transport=self.name).inc()
+        if not self.queue.offer(envelope):
             self.drop([envelope], "queue_full", f"queue full ({self.queue.capacity} events)")
 
     def status(self) -> DeliveryStatus:
@@ -133,11 +158,13 @@ class Delivery:
             await self._idle.setdefault(key, asyncio.Event()).wait()
         await old.aclose()
 
-    async def drain(self, deadline: float) -> int:
-        """Stop intake, deliver what is queued until `deadline` (monotonic), drop the rest.
+    async def drain(self, deadline: float, *, keep: bool = False) -> int:
+        """Stop intake, deliver what is queued until `deadline` (monotonic), then drop the
+        rest, or with `keep` and a spool leave what never left there for the next start.
 
         Returns how many events were dropped as left over.
         """
+        self._keeping = keep and self._spool is not None
         self.queue.close()
         remaining = deadline - time.monotonic()
         if self._workers:
@@ -148,8 +175,15 @@ class Delivery:
                 await asyncio.wait(pending)
         left = self.queue.take_all_waiting()
         if left:
-            self.drop(left, "shutdown", "still queued at the drain deadline")
+            self._leave(left, "still queued at the drain deadline")
         return self.dropped_at_shutdown
+
+    def _leave(self, batch: Sequence[Envelope], detail: str) -> None:
+        """Events that never left, at the stop: kept in the spool, or dropped."""
+        if self._keeping:
+            self.kept += len(batch)
+        else:
+            self.drop(batch, "shutdown", detail)
 
     async def aclose(self) -> None:
         await self.transport.aclose()
@@ -175,9 +209,15 @@ class Delivery:
             transport = self.transport  # a reload may have swapped it since the last attempt
             key = id(transport)
             self._in_flight[key] = self._in_flight.get(key, 0) + 1
+            spool = self._spool
+            spooled = [e.seq for e in batch if e.seq] if spool is not None else []
             try:
+                if spool is not None and spooled:
+                    await spool.sending(self.name, spooled)
                 await transport.send(batch)
             except NotSent as error:
+                if spool is not None and spooled:
+                    spool.not_sent(self.name, spooled)
                 self._failing(error.reason, error.detail, len(batch))
                 self._not_sent.labels(transport=self.name, reason=error.reason).inc()
             except Unconfirmed as error:
@@ -209,7 +249,7 @@ class Delivery:
             try:
                 await asyncio.sleep(wait * random.uniform(0.5, 1.0))
             except asyncio.CancelledError:
-                self.drop(batch, "shutdown", "never sent: the collector did not answer in time")
+                self._leave(batch, "never sent: the collector did not answer in time")
                 raise
             wait = min(wait * 2, RETRY_CAP)
 
@@ -226,7 +266,7 @@ class Delivery:
             try:
                 await asyncio.sleep(FENCE_WAIT)
             except asyncio.CancelledError:
-                self.drop(batch, "shutdown", "never sent: its lease awaited renewal")
+                self._leave(batch, "never sent: its lease awaited renewal")
                 raise
 
     def _succeed(self, batch: Sequence[Envelope]) -> None:
@@ -240,6 +280,7 @@ class Delivery:
         if self._ledger is not None:
             for envelope in batch:
                 self._ledger.record(envelope, self.name, "delivered", None)
+        self._resolved(batch)
         if self.last_error is not None:
             log.info("transport_recovered", transport=self.name, after=self.last_error)
             self.last_error = None
@@ -285,3 +326,9 @@ class Delivery:
             )
             if self._ledger is not None:
                 self._ledger.record(envelope, self.name, outcome, reason)
+        self._resolved(batch)
+
+    def _resolved(self, batch: Sequence[Envelope]) -> None:
+        """The spool forgets events with an outcome here."""
+        if self._spool is not None:
+            self._spool.resolved(self.name, [e.seq for e in batch if e.seq])

@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry
 from agent import __version__
 from agent.config.loader import load_config
 from agent.config.model import AgentConfig
-from agent.delivery.deliveries import Deliveries
+from agent.delivery.deliveries import Deliveries, open_spool
 from agent.delivery.pipeline import Pipeline
 from agent.delivery.signing import Signer
 from agent.delivery.transports.base import Transport
@@ -176,16 +176,18 @@ class Daemon:
         except StateError as error:
             raise StartError(str(error)) from error
         try:
+            spool, kept = open_spool(config.lineage, config.state_dir)
             transports = await build_transports(config.lineage)
         except BaseException:
             self.state_db.close()
             raise
-        self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health)
+        self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health, spool)
         deliveries = self.deliveries = Deliveries(
             self.pipeline, self.metrics, self.health, self.state_db
         )
         for name, transport in transports.items():
             deliveries.add(name, transport, config.lineage)
+        deliveries.restore(kept)
         if config.metrics.listen:
             try:
                 self.metrics_server = MetricsServer(
@@ -241,7 +243,9 @@ class Daemon:
         self.pipeline.accepting = False
         assert self.deliveries is not None
         await self.deliveries.retired()
-        left = await asyncio.gather(*(d.drain(deadline) for d in self.pipeline.deliveries.values()))
+        left = await asyncio.gather(
+            *(d.drain(deadline, keep=True) for d in self.pipeline.deliveries.values())
+        )
         await self.deliveries.close()
         if self.metrics_server is not None:
             self.metrics_server.stop()
@@ -295,6 +299,8 @@ class Daemon:
         while self.state_db is not None:
             await asyncio.sleep(1.0)
             self.owned.check(self.state_db, self.pipeline)
+            if self.deliveries is not None:
+                await self.deliveries.sync()
             try:
                 await call(self.state_db, self.state_db.flush)
             except Exception as error:  # a full disk must not stop delivery

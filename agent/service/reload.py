@@ -47,6 +47,7 @@ async def apply_config(
         ("state_lease", old.state_lease, new.state_lease),
         ("control_socket", old.control_socket, new.control_socket),
         ("lineage.enabled", old.lineage.enabled, new.lineage.enabled),
+        ("lineage.spool", old.lineage.spool, new.lineage.spool),
     ):
         if before != after:
             log.warning("reload_needs_restart", key=key, running=before, configured=after)

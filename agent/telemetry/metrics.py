@@ -131,6 +131,29 @@ class Metrics:
             "Spark applications this agent owns through a lease in the shared state database.",
             registry=registry,
         )
+        self.restored = Counter(
+            "lineage_events_restored",
+            "Events an earlier run of the agent left in the spool unsent, offered again at "
+            "start (counted in lineage_events_offered_total too).",
+            ["transport"],
+            registry=registry,
+        )
+        self.spool_bytes = Gauge(
+            "lineage_spool_bytes",
+            "Bytes the spool of events not yet resolved holds on disk.",
+            registry=registry,
+        )
+        self.spool_capacity = Gauge(
+            "lineage_spool_capacity_bytes",
+            "The spool's size bound; an event past it is dropped as spool_full.",
+            registry=registry,
+        )
+        self.spool_corrupt = Counter(
+            "lineage_spool_corrupt_records",
+            "Stretches of the spool skipped at start because their frame or checksum was wrong "
+            "(a torn write, a damaged disk).",
+            registry=registry,
+        )
         self.handed_over = Counter(
             "lineage_events_handed_over",
             "Events another agent claimed and fell silent without recording an outcome for, "
@@ -180,6 +203,7 @@ class Metrics:
     def register_transport(self, transport: str, capacity: int) -> None:
         """Create a transport's series at zero so that scrapes show them before any traffic."""
         self.offered.labels(transport=transport)
+        self.restored.labels(transport=transport)
         self.delivered.labels(transport=transport)
         self.queue_depth.labels(transport=transport).set(0)
         self.queue_capacity.labels(transport=transport).set(capacity)
