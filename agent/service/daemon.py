@@ -259,6 +259,7 @@ class Daemon:
         log.info(
             "agent_stopped",
             undelivered=dict(zip(self.pipeline.deliveries, left, strict=True)),
+            kept={name: d.kept for name, d in self.pipeline.deliveries.items()},
             accounting=self.pipeline.accounting(),
         )
         self.phase = "stopped"
