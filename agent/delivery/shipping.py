@@ -3,7 +3,10 @@ and the accounting of every event it was offered (delivered, dropped, unconfirme
 
 A batch that provably never left (`NotSent`: no connection, no TLS session) is no attempt:
 it stays at the head of its lane and goes again after a capped, jittered backoff, so a
-collector that restarts or is briefly unreachable loses nothing the queue can hold. A lane
+collector that restarts or is briefly unreachable loses nothing the queue can hold. A batch
+the collector answered it did not store (`NotStored`) is tried again in place, and a run's
+terminal event left unconfirmed is sent once more, as its `DeliveryPolicy` says
+(`agent.delivery.retry`). A lane
 sends its next batch only after the previous one is resolved, and a run always maps to the
 same lane: a run's later event never leaves while an earlier one is in flight or waiting.
 
@@ -30,8 +33,9 @@ import structlog
 
 from agent.delivery.envelope import Envelope
 from agent.delivery.queue import BoundedQueue
+from agent.delivery.retry import DeliveryPolicy, Tries
 from agent.delivery.transports.base import Transport
-from agent.errors import DeliveryError, NotSent, Unconfirmed
+from agent.errors import DeliveryError, NotSent, NotStored, Unconfirmed
 from agent.telemetry.health import HealthTracker, Incident
 from agent.telemetry.metrics import Metrics
 
@@ -74,8 +78,10 @@ class Delivery:
         metrics: Metrics,
         health: HealthTracker,
         ledger: Ledger | None = None,
+        policy: DeliveryPolicy | None = None,
     ) -> None:
         self.name = transport.name
+        self.policy = policy or DeliveryPolicy()  # a reload may replace it
         self.transport = transport
         self.queue = queue
         self.batch_size = batch_size
@@ -93,6 +99,8 @@ class Delivery:
         self.last_error: str | None = None
         self.last_error_time: float | None = None
         self._not_sent = metrics.not_sent
+        for status in self.policy.statuses:
+            metrics.retries.labels(transport=self.name, status=str(status))
         self.offered = 0
         self.delivered = 0
         self.dropped = 0
@@ -166,8 +174,10 @@ class Delivery:
 
     async def _deliver(self, batch: Sequence[Envelope]) -> None:
         """Resolve one batch: delivered, dropped or unconfirmed; tried again, in place, for
-        as long as it provably never left (until the drain deadline cancels the wait)."""
+        as long as it provably never left or its retries last (until the drain deadline
+        cancels the wait), a terminal event without an answer once more."""
         wait = RETRY_FIRST
+        tries: Tries | None = None  # made at the first answer "not stored" or "no answer"
         while True:
             batch = await self._fenced(batch)
             if not batch:
@@ -180,10 +190,22 @@ class Delivery:
             except NotSent as error:
                 self._failing(error.reason, error.detail, len(batch))
                 self._not_sent.labels(transport=self.name, reason=error.reason).inc()
+                pause = wait * random.uniform(0.5, 1.0)
+                wait = min(wait * 2, RETRY_CAP)
+            except NotStored as error:
+                self._failing(error.reason, error.detail, len(batch))
+                tries = tries or Tries(self.policy)
+                retry_in = self._not_stored(batch, error, tries)
+                if retry_in is None:
+                    return
+                pause = retry_in
             except Unconfirmed as error:
                 self._failing(error.reason, error.detail, len(batch))
-                self.unconfirm(batch, error.reason, error.detail)
-                return
+                tries = tries or Tries(self.policy)
+                batch = self._unconfirmed(batch, error, tries)
+                if not batch:
+                    return
+                pause = 0.0
             except DeliveryError as error:
                 self._failing(error.reason, error.detail, len(batch))
                 self.drop(batch, error.reason, error.detail)
@@ -206,12 +228,54 @@ class Delivery:
                     idle = self._idle.pop(key, None)
                     if idle is not None:
                         idle.set()
-            try:
-                await asyncio.sleep(wait * random.uniform(0.5, 1.0))
-            except asyncio.CancelledError:
-                self.drop(batch, "shutdown", "never sent: the collector did not answer in time")
-                raise
-            wait = min(wait * 2, RETRY_CAP)
+            if pause:
+                await self._pause(batch, pause)
+
+    async def _pause(self, batch: Sequence[Envelope], seconds: float) -> None:
+        """Wait before a batch that was not stored goes again; the drain deadline drops it."""
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            self.drop(batch, "shutdown", "not stored yet: the drain deadline came first")
+            raise
+
+    def _not_stored(
+        self, batch: Sequence[Envelope], error: NotStored, tries: Tries
+    ) -> float | None:
+        """Seconds to wait before a batch the collector did not store goes again; None when
+        it was dropped, its attempts spent."""
+        pause = tries.not_stored(error)
+        if pause is None:
+            self.drop(batch, error.reason, f"{error.detail} (attempt {tries.retried + 1})")
+        else:
+            self._metrics.retries.labels(transport=self.name, status=str(error.status)).inc()
+        return pause
+
+    def _unconfirmed(
+        self, batch: Sequence[Envelope], error: Unconfirmed, tries: Tries
+    ) -> Sequence[Envelope]:
+        """Count the events of a batch left without an answer; return those to send once
+        more, in place: its terminal events, the first time, if the policy says so."""
+        again = tries.resend(batch)
+        kept = {id(envelope) for envelope in again}
+        rest = [envelope for envelope in batch if id(envelope) not in kept]
+        if rest:
+            self.unconfirm(rest, error.reason, error.detail)
+        if again:
+            self._metrics.resent.labels(transport=self.name, reason="unconfirmed_terminal").inc(
+                len(again)
+            )
+            for envelope in again:
+                log.warning(
+                    "terminal_event_resent",
+                    transport=self.name,
+                    app_id=envelope.app_id,
+                    run_id=envelope.run_id,
+                    event_type=envelope.event_type,
+                    digest=envelope.digest,
+                    after=error.reason,
+                )
+        return again
 
     async def _fenced(self, batch: Sequence[Envelope]) -> Sequence[Envelope]:
         """The events of `batch` that may leave now: those claimed under a lease another

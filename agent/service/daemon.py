@@ -176,7 +176,7 @@ class Daemon:
         except StateError as error:
             raise StartError(str(error)) from error
         try:
-            transports = await build_transports(config.lineage)
+            transports = await build_transports(config.lineage, metrics=self.metrics)
         except BaseException:
             self.state_db.close()
             raise
