@@ -83,8 +83,9 @@ class DeliveryPolicy:
     backoff: Backoff = Backoff()
     respect_retry_after: bool = True
     resend_terminal: bool = False
-    #: the statuses retried, for the retry counter's series
-    statuses: tuple[int, ...] = (429, 500, 502, 503, 504)
+    #: the statuses retried beyond the five `Metrics` shows for http, for the retry
+    #: counter's series
+    statuses: tuple[int, ...] = ()
 
 
 def delivery_policy(lineage: LineageConfig, name: str) -> DeliveryPolicy:
