@@ -214,12 +214,11 @@ class Metrics:
             self.unconfirmed.labels(transport=transport, reason=reason)
         for not_sent in NOT_SENT_REASONS:
             self.not_sent.labels(transport=transport, reason=not_sent)
-        if transport == "http":
-            for status in NOT_STORED_STATUSES:
-                self.retries.labels(transport=transport, status=str(status))
-            for resent in RESEND_REASONS:
-                self.resent.labels(transport=transport, reason=resent)
-            self.late_answers.labels(transport=transport)
+        for status in NOT_STORED_STATUSES:
+            self.retries.labels(transport=transport, status=str(status))
+        for resent in RESEND_REASONS:
+            self.resent.labels(transport=transport, reason=resent)
+        self.late_answers.labels(transport=transport)
 
     def drop(self, transport: str, reason: str, count: int = 1) -> None:
         self.dropped.inc(count)
