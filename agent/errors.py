@@ -11,6 +11,8 @@
     ├── ReadBackError            events cannot be read back from Marquez (`verify --marquez`)
     ├── TransportFailure         a transport's send that did not end in delivery
     │   ├── DeliveryError        refused or failed for good: dropped (`reason`: DropReason)
+    │   │   └── NotStored        the collector said it did not store it (`status`,
+    │   │                        `retry_after`): tried again, dropped after the last attempt
     │   ├── NotSent              provably never left (`reason`: NotSentReason): stays queued
     │   └── Unconfirmed          may have reached the collector (`reason`: UnconfirmedReason)
     ├── CanonicalizationError    a value with no RFC 8785 form (also a ValueError)
@@ -30,7 +32,12 @@ from typing import Literal, get_args
 #: Why an event will never reach a transport: the `reason` label of the drop counters.
 DropReason = Literal[
     "http_4xx",  # the collector refused the event (400, 401, 403, 413, ...)
-    "http_5xx",  # the collector failed (500, 503, ...)
+    "http_5xx",  # the collector failed (501, 505, ...: a 5xx not in the retried list)
+    "http_429",  # too many requests, answered to the last attempt
+    "http_500",  # internal error (a database restarting behind Marquez), to the last attempt
+    "http_502",  # bad gateway (a proxy with no upstream), to the last attempt
+    "http_503",  # unavailable, to the last attempt
+    "http_504",  # gateway timeout, to the last attempt
     "write_error",  # the file transport could not write (disk full, permission, size limit)
     "too_large",  # larger than the Kafka producer's or the broker's message size limit
     "refused",  # the Kafka broker refused the event for good (authorization, topic, policy)
@@ -123,6 +130,31 @@ class DeliveryError(TransportFailure):
     def __init__(self, reason: DropReason, detail: str) -> None:
         super().__init__(reason, detail)
         self.reason: DropReason = reason
+
+
+#: The statuses with a drop reason of their own: what a collector answers when it did not
+#: store a request and may store it later (the retried statuses by default).
+NOT_STORED_STATUSES: tuple[int, ...] = (429, 500, 502, 503, 504)
+
+
+def status_reason(status: int) -> DropReason:
+    """The drop reason of an HTTP answer `status`: its own for the not-stored ones, else
+    `http_4xx` or `http_5xx`."""
+    if status in NOT_STORED_STATUSES:
+        return f"http_{status}"  # type: ignore[return-value]
+    return "http_5xx" if status >= 500 else "http_4xx"
+
+
+class NotStored(DeliveryError):
+    """The collector answered that it did not store the batch (429, 500, 502, 503, 504 unless
+    configured otherwise): the pipeline tries it again after a backoff (`retry_after`: the
+    seconds the collector asked for, if it did) and drops it with `reason` after the last
+    attempt. Transports raise it; they never retry themselves."""
+
+    def __init__(self, status: int, detail: str, retry_after: float | None = None) -> None:
+        super().__init__(status_reason(status), detail)
+        self.status = status
+        self.retry_after = retry_after
 
 
 class NotSent(TransportFailure):

@@ -18,6 +18,8 @@ from agent.errors import (
     DropReason,
     NotSent,
     NotSentReason,
+    NotStored,
+    TransportFailure,
     Unconfirmed,
     UnconfirmedReason,
 )
@@ -122,7 +124,9 @@ class MemorySource:
 @dataclass
 class RecordingTransport:
     """A transport that keeps what it is sent; `fail` makes it fail with that reason, as the
-    kind of failure the reason belongs to (dropped, never sent, or unconfirmed)."""
+    kind of failure the reason belongs to (dropped, never sent, or unconfirmed); `script`
+    says how the next attempts end, one item each (a failure to raise, or None: delivered),
+    before `fail` applies. `tried` holds every event of every attempt, in order."""
 
     name: str = "memory"
     sent: list[Envelope] = field(default_factory=list)
@@ -130,11 +134,20 @@ class RecordingTransport:
     delay: float = 0.0
     closed: bool = False
     attempts: int = 0
+    script: list[TransportFailure | None] = field(default_factory=list)
+    tried: list[Envelope] = field(default_factory=list)
 
     async def send(self, batch: Sequence[Envelope]) -> None:
         self.attempts += 1
+        self.tried.extend(batch)
         if self.delay:
             await asyncio.sleep(self.delay)
+        if self.script:
+            outcome = self.script.pop(0)
+            if outcome is not None:
+                raise outcome
+            self.sent.extend(batch)
+            return
         match self.fail:
             case None:
                 self.sent.extend(batch)
@@ -142,6 +155,8 @@ class RecordingTransport:
                 raise NotSent(reason, "configured to fail")
             case "timeout" | "network" | "interrupted" as reason:
                 raise Unconfirmed(reason, "configured to fail")
+            case "http_429" | "http_500" | "http_502" | "http_503" | "http_504" as reason:
+                raise NotStored(int(reason.removeprefix("http_")), "configured to fail")
             case reason:
                 raise DeliveryError(reason, "configured to fail")
 

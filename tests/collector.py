@@ -10,7 +10,16 @@ it. Its answer is switched at run time with `set_behaviour`:
 * ``"hang"``: read the request and never answer (the connection closes when the collector
   stops);
 * ``"reset"``: read the request, then close with SO_LINGER 0 so the client sees ECONNRESET;
-* ``"close_mid_response"``: send the status line and half of a body, then close.
+* ``"close_mid_response"``: send the status line and half of a body, then close;
+* `reply(status, retry_after=...)`: a status with a `Retry-After` header;
+* `timeline((seconds, behaviour), ..., then=201)`: each behaviour for its seconds, counted from
+  when it was set, then `then` (a collector failing for its first 20 s);
+* `per_request(choose)`: the behaviour `choose(request)` picks for each request (STARTs late,
+  one terminal event reset).
+
+A slow answer stores the request's events when its answer is due, whether or not the client
+is still there, as Marquez does: a client that gave up does not keep a request from being
+stored after the ones it sent later.
 
 `.events` holds the events of requests answered with 2xx, in arrival order, batch arrays
 flattened; `.requests` holds every request read, whatever the answer. Both are plain lists
@@ -58,7 +67,55 @@ def slow(seconds: float, status: int = 201) -> Slow:
     return Slow(seconds, status)
 
 
-Behaviour = int | Slow | Literal["hang", "reset", "close_mid_response"]
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Answer `status` with a `Retry-After: retry_after` header (seconds or an HTTP date)."""
+
+    status: int
+    retry_after: str | None = None
+
+
+def reply(status: int, retry_after: str | None = None) -> Reply:
+    """The behaviour "answer `status`, saying when to come back"."""
+    return Reply(status, retry_after)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Each phase's behaviour for its seconds from `began` (monotonic), then `then`."""
+
+    phases: tuple[tuple[float, Behaviour], ...]
+    then: Behaviour
+    began: float
+
+    def at(self, now: float) -> Behaviour:
+        elapsed = now - self.began
+        for seconds, behaviour in self.phases:
+            if elapsed < seconds:
+                return behaviour
+            elapsed -= seconds
+        return self.then
+
+
+def timeline(*phases: tuple[float, Behaviour], then: Behaviour = 201) -> Timeline:
+    """The behaviour "each of `phases` for its seconds from now, then `then`"."""
+    return Timeline(tuple(phases), then, time.monotonic())
+
+
+@dataclass(frozen=True, slots=True)
+class PerRequest:
+    """The behaviour `choose` picks for each request."""
+
+    choose: Callable[[Request], Behaviour]
+
+
+def per_request(choose: Callable[[Request], Behaviour]) -> PerRequest:
+    return PerRequest(choose)
+
+
+Behaviour = (
+    int | Slow | Reply | Timeline | PerRequest | Literal["hang", "reset", "close_mid_response"]
+)
 _NAMED = ("hang", "reset", "close_mid_response")
 
 
@@ -389,10 +446,31 @@ class Collector:
         keep_alive = keep_alive and not self._stopping.is_set()  # a graceful stop's last answer
         return await self._answer(request, writer, keep_alive)
 
+    def _pick(self, request: Request) -> Behaviour:
+        """The concrete behaviour (a status, `Slow`, `Reply` or a named one) for `request`."""
+        behaviour = self._behaviour
+        for _ in range(8):  # a timeline of per-request choices, or the other way round
+            if isinstance(behaviour, Timeline):
+                behaviour = behaviour.at(time.monotonic())
+            elif isinstance(behaviour, PerRequest):
+                behaviour = behaviour.choose(request)
+            else:
+                break
+        return behaviour
+
     async def _answer(
         self, request: Request, writer: asyncio.StreamWriter, keep_alive: bool
     ) -> bool:
-        behaviour = self._behaviour
+        return await self._reply(self._pick(request), request, writer, keep_alive)
+
+    async def _reply(
+        self,
+        behaviour: Behaviour,
+        request: Request,
+        writer: asyncio.StreamWriter,
+        keep_alive: bool,
+    ) -> bool:
+        """Answer `request` as `behaviour` says; False when the connection must end."""
         if behaviour == "hang":
             assert self._stopping is not None
             await self._stopping.wait()
@@ -407,13 +485,17 @@ class Collector:
             await writer.drain()
             return False
         status = behaviour
+        extra = "" if keep_alive else "Connection: close\r\n"
         if isinstance(behaviour, Slow):
             await asyncio.sleep(behaviour.seconds)
             status = behaviour.status
+        elif isinstance(behaviour, Reply):
+            status = behaviour.status
+            if behaviour.retry_after is not None:
+                extra += f"Retry-After: {behaviour.retry_after}\r\n"
         assert isinstance(status, int)
         if 200 <= status < 300 and not self._accept(request):
             status = 400
-        extra = "" if keep_alive else "Connection: close\r\n"
         if 300 <= status < 400:
             extra += f"Location: {self.base_url}/moved{request.path}\r\n"
         writer.write(_response(status, extra))
@@ -455,7 +537,10 @@ def _checked(behaviour: Behaviour) -> Behaviour:
         if not 100 <= behaviour <= 599:
             raise ValueError(f"HTTP status out of range: {behaviour}")
         return behaviour
-    if isinstance(behaviour, Slow) or behaviour in _NAMED:
+    if isinstance(behaviour, Reply):
+        _checked(behaviour.status)
+        return behaviour
+    if isinstance(behaviour, Slow | Timeline | PerRequest) or behaviour in _NAMED:
         return behaviour
     raise ValueError(f"unknown collector behaviour {behaviour!r}")
 

@@ -49,7 +49,8 @@ def test_events_arrive_valid_and_verified(workdir: Path) -> None:
     [
         (400, "lineage_events_dropped_by_reason_total", "http_4xx"),
         (401, "lineage_events_dropped_by_reason_total", "http_4xx"),
-        (500, "lineage_events_dropped_by_reason_total", "http_5xx"),
+        (500, "lineage_events_dropped_by_reason_total", "http_500"),
+        (501, "lineage_events_dropped_by_reason_total", "http_5xx"),
         (slow(2.0), "lineage_events_unconfirmed_total", "timeout"),
         ("reset", "lineage_events_unconfirmed_total", "network"),
     ],
@@ -58,9 +59,14 @@ def test_collector_faults_are_counted_with_reason(
     workdir: Path, behaviour: object, counter: str, reason: str
 ) -> None:
     """A collector that answers no drops the events with its reason; one that took the
-    request and gave no answer leaves them unconfirmed; the agent stays up."""
+    request and gave no answer leaves them unconfirmed (a COMPLETE's resend too, counted
+    once); the agent stays up."""
     with Collector(behaviour) as collector:  # type: ignore[arg-type]
-        config = write_config(workdir, http_lineage(collector.url, timeout="300ms"))
+        # retries and the late-answer wait off: the fault decides each event's outcome
+        lineage = http_lineage(
+            collector.url, timeout="300ms", retry={"total": 0}, late_answer_wait=0
+        )
+        config = write_config(workdir, lineage)
         with run_agent(config, events=6) as agent:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:

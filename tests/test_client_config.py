@@ -338,7 +338,7 @@ ERRORS = [
         "{cfg}:5: lineage.transport.urlParams.a: unknown key for a http transport (expected"
         " one of 'url', 'endpoint', 'timeout', 'timeoutinmillis', 'auth', 'headers',"
         " 'custom_headers', 'compression', 'verify', 'cert', 'key', 'ca_file', 'batch_size',"
-        " 'batch_endpoint', 'concurrency')",
+        " 'batch_endpoint', 'concurrency', 'retry', 'late_answer_wait')",
         id="unknown-http-key",
     ),
     pytest.param(
@@ -347,13 +347,27 @@ ERRORS = [
           transport:
             type: http
             url: https://marquez:5000
-            retry: {total: 5}
+            retry: {total: 5, backof_factor: 2}
         """,
         {},
-        "{cfg}:5: lineage.transport.retry.total: the agent never sends a request again once it"
-        " may have arrived (at-most-once); remove retry: a request that provably never left is"
-        " sent again by itself",
-        id="http-retry",
+        "{cfg}:5: lineage.transport.retry.backof_factor: unknown key in retry (expected one of"
+        " 'total', 'connect', 'read', 'status', 'backoff_factor', 'backoff_max',"
+        " 'status_forcelist', 'allowed_methods', 'respect_retry_after_header',"
+        " 'backoff_jitter')",
+        id="http-retry-unknown-key",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          transport:
+            type: http
+            url: https://marquez:5000
+            retry:
+              total: many
+        """,
+        {},
+        "{cfg}:6: lineage.transport.retry.total: expected an integer from 0 to 100, got 'many'",
+        id="http-retry-bad-total",
     ),
     pytest.param(
         """\

@@ -433,16 +433,16 @@ def test_send_to_collector(tmp_path: Path, key: Path, public: Ed25519PublicKey) 
 
 
 def test_send_counts_drops(tmp_path: Path, key: Path) -> None:
-    """Events the collector refuses are dropped, counted by reason, and exit 1."""
+    """Events the collector refuses (and, retries off, no retry stores) are dropped, counted
+    by reason, and exit 1."""
     log = sample(tmp_path / "logs", "success.jsonl", "local-1")
     with Collector(503) as collector:
-        config = config_file(
-            tmp_path, key, {"transport": "http", "http": {"endpoint": collector.url}}
-        )
+        http = {"endpoint": collector.url, "retry": {"total": 0}}
+        config = config_file(tmp_path, key, {"transport": "http", "http": http})
         result = run(log, "--config", config, "--send")
     assert result.returncode == 1
     assert result.stdout.endswith(
-        "sent through http: 0 delivered, 6 dropped (http_5xx 6)\n"
+        "sent through http: 0 delivered, 6 dropped (http_503 6)\n"
         "\n"
         "1 application(s), 3 run(s), 6 event(s): failed: 6 event(s) dropped\n"
     )

@@ -22,7 +22,14 @@ from agent.config.model import HttpAuth, HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.http.settings import check_endpoint
 from agent.delivery.transports.http.transport import HttpTransport
-from agent.errors import DeliveryError, NotSent, StartError, TransportFailure, Unconfirmed
+from agent.errors import (
+    DeliveryError,
+    NotSent,
+    NotStored,
+    StartError,
+    TransportFailure,
+    Unconfirmed,
+)
 from tests.collector import Collector, closed_port, slow
 from tests.olschema import example_run_event
 
@@ -86,7 +93,7 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-_Failure = TypeVar("_Failure", DeliveryError, NotSent, Unconfirmed)
+_Failure = TypeVar("_Failure", DeliveryError, NotSent, NotStored, Unconfirmed)
 
 
 def server_context(ca: trustme.CA, *names: str) -> ssl.SSLContext:
@@ -135,14 +142,15 @@ async def test_any_2xx_delivers(collector: Collector, make: Factory, status: int
         (400, "http_4xx", "HTTP 400 Bad Request"),
         (401, "http_4xx", "HTTP 401 Unauthorized"),
         (413, "http_4xx", "HTTP 413 Request Entity Too Large"),
-        (500, "http_5xx", "HTTP 500 Internal Server Error"),
-        (503, "http_5xx", "HTTP 503 Service Unavailable"),
+        (501, "http_5xx", "HTTP 501 Not Implemented"),
+        (505, "http_5xx", "HTTP 505 HTTP Version Not Supported"),
     ],
 )
 async def test_error_status_maps_to_reason(
     collector: Collector, make: Factory, status: int, reason: str, detail: str
 ) -> None:
-    """4xx and 5xx answers raise DeliveryError with their reason and the status as detail."""
+    """4xx and 5xx answers not in `retry.status_forcelist` raise DeliveryError with their
+    reason and the status as detail."""
     collector.set_behaviour(status)
     error = await failure(make(collector.url), [envelope(1)], DeliveryError)
     assert (error.reason, error.detail, str(error)) == (reason, detail, f"{reason}: {detail}")
@@ -153,7 +161,7 @@ async def test_error_answer_keeps_connection(collector: Collector, make: Factory
     """After an error status the connection is reused; failures cost no reconnect."""
     transport = make(collector.url)
     collector.set_behaviour(503)
-    await failure(transport, [envelope(1)], DeliveryError)
+    await failure(transport, [envelope(1)], NotStored)
     collector.set_behaviour(201)
     await transport.send([envelope(2)])
     assert collector.connections == 1
@@ -171,10 +179,10 @@ async def test_redirect_is_not_followed(collector: Collector, make: Factory) -> 
 
 
 async def test_slow_answer_times_out_on_time(collector: Collector, make: Factory) -> None:
-    """An answer slower than the timeout is unconfirmed (`timeout`: the collector may store
-    it) within the timeout plus a margin."""
+    """Without a late-answer wait, an answer slower than the timeout is unconfirmed
+    (`timeout`: the collector may store it) within the timeout plus a margin."""
     collector.set_behaviour(slow(2.0))
-    transport = make(collector.url, timeout=0.3)
+    transport = make(collector.url, timeout=0.3, late_answer_wait=0)
     began = time.monotonic()
     error = await failure(transport, [envelope(1)], Unconfirmed)
     took = time.monotonic() - began
@@ -186,10 +194,10 @@ async def test_slow_answer_times_out_on_time(collector: Collector, make: Factory
 
 
 async def test_hung_collector_times_out(collector: Collector, make: Factory) -> None:
-    """A collector that never answers leaves the send unconfirmed (`timeout`), and the next
-    send works again."""
+    """A collector that never answers leaves the send unconfirmed (`timeout`, past the
+    late-answer wait), and the next send works again."""
     collector.set_behaviour("hang")
-    transport = make(collector.url, timeout=0.2)
+    transport = make(collector.url, timeout=0.2, late_answer_wait=0.2)
     assert (await failure(transport, [envelope(1)], Unconfirmed)).reason == "timeout"
     collector.set_behaviour(201)
     await transport.send([envelope(2)])

@@ -302,6 +302,7 @@ async def replay_send(
     from prometheus_client import CollectorRegistry
 
     from agent.delivery.pipeline import Pipeline
+    from agent.delivery.retry import delivery_policy
     from agent.delivery.shipping import Delivery
     from agent.delivery.transports.factory import build_transports, lanes_for
     from agent.telemetry.health import HealthTracker
@@ -316,8 +317,8 @@ async def replay_send(
         spark=config.spark,
         progress=progress,
     )
-    transports = await build_transports(lineage)
     metrics, health = Metrics(CollectorRegistry()), HealthTracker()
+    transports = await build_transports(lineage, metrics=metrics)
     # The pipeline signs each event again, as in the daemon: Ed25519 is deterministic, so it
     # ships the bytes the report's digests name (at about 0.1 ms an event).
     pipeline = Pipeline(signer.sign_event, metrics, health)
@@ -325,8 +326,16 @@ async def replay_send(
     for name, transport in transports.items():
         lanes, batch = lanes_for(lineage, name)
         queues.append(_PacedQueue(lineage.queue_size, lanes))
+        policy = delivery_policy(lineage, name)
         pipeline.add(
-            Delivery(transport, queues[-1], batch_size=batch, metrics=metrics, health=health)
+            Delivery(
+                transport,
+                queues[-1],
+                batch_size=batch,
+                metrics=metrics,
+                health=health,
+                policy=policy,
+            )
         )
     for delivery in pipeline.deliveries.values():
         delivery.start()

@@ -10,9 +10,11 @@ import os
 from typing import Any, Final
 from urllib.parse import urljoin, urlsplit
 
+from agent.config.clientretry import read_retry
 from agent.config.clientsources import Leaf, get
 from agent.config.kinds import parse_duration
 from agent.config.model import (
+    HOUR,
     MINUTE,
     FileConfig,
     HttpAuth,
@@ -44,6 +46,8 @@ _HTTP_KEYS: Final = (
     "batch_size",
     "batch_endpoint",
     "concurrency",
+    "retry",
+    "late_answer_wait",
 )
 _FILE_KEYS: Final = ("type", "name", "log_file_path", "location", "append", "rotation_size_mb")
 _KAFKA_KEYS: Final = (
@@ -182,6 +186,21 @@ class Builder:
         batch = get(tree, "batch_endpoint")
         if batch is not None:
             values["batch_endpoint"] = self.text(batch, kind, "batch_endpoint").value
+        retry = get(tree, "retry")
+        if retry is not None:
+            values["retry"] = read_retry(retry, kind, self.origins)
+        late = get(tree, "late_answer_wait")
+        if late is not None:
+            leaf = self.leaf(late, kind)
+            seconds = (
+                parse_duration(str(leaf.value))
+                if isinstance(leaf.value, str | int | float)
+                else None
+            )
+            if isinstance(leaf.value, bool) or seconds is None or not 0 <= seconds <= HOUR:
+                raise leaf.error(f"expected a duration from 0s to 1h, got {leaf.value!r}")
+            values["late_answer_wait"] = seconds
+            self.origins.append(("lineage.http.late_answer_wait", leaf.origin))
         return HttpConfig(**values)
 
     def auth(self, tree: Any, kind: Leaf) -> HttpAuth:
@@ -251,12 +270,6 @@ class Builder:
 
     def known(self, tree: dict[str, Any], keys: tuple[str, ...], kind: Leaf) -> None:
         for name, value in tree.items():
-            if name.lower() == "retry" and kind.value == "http":
-                raise self.first(value, kind).error(
-                    "the agent never sends a request again once it may have arrived"
-                    " (at-most-once); remove retry: a request that provably never left is"
-                    " sent again by itself"
-                )
             if name.lower() not in keys:
                 where = self.first(value, kind)
                 shown = ", ".join(repr(k) for k in keys if k not in ("type", "name"))

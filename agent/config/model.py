@@ -115,6 +115,27 @@ class HttpAuth:
     api_key: Secret | None = field(default=None, metadata={"yaml": False})
 
 
+Retries = Annotated[int, Bounds(0, 100)]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryConfig:
+    """`lineage.http.retry`: the OpenLineage client's names (urllib3's `Retry`) with a
+    daemon's defaults; what the agent does with them is `agent.delivery.retry`'s docstring."""
+
+    total: Retries = 10  # retries of a request the collector did not store, at most
+    connect: Retries | None = None  # accepted; moot: what never left stays queued anyway
+    read: Retries | None = None  # accepted; never made: the collector may have stored it
+    status: Retries | None = None  # retries on a status of status_forcelist (if < total)
+    backoff_factor: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 0.5
+    backoff_max: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 30.0
+    # the statuses that say "not stored, try later"
+    status_forcelist: tuple[Annotated[int, Bounds(100, 599)], ...] = (429, 500, 502, 503, 504)
+    allowed_methods: tuple[str, ...] = ("HEAD", "POST")  # retried only when POST is listed
+    respect_retry_after_header: bool = True  # within backoff_max
+    backoff_jitter: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 1.0  # random seconds added
+
+
 @dataclass(frozen=True, slots=True)
 class HttpConfig:
     endpoint: HttpUrl
@@ -133,6 +154,10 @@ class HttpConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     cert: LocalPath | None = None  # PEM client certificate for mTLS (with `key`)
     key: LocalPath | None = None  # its PEM private key
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    # once a POST's body left, how much longer than `timeout` its answer is awaited (the
+    # run's next event waits meanwhile); 0: unconfirmed at `timeout`
+    late_answer_wait: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +238,9 @@ class LineageConfig:
     file: FileConfig = field(default_factory=FileConfig)
     kafka: KafkaTransportConfig | None = None
     spool: SpoolConfig = field(default_factory=SpoolConfig)
+    # send a run's terminal event once more, byte-identical, when its HTTP request got no
+    # answer (the one exception to at-most-once; consumers de-duplicate by signature)
+    resend_unconfirmed_terminal: bool = True
 
 
 @dataclass(frozen=True, slots=True)

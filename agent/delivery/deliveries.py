@@ -12,9 +12,11 @@ from pathlib import Path
 import structlog
 
 from agent.config.model import LineageConfig
+from agent.delivery.outcomes import Ledger
 from agent.delivery.pipeline import Pipeline
 from agent.delivery.queue import BoundedQueue
-from agent.delivery.shipping import Delivery, Ledger
+from agent.delivery.retry import delivery_policy
+from agent.delivery.shipping import Delivery
 from agent.delivery.spool import Recovered, Spool
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.factory import lanes_for
@@ -65,6 +67,7 @@ class Deliveries:
             health=self._health,
             ledger=self._ledger,
             spool=self.pipeline.spool,
+            policy=delivery_policy(lineage, name),
         )
         self.pipeline.add(delivery)
         return delivery
@@ -131,11 +134,16 @@ class Deliveries:
                 self.add(name, transport, lineage).start()
                 continue
             delivery.queue.resize(lineage.queue_size)
+            delivery.policy = delivery_policy(lineage, name)
             self._metrics.queue_capacity.labels(transport=name).set(lineage.queue_size)
         for gone in removed:
             task = asyncio.create_task(self._retire(pipeline.retire(gone), lineage.drain_timeout))
             self._retiring.add(task)
             task.add_done_callback(self._retiring.discard)
+
+    @property
+    def metrics(self) -> Metrics:
+        return self._metrics
 
     async def swap_in(self, transports: dict[str, Transport]) -> None:
         """Replace the transports of running deliveries with the rebuilt ones."""

@@ -5,11 +5,12 @@ Envelope to every transport's queue. A `Delivery` per transport takes batches fr
 and hands them to the transport. Every event ends in exactly one of: delivered, dropped (with
 a reason, counted in `lineage_events_dropped_total`, recorded in the health tracker),
 unconfirmed (the request left and no answer came: the collector may have it), or still
-queued, per transport; nothing that may have reached a collector is ever sent twice.
+queued, per transport; nothing that may have reached a collector is sent twice, but for one
+switchable, counted, byte-identical resend of a run's terminal event left without an answer.
 
 Each transport's `Delivery` (`agent.delivery.shipping`) resolves its events: what never left
-is sent again, what may have arrived never; events claimed under a lease leave only while it
-is this agent's.
+is sent again, what the collector did not store is retried (`agent.delivery.retry`), what may
+have arrived is not; events claimed under a lease leave only while it is this agent's.
 
 With a spool (`agent.delivery.spool`), an event is kept on disk for the transports whose
 queues take it before it is queued, and `restore` hands what an earlier run left unsent back

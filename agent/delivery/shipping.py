@@ -3,7 +3,10 @@ and the accounting of every event it was offered (delivered, dropped, unconfirme
 
 A batch that provably never left (`NotSent`: no connection, no TLS session) is no attempt:
 it stays at the head of its lane and goes again after a capped, jittered backoff, so a
-collector that restarts or is briefly unreachable loses nothing the queue can hold. A lane
+collector that restarts or is briefly unreachable loses nothing the queue can hold. A batch
+the collector answered it did not store (`NotStored`) is tried again in place, and a run's
+terminal event left unconfirmed is sent once more, as its `DeliveryPolicy` says
+(`agent.delivery.retry`). A lane
 sends its next batch only after the previous one is resolved, and a run always maps to the
 same lane: a run's later event never leaves while an earlier one is in flight or waiting.
 
@@ -13,12 +16,9 @@ for renewal, and its events are dropped (`lease_lost`) once another agent owns t
 application, so an agent paused past its lease never sends an old START after the new
 owner's COMPLETE.
 
-Drops and unconfirmed events are counted, recorded as health incidents and, with a state
-database, in its delivery ledger (`Ledger`).
-
-With a spool (`agent.delivery.spool`) every batch is marked in flight there before it may
-leave and resolved there by its outcome; at a stop, what never left stays in the spool (`kept`)
-for the next start instead of being dropped.
+What becomes of the events is counted and recorded by `agent.delivery.outcomes`. With a
+spool (`agent.delivery.spool`) every batch is marked in flight there before it may leave, and
+its outcome resolves it there.
 """
 
 from __future__ import annotations
@@ -28,16 +28,18 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 import structlog
 
 from agent.delivery.envelope import Envelope
+from agent.delivery.outcomes import Ledger, Outcomes
 from agent.delivery.queue import BoundedQueue
+from agent.delivery.retry import DeliveryPolicy, Tries
 from agent.delivery.spool import Spool
 from agent.delivery.transports.base import Transport
-from agent.errors import DeliveryError, NotSent, Unconfirmed
-from agent.telemetry.health import HealthTracker, Incident
+from agent.errors import DeliveryError, NotSent, NotStored, Unconfirmed
+from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 
 log = structlog.get_logger("agent.pipeline")
@@ -50,14 +52,6 @@ RETRY_CAP: Final = 5.0
 FENCE_WAIT: Final = 0.1
 
 
-class Ledger(Protocol):
-    """Remembers the outcome of every event per transport (the state database)."""
-
-    def record(
-        self, envelope: Envelope, transport: str, outcome: str, reason: str | None
-    ) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class DeliveryStatus:
     transport: str
@@ -67,7 +61,7 @@ class DeliveryStatus:
     last_error_time: float | None
 
 
-class Delivery:
+class Delivery(Outcomes):
     """Moves one transport's queue into the transport, a batch per lane at a time."""
 
     def __init__(
@@ -80,33 +74,24 @@ class Delivery:
         health: HealthTracker,
         ledger: Ledger | None = None,
         spool: Spool | None = None,
+        policy: DeliveryPolicy | None = None,
     ) -> None:
         self.name = transport.name
+        self.policy = policy or DeliveryPolicy()  # a reload may replace it
         self.transport = transport
         self.queue = queue
         self.batch_size = batch_size
-        self._metrics = metrics
-        self._health = health
-        self._ledger = ledger
-        self._spool = spool
-        self._keeping = False  # stopping: what never left stays in the spool
+        Outcomes.__init__(self, self.name, metrics, health, ledger, spool)
         self._offered = metrics.offered.labels(transport=self.name)
-        self._delivered = metrics.delivered.labels(transport=self.name)
-        self._latency = metrics.latency.labels(transport=self.name)
         metrics.register_transport(self.name, queue.capacity)
         metrics.queue_depth.labels(transport=self.name).set_function(lambda: queue.depth)
         self._in_flight: dict[int, int] = {}
         self._idle: dict[int, asyncio.Event] = {}
         self._workers: list[asyncio.Task[None]] = []
-        self.last_error: str | None = None
-        self.last_error_time: float | None = None
         self._not_sent = metrics.not_sent
+        for status in self.policy.statuses:
+            metrics.retries.labels(transport=self.name, status=str(status))
         self.offered = 0
-        self.delivered = 0
-        self.dropped = 0
-        self.unconfirmed = 0
-        self.dropped_at_shutdown = 0
-        self.kept = 0  # never left, kept in the spool at the stop
 
     def start(self) -> None:
         self._workers = [
@@ -178,13 +163,6 @@ class Delivery:
             self._leave(left, "still queued at the drain deadline")
         return self.dropped_at_shutdown
 
-    def _leave(self, batch: Sequence[Envelope], detail: str) -> None:
-        """Events that never left, at the stop: kept in the spool, or dropped."""
-        if self._keeping:
-            self.kept += len(batch)
-        else:
-            self.drop(batch, "shutdown", detail)
-
     async def aclose(self) -> None:
         await self.transport.aclose()
 
@@ -200,8 +178,10 @@ class Delivery:
 
     async def _deliver(self, batch: Sequence[Envelope]) -> None:
         """Resolve one batch: delivered, dropped or unconfirmed; tried again, in place, for
-        as long as it provably never left (until the drain deadline cancels the wait)."""
+        as long as it provably never left or its retries last (until the drain deadline
+        cancels the wait), a terminal event without an answer once more."""
         wait = RETRY_FIRST
+        tries: Tries | None = None  # made at the first answer "not stored" or "no answer"
         while True:
             batch = await self._fenced(batch)
             if not batch:
@@ -220,10 +200,24 @@ class Delivery:
                     spool.not_sent(self.name, spooled)
                 self._failing(error.reason, error.detail, len(batch))
                 self._not_sent.labels(transport=self.name, reason=error.reason).inc()
+                pause = wait * random.uniform(0.5, 1.0)
+                wait = min(wait * 2, RETRY_CAP)
+            except NotStored as error:
+                self._failing(error.reason, error.detail, len(batch))
+                tries = tries or Tries(self.policy)
+                retry_in = self._not_stored(batch, error, tries)
+                if retry_in is None:
+                    return
+                if spool is not None and spooled:  # the collector says it has none of it
+                    spool.not_sent(self.name, spooled)
+                pause = retry_in
             except Unconfirmed as error:
                 self._failing(error.reason, error.detail, len(batch))
-                self.unconfirm(batch, error.reason, error.detail)
-                return
+                tries = tries or Tries(self.policy)
+                batch = self._unconfirmed(batch, error, tries)
+                if not batch:
+                    return
+                pause = 0.0
             except DeliveryError as error:
                 self._failing(error.reason, error.detail, len(batch))
                 self.drop(batch, error.reason, error.detail)
@@ -246,12 +240,55 @@ class Delivery:
                     idle = self._idle.pop(key, None)
                     if idle is not None:
                         idle.set()
-            try:
-                await asyncio.sleep(wait * random.uniform(0.5, 1.0))
-            except asyncio.CancelledError:
-                self._leave(batch, "never sent: the collector did not answer in time")
-                raise
-            wait = min(wait * 2, RETRY_CAP)
+            if pause:
+                await self._pause(batch, pause)
+
+    async def _pause(self, batch: Sequence[Envelope], seconds: float) -> None:
+        """Wait before a batch that was not sent or not stored goes again; at the drain
+        deadline it stays in the spool (or is dropped without one)."""
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            self._leave(batch, "not stored yet: the drain deadline came first")
+            raise
+
+    def _not_stored(
+        self, batch: Sequence[Envelope], error: NotStored, tries: Tries
+    ) -> float | None:
+        """Seconds to wait before a batch the collector did not store goes again; None when
+        it was dropped, its attempts spent."""
+        pause = tries.not_stored(error)
+        if pause is None:
+            self.drop(batch, error.reason, f"{error.detail} (attempt {tries.retried + 1})")
+        else:
+            self._metrics.retries.labels(transport=self.name, status=str(error.status)).inc()
+        return pause
+
+    def _unconfirmed(
+        self, batch: Sequence[Envelope], error: Unconfirmed, tries: Tries
+    ) -> Sequence[Envelope]:
+        """Count the events of a batch left without an answer; return those to send once
+        more, in place: its terminal events, the first time, if the policy says so."""
+        again = tries.resend(batch)
+        kept = {id(envelope) for envelope in again}
+        rest = [envelope for envelope in batch if id(envelope) not in kept]
+        if rest:
+            self.unconfirm(rest, error.reason, error.detail)
+        if again:
+            self._metrics.resent.labels(transport=self.name, reason="unconfirmed_terminal").inc(
+                len(again)
+            )
+            for envelope in again:
+                log.warning(
+                    "terminal_event_resent",
+                    transport=self.name,
+                    app_id=envelope.app_id,
+                    run_id=envelope.run_id,
+                    event_type=envelope.event_type,
+                    digest=envelope.digest,
+                    after=error.reason,
+                )
+        return again
 
     async def _fenced(self, batch: Sequence[Envelope]) -> Sequence[Envelope]:
         """The events of `batch` that may leave now: those claimed under a lease another
@@ -268,67 +305,3 @@ class Delivery:
             except asyncio.CancelledError:
                 self._leave(batch, "never sent: its lease awaited renewal")
                 raise
-
-    def _succeed(self, batch: Sequence[Envelope]) -> None:
-        now = time.monotonic()
-        self._delivered.inc(len(batch))
-        self.delivered += len(batch)
-        for envelope in batch:
-            self._latency.observe(now - envelope.produced)
-            if envelope.ticket is not None:
-                envelope.ticket.resolved()
-        if self._ledger is not None:
-            for envelope in batch:
-                self._ledger.record(envelope, self.name, "delivered", None)
-        self._resolved(batch)
-        if self.last_error is not None:
-            log.info("transport_recovered", transport=self.name, after=self.last_error)
-            self.last_error = None
-
-    def _failing(self, reason: str, detail: str, events: int) -> None:
-        """One log line per change of what goes wrong, not one per batch."""
-        if self.last_error != reason:
-            log.warning(
-                "transport_failing",
-                transport=self.name,
-                reason=reason,
-                detail=detail,
-                events=events,
-            )
-        self.last_error = reason
-        self.last_error_time = time.time()
-
-    def unconfirm(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
-        """Count and record events whose request left without an answer: never resent."""
-        self._metrics.unconfirmed.labels(transport=self.name, reason=reason).inc(len(batch))
-        self.unconfirmed += len(batch)
-        self._record(batch, "unconfirmed", reason, detail)
-
-    def drop(self, batch: Sequence[Envelope], reason: str, detail: str) -> None:
-        """Count, record and forget events that will never reach this transport."""
-        self._metrics.drop(self.name, reason, len(batch))
-        self.dropped += len(batch)
-        if reason == "shutdown":
-            self.dropped_at_shutdown += len(batch)
-        self._record(batch, "dropped", reason, detail)
-
-    def _record(self, batch: Sequence[Envelope], outcome: str, reason: str, detail: str) -> None:
-        """Health incidents and ledger rows of events that were not delivered."""
-        now = time.time()
-        for envelope in batch:
-            if envelope.ticket is not None:
-                envelope.ticket.resolved()
-            self._health.record(
-                envelope.app_id,
-                Incident(
-                    now, reason, self.name, envelope.event_type, envelope.run_id, detail, outcome
-                ),
-            )
-            if self._ledger is not None:
-                self._ledger.record(envelope, self.name, outcome, reason)
-        self._resolved(batch)
-
-    def _resolved(self, batch: Sequence[Envelope]) -> None:
-        """The spool forgets events with an outcome here."""
-        if self._spool is not None:
-            self._spool.resolved(self.name, [e.seq for e in batch if e.seq])

@@ -177,7 +177,7 @@ class Daemon:
             raise StartError(str(error)) from error
         try:
             spool, kept = open_spool(config.lineage, config.state_dir)
-            transports = await build_transports(config.lineage)
+            transports = await build_transports(config.lineage, metrics=self.metrics)
         except BaseException:
             self.state_db.close()
             raise

@@ -35,6 +35,7 @@ from nacl.signing import SigningKey
 from agent.config.loader import Located
 from agent.config.model import AgentConfig
 from agent.config.redact import redact_http_url
+from agent.delivery.retry import retry_notes
 from agent.delivery.signing import load_signing_key
 from agent.delivery.transports.factory import kafka_available
 from agent.delivery.transports.file import check_path
@@ -145,6 +146,8 @@ def check_startup(
                             f"from here ({why}); "
                             "the agent keeps events queued until the collector answers"
                         )
+        if not service:
+            notes.extend(retry_notes(http))
         auth = http.auth
         with step():
             if (

@@ -56,7 +56,9 @@ async def apply_config(
     checked = await asyncio.to_thread(check_startup, new, transports=rebuild)
     signer = signer_of(checked)
     holder = deliveries.file_lock_holder(new.lineage.file.path)
-    transports = await build_transports(new.lineage, rebuild, file_lock_of=holder)
+    transports = await build_transports(
+        new.lineage, rebuild, file_lock_of=holder, metrics=deliveries.metrics
+    )
     try:
         _commit(new, signer, transports, pipeline, deliveries)
     except BaseException:

@@ -26,7 +26,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from agent import __version__
-from agent.errors import DROP_REASONS, NOT_SENT_REASONS, UNCONFIRMED_REASONS
+from agent.errors import DROP_REASONS, NOT_SENT_REASONS, NOT_STORED_STATUSES, UNCONFIRMED_REASONS
 from agent.telemetry.scrapeserver import QuietHandler, ScrapeServer, ScrapeServer6
 
 # Delivery latency of one event, from entering the pipeline to the transport's answer.
@@ -38,6 +38,8 @@ SKIP_REASONS = ("corrupt_json", "malformed_event", "too_long", "read_error", "sp
 #: The `cause` values of `lineage_applications_ended_total`: `driver_lost` when an in-progress
 #: log went stale with no driver alive, `log_ended` when a log ended without ApplicationEnd.
 END_CAUSES = ("driver_lost", "log_ended")
+#: The `reason` values of `lineage_events_resent_total` (agent.delivery.retry).
+RESEND_REASONS = ("unconfirmed_terminal",)
 
 
 class Metrics:
@@ -73,6 +75,28 @@ class Metrics:
             "Requests that provably never left (no connection, no TLS session); their events "
             "stayed queued and went again. Counts attempts, not events.",
             ["transport", "reason"],
+            registry=registry,
+        )
+        self.retries = Counter(
+            "lineage_delivery_retries",
+            "Requests sent again because the collector answered that it did not store them "
+            "(429, 500, 502, 503, 504 by default), by the status it answered. Counts attempts, "
+            "not events.",
+            ["transport", "status"],
+            registry=registry,
+        )
+        self.resent = Counter(
+            "lineage_events_resent",
+            "Events sent a second time, byte-identical: a run's terminal event whose request "
+            "got no answer (unconfirmed_terminal). Its outcome is counted once, as usual.",
+            ["transport", "reason"],
+            registry=registry,
+        )
+        self.late_answers = Counter(
+            "lineage_http_late_answers",
+            "Answers that came after the request's timeout, within the late-answer wait (the "
+            "run's next event waited for them).",
+            ["transport"],
             registry=registry,
         )
         self.emitted = Counter(
@@ -214,6 +238,11 @@ class Metrics:
             self.unconfirmed.labels(transport=transport, reason=reason)
         for not_sent in NOT_SENT_REASONS:
             self.not_sent.labels(transport=transport, reason=not_sent)
+        for status in NOT_STORED_STATUSES:
+            self.retries.labels(transport=transport, status=str(status))
+        for resent in RESEND_REASONS:
+            self.resent.labels(transport=transport, reason=resent)
+        self.late_answers.labels(transport=transport)
 
     def drop(self, transport: str, reason: str, count: int = 1) -> None:
         self.dropped.inc(count)

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent.errors import DROP_REASONS, UNCONFIRMED_REASONS
 from tests.agentproc import AgentProcess, accounting
-from tests.collector import Behaviour, Collector, Request, Slow
+from tests.collector import Behaviour, Collector, Reply, Request, Slow
 from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
 
@@ -337,18 +337,27 @@ class TallyCollector(Collector):
         with self._changed:
             return sum(self.answers[key] for key in keys)
 
-    async def _answer(
-        self, request: Request, writer: asyncio.StreamWriter, keep_alive: bool
+    async def _reply(
+        self,
+        behaviour: Behaviour,
+        request: Request,
+        writer: asyncio.StreamWriter,
+        keep_alive: bool,
     ) -> bool:
-        behaviour = self._behaviour  # read in the same loop step as the base class reads it
-        key: int | str = behaviour.status if isinstance(behaviour, Slow) else behaviour
+        # the concrete behaviour the base class answers with (a timeline's phase included)
+        key: int | str
+        if isinstance(behaviour, Slow | Reply):
+            key = behaviour.status
+        else:
+            assert isinstance(behaviour, int | str), behaviour
+            key = behaviour
         with self._changed:
             self.answers[key] += 1
             if self._sample and isinstance(key, int) and 200 <= key < 300:
                 self._seen += 1
                 if self._seen % self._sample == 0:
                     self.sampled.append(request.content)
-        return await super()._answer(request, writer, keep_alive)
+        return await super()._reply(behaviour, request, writer, keep_alive)
 
 
 def restart_on_same_port(old: Collector, **kwargs: Any) -> TallyCollector:

@@ -47,6 +47,7 @@ from tests.spark_logs import spark_env
 
 EVENTS = 450
 NOT_SENT = "lineage_delivery_not_sent_total"  # attempts that never left
+RESENT = "lineage_events_resent_total"
 RATE = 300.0
 
 
@@ -65,11 +66,17 @@ def run_phases(
     return settle(process, "http", EVENTS), last_began
 
 
+#: Without retries (`retry: {total: 0}`) an answer "not stored" drops at once; without the
+#: late-answer wait a hung collector leaves a request unconfirmed at its timeout.
+AT_ONCE = {"retry": {"total": 0}, "late_answer_wait": 0}
+
+
 @pytest.mark.parametrize(
     ("fault", "outcome", "reason", "tallied"),
     [
-        (500, "dropped", "http_5xx", 500),
-        (503, "dropped", "http_5xx", 503),
+        (500, "dropped", "http_500", 500),
+        (503, "dropped", "http_503", 503),
+        (501, "dropped", "http_5xx", 501),
         (400, "dropped", "http_4xx", 400),
         (401, "dropped", "http_4xx", 401),
         (413, "dropped", "http_4xx", 413),
@@ -81,21 +88,27 @@ def run_phases(
 def test_fault_then_recovery_is_counted_exactly(
     workdir: Path, fault: Behaviour, outcome: str, reason: str, tallied: int | str
 ) -> None:
-    """A fault between healthy phases: what the collector refused is dropped, what it took
-    without answering is unconfirmed, one each per request; recovery delivers all."""
+    """A fault between healthy phases, retries off: what the collector refused is dropped,
+    what it took without answering is unconfirmed, one each per request (a terminal event's
+    one resend included); recovery delivers all."""
     with TallyCollector(validate=False) as collector:
-        config = config_file(workdir, http_lineage(collector.url, timeout="1500ms"))
+        lineage = http_lineage(collector.url, timeout="1500ms", **AT_ONCE)
+        config = config_file(workdir, lineage)
         with memory_agent(config, EVENTS, RATE) as process:
             samples, recovered_at = run_phases(process, collector, [201, fault, 201])
             assert_healthy(process)
             delivered = metric(samples, "lineage_events_delivered_total", transport="http")
+            resent = metric(samples, RESENT, transport="http", reason="unconfirmed_terminal")
             counted = {"dropped": drops, "unconfirmed": unconfirmed}
-            assert counted[outcome](samples, "http") == {reason: collector.tally(tallied)}
+            lost = collector.tally(tallied) - resent  # a resend is a request, not an event
+            assert counted[outcome](samples, "http") == {reason: lost}
             other = "unconfirmed" if outcome == "dropped" else "dropped"
             assert counted[other](samples, "http") == {}
             assert delivered == collector.tally(201) == collector.accepted
-            assert delivered + collector.tally(tallied) == EVENTS
-            assert 0 < collector.tally(tallied) < EVENTS
+            assert delivered + lost == EVENTS
+            assert 0 < lost < EVENTS
+            if outcome == "dropped":
+                assert resent == 0
             accounting = stop_and_account(process)
     assert accounting == {
         "http": {
@@ -319,9 +332,10 @@ def wait_file(path: Path, job: subprocess.Popen[bytes], output: Path) -> dict[st
 
 @pytest.mark.spark
 def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
-    """Real PySpark apps finish under a down, failing, hanging collector; exact accounting:
-    what waited for a collector that was down went later, refusals dropped, requests
-    without an answer unconfirmed."""
+    """Real PySpark apps finish under a down, failing, hanging collector (retries, the
+    late-answer wait and the terminal resend off); exact accounting: what waited for a
+    collector that was down went later, refusals dropped, requests without an answer
+    unconfirmed."""
     keygen(tmp_path)
     watched, quiet, work = tmp_path / "events", tmp_path / "quiet", tmp_path / "work"
     for directory in (watched, quiet, work):
@@ -330,7 +344,7 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}/api/v1/lineage"
     config = config_file(
         tmp_path,
-        http_lineage(url, timeout="1s"),
+        {**http_lineage(url, timeout="1s", **AT_ONCE), "resend_unconfirmed_terminal": False},
         spark={"event_log_dirs": [str(watched)]},
     )
     collector: TallyCollector | None = None
@@ -394,7 +408,7 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
     assert phases["failing"]["delta"] == {
         "produced": per_app,
         "queued": -per_app,
-        "drop:http_5xx": 2 * per_app,
+        "drop:http_503": 2 * per_app,
     }
     assert phases["hanging"]["delta"] == {"produced": per_app, "unconfirmed:timeout": per_app}
     assert phases["healthy"]["delta"] == {"produced": per_app, "delivered": per_app}
@@ -432,7 +446,7 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
     assert ledger == Counter(
         {
             ("delivered", None): per_app,
-            ("dropped", "http_5xx"): 2 * per_app,
+            ("dropped", "http_503"): 2 * per_app,
             ("unconfirmed", "timeout"): per_app,
         }
     )

@@ -16,6 +16,7 @@ from agent.delivery.transports.http.settings import check_endpoint, secret_heade
 from agent.delivery.transports.http.transport import HttpTransport
 from agent.errors import StartError
 from agent.telemetry import logs
+from agent.telemetry.metrics import Metrics
 
 #: Imported only when a kafka transport is configured: its client library (librdkafka)
 #: is not needed by agents that never use it.
@@ -40,10 +41,13 @@ async def build_transports(
     names: tuple[str, ...] | None = None,
     *,
     file_lock_of: Transport | None = None,
+    metrics: Metrics | None = None,
 ) -> dict[str, Transport]:
     """A transport per configured name (or per name in `names`); the bearer token is read
     from the environment now, so a reload picks up a rotated token. `file_lock_of` is this
-    agent's running file transport of the same path, whose lock the new one shares."""
+    agent's running file transport of the same path, whose lock the new one shares;
+    `metrics` counts the HTTP transport's late answers."""
+    late = None if metrics is None else metrics.late_answers.labels(transport="http").inc
     built: dict[str, Transport] = {}
     try:
         for name in lineage.transport if names is None else names:
@@ -56,7 +60,9 @@ async def build_transports(
                 # mount), and a reload runs on the event loop.
                 for value in [*secret_headers(lineage.http), *proxy_secrets(lineage.http)]:
                     logs.register_secret(value)
-                built[name] = await asyncio.to_thread(HttpTransport, lineage.http, token=token)
+                built[name] = await asyncio.to_thread(
+                    HttpTransport, lineage.http, token=token, on_late=late
+                )
             elif name == "kafka":
                 built[name] = await _build_kafka(lineage)
             elif name == "console":

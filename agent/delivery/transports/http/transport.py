@@ -1,14 +1,21 @@
 """HTTP transport: POST signed events to an OpenLineage collector (Marquez or any other).
 
 Keep-alive connections per transport, at most `HttpConfig.concurrency` at once; TLS
-verification is always on. No send lasts longer than `HttpConfig.timeout`, however the time is
-spent (connecting, the TLS handshake, sending, reading the answer). A failure says what became
-of the batch, the one thing at-most-once delivery turns on:
+verification is always on. Connecting, the TLS handshake and waiting for `100 Continue` last
+at most `HttpConfig.timeout`. Once the body left, an answer that has not come within the
+timeout is awaited on the same connection for `HttpConfig.late_answer_wait` more (counted
+and logged by `late`): a collector that stores a request when its processing ends, whether
+or not its client is still there (Marquez does), has then stored it before the run's next
+event leaves. No send lasts longer than the timeout plus that wait. A failure says what
+became of the batch, the one thing at-most-once delivery turns on:
 - `NotSent` (connect, tls, closed): no connection, no TLS session, or the collector closed
   the connection before it asked for the body, so no byte of the events left; the pipeline
   keeps the batch and sends it when the collector answers again;
 - `Unconfirmed` (timeout, network): the request began to leave and no full answer came; the
-  collector may have stored it, so it is never sent again;
+  collector may have stored it, so it is not sent again (the pipeline's one exception: a
+  run's terminal event, once, `agent.delivery.retry`);
+- `NotStored` (http_429, http_500, http_502, http_503, http_504 by default): the collector
+  said it did not store it; the pipeline tries it again (`HttpConfig.retry`);
 - `DeliveryError` (http_4xx, http_5xx): the collector answered no.
 The transport itself never retries. This module builds and sends the requests; `wire`,
 `pool` and `policy` hold the framing, the connections and the reading of failures.
@@ -36,7 +43,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import h11
@@ -44,6 +52,7 @@ import h11
 from agent import __version__
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
+from agent.delivery.transports.http.late import LateAnswers
 from agent.delivery.transports.http.policy import failure, status_error
 from agent.delivery.transports.http.pool import Pool, Target
 from agent.delivery.transports.http.proxy import proxy_for
@@ -74,7 +83,9 @@ class HttpTransport:
         *,
         token: str | None,
         environ: Mapping[str, str] = os.environ,
+        on_late: Callable[[], None] | None = None,
     ) -> None:
+        """`on_late` is called for each answer that came after `timeout` (a counter)."""
         if (config.auth is None) != (token is None):
             raise ValueError("lineage.http.auth: a token is needed exactly when auth is configured")
         endpoint = check_url("lineage.http.endpoint", config.endpoint, auth=token is not None)
@@ -88,6 +99,9 @@ class HttpTransport:
         self._batch = Target.of(batch_url, proxy_for(batch_url, environ))
         self._batched = config.batch_size > 1
         self._timeout = config.timeout
+        self._late_wait = config.late_answer_wait
+        self._late = LateAnswers(self._single.origin, config.timeout, on_late)
+        self._not_stored = frozenset(config.retry.status_forcelist)
         self._gzip = config.compression == "gzip"
         # Validated once here; every request reuses the list (h11 checks it again per
         # request only for framing headers, which come last).
@@ -107,7 +121,8 @@ class HttpTransport:
         self._continue_wait = min(_CONTINUE_WAIT, config.timeout / 2)
 
     async def send(self, batch: Sequence[Envelope]) -> None:
-        """POST the batch; return when the collector answered 2xx, else raise DeliveryError."""
+        """POST the batch; return when the collector answered 2xx, else raise a
+        TransportFailure (see the module docstring)."""
         if not batch:
             return
         if self._pool.closed:
@@ -138,13 +153,19 @@ class HttpTransport:
         )
         connection = self._pool.checkout(target)
         connected = connection is not None
+        loop = asyncio.get_running_loop()
+        began = loop.time()
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self._timeout) as timer:
                 if connection is None:
                     connection = await self._pool.connect(target)
                 connected = True
                 wait = self._continue_wait if expect else None
-                response, continued = await connection.exchange(request, body, wait)
+                later = self._late_wait
+                response, continued = await connection.exchange(
+                    request, body, wait, timer if later else None, later
+                )
+            self._late.answered(loop.time() - began)
             if expect and not continued and 200 <= response.status_code < 300:
                 self._continues[target] = False  # it took the body without asking for it
         except BaseException as exc:
@@ -156,15 +177,21 @@ class HttpTransport:
                 self._continues[target] = False
             body_left = connection is None or connection.body_sent
             error = failure(
-                exc, target.origin, self._timeout, connected=connected, body_left=body_left
+                exc,
+                target.origin,
+                self._timeout,
+                connected=connected,
+                body_left=body_left,
+                late_wait=self._late_wait,
             )
             if error is None:
                 raise
             raise error from None
         self._pool.checkin(target, connection)
-        error = status_error(response)
-        if error is not None:
-            raise error
+        if not 200 <= response.status_code < 300:
+            error = status_error(response, self._not_stored, time.time())
+            if error is not None:
+                raise error
 
     async def aclose(self) -> None:
         """Close the pooled connections; idempotent. Sends started afterwards fail `connect`."""

@@ -31,17 +31,24 @@ class Connection:
         return not self.reader.at_eof() and not self.writer.is_closing()
 
     async def exchange(
-        self, request: h11.Request, body: bytes, continue_wait: float | None
+        self,
+        request: h11.Request,
+        body: bytes,
+        continue_wait: float | None,
+        timer: asyncio.Timeout | None = None,
+        later: float = 0.0,
     ) -> tuple[h11.Response, bool]:
         """Send one request and read its whole answer: (the answer's head, whether the
         collector answered `100 Continue` in time). With `continue_wait` the head goes
         first and the body only after `100 Continue`, or after `continue_wait` seconds
-        without one; `BodyNotSent` when the connection ends before the body left."""
+        without one; `BodyNotSent` when the connection ends before the body left. Once the
+        body leaves, `timer` (the request's timeout) is put off by `later` seconds."""
         wire = self.wire
         continued = False
         self.body_sent = False
         if continue_wait is None:
             self.body_sent = True
+            _put_off(timer, later)
             self.writer.write(
                 wire.send(request) + wire.send(h11.Data(data=body)) + wire.send(h11.EndOfMessage())
             )
@@ -66,6 +73,7 @@ class Connection:
                 raise BodyNotSent("the collector closed the connection before the body")
             continued = event is not None
             self.body_sent = True
+            _put_off(timer, later)
             self.writer.write(wire.send(h11.Data(data=body)) + wire.send(h11.EndOfMessage()))
         await self.writer.drain()
         while True:
@@ -127,6 +135,13 @@ class BodyNotSent(Exception):
     def __init__(self, detail: str, *, answered: bool = False) -> None:
         super().__init__(detail)
         self.answered = answered
+
+
+def _put_off(timer: asyncio.Timeout | None, later: float) -> None:
+    if timer is not None:
+        when = timer.when()
+        if when is not None:
+            timer.reschedule(when + later)
 
 
 def cause(exc: BaseException) -> str:
