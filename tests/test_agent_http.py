@@ -83,7 +83,7 @@ def test_collector_faults_are_counted_with_reason(
 
 def test_connection_refused_keeps_events_queued(workdir: Path) -> None:
     """A collector that is not there: nothing left, so nothing is dropped; the events wait
-    in the queue (attempts counted as `connect`) until the drain deadline drops them."""
+    in the queue (attempts counted as `connect`), and at the stop stay in the spool."""
     url = f"http://127.0.0.1:{closed_port()}/api/v1/lineage"
     config = write_config(workdir, {**http_lineage(url), "drain_timeout": "500ms"})
     with run_agent(config, events=10) as agent:
@@ -93,7 +93,8 @@ def test_connection_refused_keeps_events_queued(workdir: Path) -> None:
         assert_identity(samples, "http")
         assert agent.stop() == 0
         stopped = agent.wait_log("agent_stopped")
-    assert stopped["undelivered"] == {"http": 10}
+    assert stopped["undelivered"] == {"http": 0}
+    assert stopped["kept"] == {"http": 10}
     assert agent.wait_log("transport_failing")["reason"] == "connect"
 
 
@@ -176,8 +177,8 @@ def test_missing_token_variable_refused_at_start(workdir: Path) -> None:
 
 
 def test_overflow_and_drain_exact_counts(workdir: Path) -> None:
-    """A hung collector: past the queue everything is dropped, what waits at the drain
-    deadline too; the request in flight then is unconfirmed."""
+    """A hung collector: past the queue everything is dropped; what waits at the drain
+    deadline is kept in the spool; the request in flight then is unconfirmed."""
     with Collector("hang") as collector:
         lineage = {
             **http_lineage(collector.url, timeout="30s", concurrency=1),
@@ -207,11 +208,12 @@ def test_overflow_and_drain_exact_counts(workdir: Path) -> None:
             took = time.monotonic() - began
             stopped = agent.wait_log("agent_stopped")
     assert took < 1.0 + 2.0
-    assert stopped["undelivered"] == {"http": 9}
+    assert stopped["undelivered"] == {"http": 0}
+    assert stopped["kept"] == {"http": 9}
     assert stopped["accounting"]["http"] == {
         "offered": 100,
         "delivered": 0,
-        "dropped": 99,
+        "dropped": 90,
         "unconfirmed": 1,
-        "queued": 0,
+        "queued": 9,
     }
