@@ -25,7 +25,7 @@ from agent.config.model import (
     LineageConfig,
 )
 from agent.errors import ConfigError
-from agent.spark.application import translate_options
+from agent.spark.follow.application import translate_options
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 

@@ -43,7 +43,7 @@ def _err(message: str) -> None:
 
 
 def default_source(config: AgentConfig, context: SourceContext) -> Source:
-    from agent.spark.source import SparkSource
+    from agent.spark.follow.source import SparkSource
 
     return SparkSource.from_config(config, context)
 

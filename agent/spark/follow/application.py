@@ -19,17 +19,17 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from agent.config.model import SparkConfig
-from agent.spark.driver.facts import DriverFacts, driver_facts
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.reader import LogReader
 from agent.spark.eventlog.records import RecordBatch, read_records
-from agent.spark.tablemeta import DiskTableMetadata
+from agent.spark.follow.driver.facts import DriverFacts, driver_facts
+from agent.spark.tables.metadata import DiskTableMetadata
+from agent.spark.translate.datasets.untyped import drop_untyped
+from agent.spark.translate.datasets.versions import Seen, TableMetadata, fill
+from agent.spark.translate.facets.verdict import Verdict
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
-from agent.spark.translate.untyped import drop_untyped
-from agent.spark.translate.verdict import Verdict
-from agent.spark.translate.versions import Seen, TableMetadata, fill
 
 Event = dict[str, Any]
 #: (reason, requested by) of a `job stop` recorded for an application id, or None.

@@ -9,7 +9,8 @@ from collections.abc import Collection, Sequence
 import structlog
 
 from agent.spark.eventlog import stores
-from agent.spark.eventlog.layout import LogRef, scan
+from agent.spark.eventlog.discovery import scan
+from agent.spark.eventlog.layout import LogRef
 
 log = structlog.get_logger("agent.spark")
 

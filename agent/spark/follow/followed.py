@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.source import ApplicationStatus
-from agent.spark.application import ApplicationLog
 from agent.spark.eventlog import stores
+from agent.spark.follow.application import ApplicationLog
 from agent.state.store import Term
 
 

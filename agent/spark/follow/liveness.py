@@ -18,9 +18,9 @@ from typing import Any, Final
 
 import structlog
 
-from agent.spark.driver import alive, manager, stopping
-from agent.spark.driver.manager import ManagerSettings
-from agent.spark.followed import Followed
+from agent.spark.follow.driver import alive, manager, stopping
+from agent.spark.follow.driver.manager import ManagerSettings
+from agent.spark.follow.followed import Followed
 
 log = structlog.get_logger("agent.spark")
 

@@ -10,7 +10,7 @@ import structlog
 
 from agent.spark.eventlog.reader import Position
 from agent.spark.eventlog.records import RecordBatch
-from agent.spark.followed import Followed
+from agent.spark.follow.followed import Followed
 from agent.telemetry.health import HealthTracker, Incident
 from agent.telemetry.metrics import Metrics
 

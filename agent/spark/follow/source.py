@@ -39,20 +39,20 @@ import structlog
 from agent.config.model import AgentConfig, SparkConfig
 from agent.errors import ControlError
 from agent.source import ApplicationStatus, Sink, SourceContext, StopOutcome
-from agent.spark import liveness, verdicts
-from agent.spark.application import LOG_ENDED, ApplicationLog, translate_options
-from agent.spark.claims import Claims
-from agent.spark.directories import Directories
-from agent.spark.driver import stopping
-from agent.spark.driver.manager import ManagerSettings
 from agent.spark.eventlog import stores
 from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.records import RecordBatch
-from agent.spark.followed import Followed
-from agent.spark.leasing import Leasing
-from agent.spark.problems import LogProblems
-from agent.spark.tablemeta import DiskTableMetadata
+from agent.spark.follow import liveness, verdicts
+from agent.spark.follow.application import LOG_ENDED, ApplicationLog, translate_options
+from agent.spark.follow.claims import Claims
+from agent.spark.follow.directories import Directories
+from agent.spark.follow.driver import stopping
+from agent.spark.follow.driver.manager import ManagerSettings
+from agent.spark.follow.followed import Followed
+from agent.spark.follow.leasing import Leasing
+from agent.spark.follow.problems import LogProblems
+from agent.spark.tables.metadata import DiskTableMetadata
 from agent.state.db import LogPosition
 from agent.state.store import LeaseLost, Leases, StateStore, Term, call
 from agent.telemetry.health import HealthTracker

@@ -17,9 +17,9 @@ from typing import Any
 
 import structlog
 
-from agent.spark.application import VerdictLookup
-from agent.spark.followed import Followed
-from agent.spark.translate.verdict import Verdict
+from agent.spark.follow.application import VerdictLookup
+from agent.spark.follow.followed import Followed
+from agent.spark.translate.facets.verdict import Verdict
 from agent.state.store import StateStore
 
 log = structlog.get_logger("agent.spark")

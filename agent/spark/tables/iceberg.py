@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
-from agent.spark.plan.schema import Field, field_of
+from agent.spark.plan.syntax.schema import Field, field_of
 from agent.spark.tables.fields import SCHEMA_BUDGET, fields_size
 from agent.spark.tables.jsonstream import (
     Budget,

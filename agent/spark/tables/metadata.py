@@ -28,12 +28,12 @@ import stat
 from typing import BinaryIO, Final
 
 from agent import linear
-from agent.spark.parquetmeta import parquet_schema
-from agent.spark.plan.schema import Field
+from agent.spark.plan.datasets import SchemaSource, TableFormat
+from agent.spark.plan.syntax.schema import Field
 from agent.spark.tables.delta import Commit, read_commit
 from agent.spark.tables.filecache import FileCache, version_of
 from agent.spark.tables.iceberg import IcebergMetadata, read_metadata
-from agent.spark.translate.versions import SchemaSource, TableFormat
+from agent.spark.tables.parquet import parquet_schema
 
 #: File names in a table's directories (anyone who can write there chooses them).
 _DELTA_COMMIT = linear.compile(r"^(\d{20})\.json$")

@@ -19,7 +19,7 @@ import os
 import stat
 from typing import Final
 
-from agent.spark.plan.schema import Field
+from agent.spark.plan.syntax.schema import Field
 from agent.spark.tables.fields import fields_size, spark_schema
 from agent.spark.tables.filecache import FileCache, version_of
 

@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 
 from agent import linear
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.lineage import Resolved
+from agent.spark.plan.touched.lineage import Resolved
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.values import as_int, as_number, as_str
 

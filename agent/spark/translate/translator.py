@@ -45,27 +45,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from agent.spark.plan.tables import normalize
-from agent.spark.translate import charges, runids
-from agent.spark.translate.appfacets import DETAIL_PROPERTIES
-from agent.spark.translate.events import MAX_MS
-from agent.spark.translate.jobs import Jobs, rdd_run
-from agent.spark.translate.lifecycle import Lifecycle
-from agent.spark.translate.naming import JobNames, job_name
-from agent.spark.translate.options import PROPERTIES, PROPERTY_PREFIXES, TranslateOptions
-from agent.spark.translate.queries import Queries
-from agent.spark.translate.required import missing_field
-from agent.spark.translate.runs import (
-    AppSummary,
-    Failure,
-    Run,
-    job_failure,
-    summary,
-    terminal_state,
-)
-from agent.spark.translate.statements import Statements
-from agent.spark.translate.values import as_int, as_str, properties
-from agent.spark.translate.verdict import (
+from agent.spark.plan.syntax.tables import normalize
+from agent.spark.translate.facets.appfacets import DETAIL_PROPERTIES
+from agent.spark.translate.facets.events import MAX_MS
+from agent.spark.translate.facets.verdict import (
     CANCELLED_AT_END,
     EXEC,
     AppEnd,
@@ -73,6 +56,23 @@ from agent.spark.translate.verdict import (
     application_state,
     lost_driver,
 )
+from agent.spark.translate.model import (
+    AppSummary,
+    Failure,
+    Run,
+    job_failure,
+    summary,
+    terminal_state,
+)
+from agent.spark.translate.naming import JobNames, job_name
+from agent.spark.translate.options import PROPERTIES, PROPERTY_PREFIXES, TranslateOptions
+from agent.spark.translate.required import missing_field
+from agent.spark.translate.runs import charges, runids
+from agent.spark.translate.runs.jobs import Jobs, rdd_run
+from agent.spark.translate.runs.lifecycle import Lifecycle
+from agent.spark.translate.runs.queries import Queries
+from agent.spark.translate.runs.statements import Statements
+from agent.spark.translate.values import as_int, as_str, properties
 
 Event = dict[str, Any]
 

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from agent.spark.driver import manager, procfs, rest
-from agent.spark.driver.facts import DriverFacts
-from agent.spark.driver.manager import ManagerSettings
+from agent.spark.follow.driver import manager, procfs, rest
+from agent.spark.follow.driver.facts import DriverFacts
+from agent.spark.follow.driver.manager import ManagerSettings
 
 
 @dataclass(frozen=True, slots=True)

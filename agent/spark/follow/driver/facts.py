@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent.spark.driver.manager import NO_CLUES, ManagerClues, clues
+from agent.spark.follow.driver.manager import NO_CLUES, ManagerClues, clues
 
 DEFAULT_UI_PORT: Final = 4040
 DEFAULT_MAX_RETRIES: Final = 16  # spark.port.maxRetries

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from agent import linear
-from agent.spark.driver.httpjson import get_json
+from agent.spark.follow.driver.httpjson import get_json
 
 ManagerKind = Literal["standalone", "yarn"]
 

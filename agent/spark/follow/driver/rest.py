@@ -17,7 +17,7 @@ from typing import Final
 
 import httpx
 
-from agent.spark.driver.httpjson import get_json
+from agent.spark.follow.driver.httpjson import get_json
 
 LOOPBACK: Final = "127.0.0.1"
 # Seconds per port: a closed port refuses at once, but a UI's first REST answer (Jersey

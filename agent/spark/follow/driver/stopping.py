@@ -18,10 +18,10 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from agent.errors import ControlError
-from agent.spark.driver import manager, procfs, rest
-from agent.spark.driver.alive import owner
-from agent.spark.driver.facts import DriverFacts
-from agent.spark.driver.manager import ManagerSettings
+from agent.spark.follow.driver import manager, procfs, rest
+from agent.spark.follow.driver.alive import owner
+from agent.spark.follow.driver.facts import DriverFacts
+from agent.spark.follow.driver.manager import ManagerSettings
 
 #: A SparkSubmit JVM sets spark.app.submitTime within seconds of its start; /proc's start
 #: time is exact to the clock tick, the boot time it counts from to the second.

@@ -13,15 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.spark.plan.expressions import (
+from agent.spark.plan.attributes.leaves import Source
+from agent.spark.plan.attributes.operators import AttributeGraph, written_attributes
+from agent.spark.plan.syntax.expressions import (
     DIRECT_ORDER,
     IDENTITY,
     Transformation,
     compose,
     indirect,
 )
-from agent.spark.plan.operators import AttributeGraph, Source, written_attributes
-from agent.spark.plan.text import PlanNode, PlanText
+from agent.spark.plan.syntax.text import PlanNode, PlanText
 
 __all__ = [
     "ColumnLineage",

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from agent import linear
-from agent.spark.plan.columns import ColumnLineage, InputField, OutputColumn
-from agent.spark.plan.expressions import IDENTITY, Transformation, indirect, references
-from agent.spark.plan.schema import Field, split_top
-from agent.spark.plan.text import Attribute, Block, block_detail, bracketed, parse_attribute
+from agent.spark.plan.attributes.columns import ColumnLineage, InputField, OutputColumn
+from agent.spark.plan.syntax.expressions import IDENTITY, Transformation, indirect, references
+from agent.spark.plan.syntax.schema import Field, split_top
+from agent.spark.plan.syntax.text import Attribute, Block, block_detail, bracketed, parse_attribute
 
 #: The scan id that stands for the table itself in a command's lineage.
 TABLE_SCAN: Final = -1

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Final
 
-from agent.spark.plan.schema import split_top
-from agent.spark.plan.text import PlanNode, PlanText, bracketed
+from agent.spark.plan.syntax.schema import split_top
+from agent.spark.plan.syntax.text import PlanNode, PlanText, bracketed
 
 PASS_THROUGH: Final = frozenset(
     {

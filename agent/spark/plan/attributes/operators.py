@@ -16,7 +16,8 @@ phases Spark plans below a distinct aggregate, which also group by the distinct 
 hash, sort-merge, nested-loop and cartesian joins, `Union`, `Window`, `WindowGroupLimit`,
 `Expand`, `Generate`, `Sort` (only a global sort is a SORT dependency: local sorts serve
 joins, windows and partitioned writes), limits,
-`TakeOrderedAndProject`, Python UDF evaluation (the row-shaping operators live in `shaping`),
+`TakeOrderedAndProject`, Python UDF evaluation (the row-shaping operators live in `shaping`,
+the scans in `leaves`),
 scalar and IN subqueries, V1 and V2 write
 commands, and the operators that only move rows (exchanges, query stages, `AQEShuffleRead`,
 codegen adapters). `ReusedExchange` maps its attributes onto the exchange it reuses,
@@ -38,19 +39,10 @@ row hash), and stays reported incomplete.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Sequence
 
 from agent import linear
-from agent.spark.plan.expressions import (
-    IDENTITY,
-    TRANSFORMATION,
-    Transformation,
-    indirect,
-    references,
-)
-from agent.spark.plan.kinds import (
+from agent.spark.plan.attributes.kinds import (
     AGGREGATES,
     KEYED_JOINS,
     LOCAL_LEAVES,
@@ -60,30 +52,20 @@ from agent.spark.plan.kinds import (
     aggregate_phase,
     distinct_phases,
     nodes,
-    relation_columns,
 )
-from agent.spark.plan.schema import split_top
-from agent.spark.plan.shaping import HANDLERS, attributes
-from agent.spark.plan.text import Attribute, PlanNode, PlanText, bracketed, parse_attribute
+from agent.spark.plan.attributes.leaves import DATASET_SCANS, Source, dataset_scan, logical_relation
+from agent.spark.plan.attributes.shaping import HANDLERS, attributes
+from agent.spark.plan.syntax.expressions import (
+    IDENTITY,
+    TRANSFORMATION,
+    Transformation,
+    indirect,
+    references,
+)
+from agent.spark.plan.syntax.schema import split_top
+from agent.spark.plan.syntax.text import Attribute, PlanNode, PlanText, bracketed, parse_attribute
 
-_DATASET_SCANS: Final = ("Scan ", "FileScan", "BatchScan", "HiveTableScan", "MicroBatchScan")
-_HIVE_SCAN: Final = "Scan hive "
-#: The column a source filter tests: its first argument (`GreaterThan(amount,30)`,
-#: `In(city, [a,b])`, nested in `And(...)`, `Or(...)`, `Not(...)`).
-_PUSHED_COLUMN = linear.compile(r"[A-Za-z]+\(([^(),\[\]]+)[,)]")
 _REUSED = linear.compile(r"\[Reuses operator id: (\d+)\]")
-#: The node of a V2 JDBC catalog's scan, and the names and string literals of its SQL filters.
-V2_JDBC_SCAN: Final = "Scan JDBC v1 Relation from v2 scan "
-_SQL_NAME = linear.compile(r'`(?:[^`]|``)+`|"[^"]+"|[A-Za-z_][A-Za-z0-9_]*')
-_SQL_STRING = linear.compile(r"'(?:[^']|'')*'")
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """A field of a scanned dataset: the scan's operator id and the field's name."""
-
-    scan: int
-    field: str
 
 
 class AttributeGraph:
@@ -105,7 +87,7 @@ class AttributeGraph:
         self._reused: list[tuple[list[Attribute], int]] = []
         self.root = plan.root
         self._phases = distinct_phases(plan)
-        self._unread = 0  # attributes made up for columns only a pushed filter tests
+        self.unread = 0  # attributes made up for columns only a pushed filter tests
         self._reading: list[Attribute] = []  # what the operator being walked reads
         if plan.root is not None:
             self._walk(plan.root, self.dataset)
@@ -181,10 +163,10 @@ class AttributeGraph:
             return attributes(node.detail_list("Output")) or first
         if head == "InMemoryRelation":
             return self._cache(node, first)
-        if name.startswith(_DATASET_SCANS):
-            return self._scan(node, dataset)
+        if name.startswith(DATASET_SCANS):
+            return dataset_scan(self, node, dataset)
         if name == LOGICAL_RELATION:
-            return self._logical_relation(node)
+            return logical_relation(self, node)
         logical = _logical(node)
         if head == "Project":
             return self.project(node.detail_list("Arguments" if logical else "Output") or [])
@@ -206,67 +188,6 @@ class AttributeGraph:
                 return self._reused_exchange(node)
             return first or attributes(node.detail_list("Output") or node.detail_list("Input"))
         return self.unrecognized_node(node, first)
-
-    def _scan(self, node: PlanNode, dataset: list[tuple[int, str]]) -> list[Attribute]:
-        attrs = attributes(node.detail_list("Output"))
-        self.scans[node.op_id] = node
-        for attr in attrs:
-            self.leaves[attr.expr_id] = Source(node.op_id, attr.name)
-        for condition in node.detail_list("PartitionFilters") or []:
-            self.depends(condition, "FILTER", dataset)
-        if node.name.startswith(_HIVE_SCAN):
-            # `[attrs], HiveTableRelation [...], [partition pruning predicates]`: the
-            # partitions a predicate prunes are never read, and no Filter node is left
-            arguments = split_top(node.details.get("Arguments", ""))
-            pruning = bracketed(arguments[2].strip()) if len(arguments) > 2 else None
-            for condition in pruning or []:
-                self.depends(condition, "FILTER", dataset)
-        self._pushed_filters(node, attrs, dataset)
-        return attrs
-
-    def _logical_relation(self, node: PlanNode) -> list[Attribute]:
-        """`LogicalRelation` of a save's query, printed as a logical plan (`Arguments: json,
-        [a#1, b#2], false`): a scan of the relation's columns, its files not named."""
-        attrs = attributes(relation_columns(node))
-        self.scans[node.op_id] = node
-        for attr in attrs:
-            self.leaves[attr.expr_id] = Source(node.op_id, attr.name)
-        return attrs
-
-    def _pushed_filters(
-        self, node: PlanNode, attrs: list[Attribute], dataset: list[tuple[int, str]]
-    ) -> None:
-        """Filters a source handles whole (`PushedFilters: [*GreaterThan(amount,30)]`, a
-        JDBC scan) leave no Filter node: each column they test is an INDIRECT FILTER input.
-        Filters without `*` are also evaluated by a Filter above the scan, which counts them.
-        A tested column the scan does not output gets an attribute of its own (negative)."""
-        by_name = {a.name: a.expr_id for a in attrs}
-        if node.name.startswith(V2_JDBC_SCAN):
-            self._pushed_predicates(node, by_name, dataset)
-            return
-        for condition in node.detail_list("PushedFilters") or []:
-            if not condition.startswith("*"):
-                continue
-            for column in dict.fromkeys(_PUSHED_COLUMN.findall(condition)):
-                column = column.strip().strip('`"')
-                if column not in by_name:
-                    self._unread -= 1
-                    by_name[column] = self._unread
-                    self.leaves[self._unread] = Source(node.op_id, column)
-                dataset.append((by_name[column], "FILTER"))
-
-    def _pushed_predicates(
-        self, node: PlanNode, by_name: Mapping[str, int], dataset: list[tuple[int, str]]
-    ) -> None:
-        """A V2 JDBC catalog's scan prints the predicates the database evaluates as SQL
-        (`PushedFilters: [id IS NOT NULL, id > 1]`, no `*`): each output column they name
-        is an INDIRECT FILTER input (one evaluated again by a Filter above counts once)."""
-        for condition in node.detail_list("PushedFilters") or []:
-            text = _SQL_STRING.sub("", condition)
-            for token in dict.fromkeys(_SQL_NAME.findall(text)):
-                column = token.strip('`"')
-                if column in by_name:
-                    dataset.append((by_name[column], "FILTER"))
 
     def _cache(self, node: PlanNode, cached: list[Attribute]) -> list[Attribute]:
         """`InMemoryRelation [attrs], StorageLevel(...)` over the plan it cached."""

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from agent import linear
-from agent.spark.plan.kinds import PYTHON_EVAL
-from agent.spark.plan.schema import split_top
-from agent.spark.plan.text import Attribute, PlanNode, bracketed, parse_attribute
+from agent.spark.plan.attributes.kinds import PYTHON_EVAL
+from agent.spark.plan.syntax.schema import split_top
+from agent.spark.plan.syntax.text import Attribute, PlanNode, bracketed, parse_attribute
 
 #: The result id a Python UDF call ends with (`udf(a#1)#3L`).
 _RESULT_ID = linear.compile(r"#\d+L?$")

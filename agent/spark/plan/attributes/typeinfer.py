@@ -5,7 +5,8 @@ Every other written column is typed here from the expression that defines it
 (`columns.PlanGraph.expressions`): functions by what they return (`upper` -> string, `count`
 -> long, `avg` -> double, `max` -> its argument's type, `collect_list` -> an array of it),
 binary operators by Spark's numeric promotion, `CASE` by its branches, `struct(...)` by its
-fields, a bare word (`x AS s#8`: Spark prints string literals unquoted) as a string. What
+fields, a bare word (`x AS s#8`: Spark prints string literals unquoted) as a string (what
+functions, operators and literals return is in `returns`). What
 cannot be told for sure (decimal precision after arithmetic, literals of digits that may be
 decimals, doubles or strings, user-defined functions) stays None: an absent type, never a
 wrong one.
@@ -22,90 +23,26 @@ from collections.abc import Mapping
 from typing import Final
 
 from agent import linear
-from agent.spark.plan.columns import PlanGraph
-from agent.spark.plan.expressions import IDENTITY, attribute_id, whole_words
-from agent.spark.plan.schema import Field, avro_field, field_of, split_top
-
-_STRING: Final = frozenset(
-    {
-        "upper", "lower", "ucase", "lcase", "concat", "concat_ws", "substring", "substr",
-        "trim", "ltrim", "rtrim", "btrim", "lpad", "rpad", "regexp_replace",
-        "regexp_extract", "replace", "translate", "initcap", "repeat", "format_string",
-        "printf", "format_number", "date_format", "from_unixtime", "sha", "sha1", "sha2",
-        "md5", "base64", "hex", "split_part", "left", "right", "uuid", "current_user",
-        "input_file_name", "to_json", "string", "char", "chr", "soundex", "overlay", "elt",
-        "mask", "to_char", "to_varchar", "string_agg", "listagg", "quote", "typeof",
-    }
-)  # fmt: skip
-_INTEGER: Final = frozenset(
-    {
-        "length", "char_length", "character_length", "size", "cardinality", "array_size",
-        "hash", "instr", "locate", "position", "ascii", "dayofmonth", "day", "month", "year",
-        "hour", "minute", "quarter", "dayofweek", "weekday", "weekofyear", "dayofyear",
-        "row_number", "rank", "dense_rank", "ntile", "datediff", "spark_partition_id",
-        "bit_length", "octet_length", "levenshtein", "int", "find_in_set", "sign",
-    }
-)  # fmt: skip
-_LONG: Final = frozenset(
-    {
-        "count", "count_if", "approx_count_distinct", "xxhash64", "crc32",
-        "monotonically_increasing_id", "unix_timestamp", "bigint", "regr_count",
-        "unix_seconds", "unix_millis", "unix_micros", "bit_count",
-    }
-)  # fmt: skip
-_DOUBLE: Final = frozenset(
-    {
-        "stddev", "stddev_pop", "stddev_samp", "std", "variance", "var_pop",
-        "var_samp", "corr", "covar_pop", "covar_samp", "percent_rank", "cume_dist", "rand",
-        "randn", "sqrt", "cbrt", "exp", "expm1", "log", "ln", "log10", "log2", "log1p", "pow",
-        "power", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
-        "skewness", "kurtosis", "percentile", "median", "degrees", "radians", "double",
-    }
-)  # fmt: skip
-_BOOLEAN: Final = frozenset(
-    {
-        "isnull", "isnotnull", "isnan", "exists", "forall", "array_contains", "startswith",
-        "endswith", "contains", "like", "ilike", "rlike", "bool_and", "bool_or", "every",
-        "some", "any", "in", "boolean", "arrays_overlap",
-    }
-)  # fmt: skip
-_DATE: Final = frozenset(
-    {"to_date", "current_date", "date_add", "date_sub", "add_months", "last_day", "next_day",
-     "make_date", "date_from_unix_date", "curdate"}
-)  # fmt: skip
-_TIMESTAMP: Final = frozenset(
-    {"current_timestamp", "now", "to_timestamp", "timestamp", "from_utc_timestamp",
-     "to_utc_timestamp", "date_trunc", "timestamp_seconds", "timestamp_millis",
-     "make_timestamp", "localtimestamp"}
-)  # fmt: skip
-#: Functions whose result has their first argument's type.
-_SAME_AS_ARGUMENT: Final = frozenset(
-    {
-        "min", "max", "first", "last", "any_value", "first_value", "last_value", "lag",
-        "lead", "nth_value", "coalesce", "nvl", "ifnull", "nullif", "abs", "negative",
-        "positive", "greatest", "least", "knownfloatingpointnormalized",
-        "normalizenanandzero", "sort_array", "array_distinct", "array_sort", "shuffle",
-        "assert_not_null", "mode", "max_by", "min_by", "knownnullable", "knownnotnull",
-    }
-)  # fmt: skip
-#: Spark's data types as `from_json` and `precisetimestampconversion` print them.
-_DATA_TYPES: Final = {
-    "StringType": "string", "LongType": "long", "IntegerType": "integer", "ShortType": "short",
-    "ByteType": "byte", "DoubleType": "double", "FloatType": "float", "BooleanType": "boolean",
-    "DateType": "date", "TimestampType": "timestamp", "TimestampNTZType": "timestamp_ntz",
-    "BinaryType": "binary",
-}  # fmt: skip
-#: `StructField(name,StringType,true)`: a field of the schema `from_json` reads with.
-_STRUCT_FIELD = linear.compile(
-    rf"^StructField\((?P<name>[^,()]+),(?P<type>[{linear.WORD}]+),(?:true|false)\)$"
+from agent.spark.plan.attributes.columns import PlanGraph
+from agent.spark.plan.attributes.returns import (
+    ARITHMETIC,
+    COLLECTIONS,
+    COMPARISONS,
+    DATA_TYPES,
+    SAME_AS_ARGUMENT,
+    fixed_type,
+    json_struct,
+    literal,
+    named,
+    promote,
+    sum_of,
 )
-_COLLECTIONS: Final = frozenset({"collect_list", "collect_set", "array_agg"})
-_COMPARISONS: Final = (" AND ", " OR ", " = ", " <=> ", " > ", " >= ", " < ", " <= ", " != ")
-_ARITHMETIC: Final = (" + ", " - ", " * ", " / ", " % ", " div ")
-_OPERATORS: Final = (*_COMPARISONS, *_ARITHMETIC)
+from agent.spark.plan.syntax.expressions import IDENTITY, attribute_id, whole_words
+from agent.spark.plan.syntax.schema import Field, avro_field, field_of, split_top
+
+_OPERATORS: Final = (*COMPARISONS, *ARITHMETIC)
 #: Nested expressions typed at most (a sum of 64 terms nests 64 deep); deeper ones stay None.
 _MAX_NESTING: Final = 64
-_INTEGRAL: Final = ("byte", "short", "integer", "long")
 _CALL = linear.compile(r"(?s)^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\)$")
 _CAST = linear.compile(
     r"^(?:try_)?cast\((?P<value>.*) as "
@@ -113,18 +50,11 @@ _CAST = linear.compile(
 )
 _WINDOW = linear.compile(r"(?s) windowspecdefinition\(.*\)$")
 _FILTER = linear.compile(r"(?s) FILTER \(WHERE .*\)$")
-#: `Subquery subquery#164, [id=#1111]`: the subquery's value is attribute 164
-#: What only a string literal prints as: Spark prints them bare (`x AS s#8`). Numbers,
-#: dates, timestamps and binaries start with a digit or a sign, intervals with INTERVAL;
-#: an attribute has `#`, a call or operator brackets.
-_STRING_LITERAL = linear.compile(r"[A-Za-z_][^#()\[\]{}]*")
-_NOT_STRINGS: Final = frozenset({"null", "NaN", "Infinity"})
-_INTEGER_LITERAL = linear.compile(r"-?\d+")
-_LONG_LITERAL = linear.compile(r"-?\d+L")
 #: `o#12.amount`: a field of a struct-typed value
 _FIELD_ACCESS = linear.compile(
     rf"(?s)^(?P<value>.*[#)\]`{linear.WORD}])\.(?P<field>[A-Za-z_][{linear.WORD}]*)$"
 )
+#: `Subquery subquery#164, [id=#1111]`: the subquery's value is attribute 164
 _SUBQUERY = linear.compile(
     rf"^(?:ReusedSubquery )?Subquery (?P<value>[^{linear.SPACE}]+#\d+L?), \[id=#\d+\]$"
 )
@@ -200,37 +130,29 @@ class TypeOracle:
         call = _CALL.match(text)
         if call is not None:
             return self._call(call["name"].lower(), split_top(call["args"]), inner)
-        return _literal(text)
+        return literal(text)
 
     def _call(self, name: str, args: list[str], nesting: int) -> Field | None:
         for prefix in ("partial_", "merge_", "try_"):
             name = name.removeprefix(prefix)
-        for names, type_name in (
-            (_STRING, "string"),
-            (_INTEGER, "integer"),
-            (_LONG, "long"),
-            (_DOUBLE, "double"),
-            (_BOOLEAN, "boolean"),
-            (_DATE, "date"),
-            (_TIMESTAMP, "timestamp"),
-        ):
-            if name in names:
-                return Field("", type_name)
+        fixed = fixed_type(name)
+        if fixed is not None:
+            return fixed
         first = self._typed(args[0], nesting) if args else None
-        if name in _SAME_AS_ARGUMENT:
+        if name in SAME_AS_ARGUMENT:
             return first
         if name == "sum":
-            return _sum(first)
+            return sum_of(first)
         if name in ("avg", "mean"):  # the average of decimals is a decimal of its own scale
-            return _sum(first) and Field("", "double")
-        if name in _COLLECTIONS or name == "array":
-            return Field("", "array", (_named(first, "_element"),))
+            return sum_of(first) and Field("", "double")
+        if name in COLLECTIONS or name == "array":
+            return Field("", "array", (named(first, "_element"),))
         if name in ("struct", "named_struct"):
             pairs = zip(args[0::2], args[1::2], strict=False)
             return Field(
                 "",
                 "struct",
-                tuple(_named(self._typed(v, nesting), n.strip()) for n, v in pairs),
+                tuple(named(self._typed(v, nesting), n.strip()) for n, v in pairs),
             )
         if name == "from_avro" and len(args) >= 2:  # the Avro schema the value is read with
             try:
@@ -238,9 +160,9 @@ class TypeOracle:
             except ValueError:
                 return None
         if name == "from_json":  # the schema's fields first, then the value and options
-            return _json_struct(args)
+            return json_struct(args)
         if name == "precisetimestampconversion" and len(args) == 3:  # (value, from, to)
-            found = _DATA_TYPES.get(args[2].strip())
+            found = DATA_TYPES.get(args[2].strip())
             return Field("", found) if found else None
         if name == "if" and len(args) == 3:
             return self._first_known(args[1:], nesting)
@@ -281,13 +203,13 @@ class TypeOracle:
 
     def _binary(self, inner: str, nesting: int) -> Field | None:
         at = _top_level(inner)
-        if any(operator in at for operator in _COMPARISONS):
+        if any(operator in at for operator in COMPARISONS):
             return Field("", "boolean")
-        for operator in _ARITHMETIC:
+        for operator in ARITHMETIC:
             if operator in at:
                 left = self._typed(inner[: at[operator]], nesting)
                 right = self._typed(inner[at[operator] + len(operator) :], nesting)
-                return _promote(left, right, operator.strip())
+                return promote(left, right, operator.strip())
         return self._typed(inner, nesting)
 
     def _first_known(self, values: list[str], nesting: int) -> Field | None:
@@ -296,71 +218,6 @@ class TypeOracle:
             if found is not None and found.type is not None:
                 return found
         return None
-
-
-def _json_struct(args: list[str]) -> Field | None:
-    """`from_json(StructField(a,LongType,true), …, <value>, …)`: a struct of those fields
-    when all of them are of a plain type; None when one is nested (printed unreadably)."""
-    fields: list[Field] = []
-    for arg in args:
-        text = arg.strip()
-        matched = _STRUCT_FIELD.match(text)
-        if matched is None:
-            if text.startswith("StructField("):
-                return None  # a field of a nested type: the struct is not read in part
-            break  # the schema's fields are over: the options and the value follow
-        found = _DATA_TYPES.get(matched["type"])
-        if found is None:
-            return None
-        fields.append(Field(matched["name"].strip(), found))
-    return Field("", "struct", tuple(fields)) if fields else None
-
-
-def _literal(text: str) -> Field | None:
-    if _INTEGER_LITERAL.fullmatch(text):
-        return Field("", "integer")
-    if _LONG_LITERAL.fullmatch(text):
-        return Field("", "long")
-    if text in ("true", "false"):
-        return Field("", "boolean")
-    if (
-        _STRING_LITERAL.fullmatch(text)
-        and not text.startswith("INTERVAL ")
-        and text not in _NOT_STRINGS
-    ):
-        return Field("", "string")
-    return None  # decimals, doubles, dates and strings of digits print alike
-
-
-def _sum(argument: Field | None) -> Field | None:
-    if argument is None:
-        return None
-    if argument.type in _INTEGRAL:
-        return Field("", "long")
-    if argument.type in ("double", "float"):
-        return Field("", "double")
-    return None  # decimals widen by ten digits of precision: the plan does not say which
-
-
-def _promote(left: Field | None, right: Field | None, operator: str) -> Field | None:
-    """Spark's arithmetic result type for two operands of known simple types."""
-    types = {side.type for side in (left, right) if side is not None}
-    if operator == "div":
-        return Field("", "long")
-    if types & {"double", "float"}:  # whatever the other side is, it is cast to double
-        return Field("", "double")
-    if left is None or right is None:
-        return None
-    if operator == "/" and types <= set(_INTEGRAL):
-        return Field("", "double")
-    if types <= set(_INTEGRAL):
-        wider = max(types, key=lambda t: _INTEGRAL.index(str(t)))
-        return Field("", wider)
-    return None
-
-
-def _named(found: Field | None, name: str) -> Field:
-    return Field(name, found.type, found.fields) if found is not None else Field(name)
 
 
 def _closes_at_end(text: str) -> bool:

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 
 from agent import linear
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.schema import split_top
-from agent.spark.plan.text import Block, bracketed, parse_attribute
+from agent.spark.plan.syntax.schema import split_top
+from agent.spark.plan.syntax.text import Block, bracketed, parse_attribute
 
 _RELATION = linear.compile(
     rf"^Scan KafkaRelation\(strategy=(?P<kind>[{linear.WORD}]+)\[(?P<items>[^\]]*)\]"

@@ -32,8 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from agent import linear
-from agent.spark.plan.datasets import DatasetRef, WrittenLineage
-from agent.spark.plan.dml import (
+from agent.spark.plan.attributes.dml import (
     TABLE_SCAN,
     TYPE_NAMES,
     delete_lineage,
@@ -42,9 +41,10 @@ from agent.spark.plan.dml import (
     query_lineage,
     update_lineage,
 )
-from agent.spark.plan.schema import Field, split_top
-from agent.spark.plan.tables import TableIdent, parse_table_ident
-from agent.spark.plan.text import Block, block_detail, parse_plan
+from agent.spark.plan.datasets import DatasetRef, WrittenLineage
+from agent.spark.plan.syntax.schema import Field, split_top
+from agent.spark.plan.syntax.tables import TableIdent, parse_table_ident
+from agent.spark.plan.syntax.text import Block, block_detail, parse_plan
 
 _DELTA_VERSIONED = linear.compile(r"Delta\[version=(?P<version>\d+), (?P<location>[^\]]+)\]")
 _DELTA_TABLE_V2 = linear.compile(r"^DeltaTableV2\([^,]*,(?P<location>[^,]+),")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from agent import linear
-from agent.spark.plan.text import without_delay
+from agent.spark.plan.syntax.text import without_delay
 
 Kind = Literal["DIRECT", "INDIRECT"]
 

@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from agent.spark.plan.schema import split_top
+from agent.spark.plan.syntax.schema import split_top
 
 #: The plan section of an adaptive plan that ran, best first.
 _SECTIONS: Final = ("Final Plan", "Current Plan")

@@ -18,12 +18,12 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Final
 
-from agent.spark.plan.columns import PlanGraph, written_attributes
+from agent.spark.plan.attributes.columns import PlanGraph, written_attributes
+from agent.spark.plan.attributes.typeinfer import TypeOracle
 from agent.spark.plan.datasets import DatasetRef, WrittenLineage
-from agent.spark.plan.expressions import Transformation
-from agent.spark.plan.schema import Field
-from agent.spark.plan.text import Attribute, PlanNode, PlanText, parse_attribute, parse_plan
-from agent.spark.plan.typeinfer import TypeOracle
+from agent.spark.plan.syntax.expressions import Transformation
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.plan.syntax.text import Attribute, PlanNode, PlanText, parse_attribute, parse_plan
 
 ScanDatasets = Callable[[PlanNode, Mapping[int, Field]], list[DatasetRef]]
 

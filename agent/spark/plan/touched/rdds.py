@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from agent import linear
-from agent.spark.plan.tables import normalize
+from agent.spark.plan.syntax.tables import normalize
 
 #: RDD classes named after themselves (`MapPartitionsRDD`), and the suffix their step drops.
 _RDD_CLASS = linear.compile(rf"[A-Z][{linear.WORD}]*RDD\d*")

@@ -20,14 +20,22 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from agent import linear
-from agent.spark.plan import lineage
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
-from agent.spark.plan.lakehouse import (
+from agent.spark.plan.formats.lakehouse import (
     ROW_LEVEL_WRITES,
     delta_save_query,
     row_level_statement,
 )
-from agent.spark.plan.scans import (
+from agent.spark.plan.syntax.schema import Field, field_of, parse_struct
+from agent.spark.plan.syntax.tables import normalize
+from agent.spark.plan.syntax.text import (
+    Block,
+    block_list,
+    parse_attribute,
+    parse_description,
+)
+from agent.spark.plan.touched import lineage
+from agent.spark.plan.touched.scans import (
     DELTA_LOG,
     delta_index,
     location_paths,
@@ -35,15 +43,7 @@ from agent.spark.plan.scans import (
     scan_datasets,
     text_of,
 )
-from agent.spark.plan.schema import Field, field_of, parse_struct
-from agent.spark.plan.tables import normalize
-from agent.spark.plan.text import (
-    Block,
-    block_list,
-    parse_attribute,
-    parse_description,
-)
-from agent.spark.plan.writes import write_datasets
+from agent.spark.plan.touched.writes import write_datasets
 
 #: Operators that only wrap the node that names an execution.
 _WRAPPERS: Final = ("AdaptiveSparkPlan", "ResultQueryStage", "WholeStageCodegen", "InputAdapter")

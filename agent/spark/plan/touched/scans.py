@@ -10,15 +10,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from agent import linear
-from agent.spark.plan.cuts import cut
+from agent.spark.plan.attributes.kinds import LOGICAL_RELATION, relation_columns
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.kafka import kafka_scan
-from agent.spark.plan.kinds import LOGICAL_RELATION, relation_columns
-from agent.spark.plan.lakehouse import iceberg_scan
-from agent.spark.plan.schema import Field, parse_struct, split_top
-from agent.spark.plan.tables import TableIdent, parse_table_ident
-from agent.spark.plan.text import Block, PlanNode, block_list, parse_attribute
-from agent.spark.plan.writes import format_name, metrics_of, typed
+from agent.spark.plan.formats.kafka import kafka_scan
+from agent.spark.plan.formats.lakehouse import iceberg_scan
+from agent.spark.plan.syntax.cuts import cut
+from agent.spark.plan.syntax.schema import Field, parse_struct, split_top
+from agent.spark.plan.syntax.tables import TableIdent, parse_table_ident
+from agent.spark.plan.syntax.text import Block, PlanNode, block_list, parse_attribute
+from agent.spark.plan.touched.writes import format_name, metrics_of, typed
 
 #: Scan-like leaves that read no external dataset.
 _NOT_DATASETS: Final = (

@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from agent import linear
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.kafka import kafka_save
-from agent.spark.plan.lakehouse import (
+from agent.spark.plan.formats.kafka import kafka_save
+from agent.spark.plan.formats.lakehouse import (
     DELTA_COMMANDS,
     DELTA_DML,
     delta_command,
@@ -27,9 +27,9 @@ from agent.spark.plan.lakehouse import (
     table_ddl,
     v2_delete,
 )
-from agent.spark.plan.schema import Field, split_top
-from agent.spark.plan.tables import TableIdent, parse_table_ident
-from agent.spark.plan.text import Attribute, Block, block_detail, block_list, parse_attribute
+from agent.spark.plan.syntax.schema import Field, split_top
+from agent.spark.plan.syntax.tables import TableIdent, parse_table_ident
+from agent.spark.plan.syntax.text import Attribute, Block, block_detail, block_list, parse_attribute
 
 #: V2 writes (the first word of the node); named when they write a JDBC table.
 V2_WRITES: Final = frozenset(

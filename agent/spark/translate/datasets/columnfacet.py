@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from agent.facets import facet
-from agent.spark.plan.columns import collapse
+from agent.spark.plan.attributes.columns import collapse
 from agent.spark.plan.datasets import DatasetRef, WrittenLineage
-from agent.spark.plan.expressions import Transformation
+from agent.spark.plan.syntax.expressions import Transformation
 
 #: Input-field entries a columnLineage facet may carry (about 200 bytes each in JSON).
 DEFAULT_MAX_FIELDS: Final = 1000

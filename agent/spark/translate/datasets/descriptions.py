@@ -27,14 +27,14 @@ from typing import Final
 
 from agent import linear
 from agent.spark.plan.datasets import DatasetRef, Role
-from agent.spark.plan.tables import parse_table_ident
+from agent.spark.plan.syntax.tables import parse_table_ident
+from agent.spark.translate.model import CatalogTable
 from agent.spark.translate.naming import (
     UNKNOWN_NAMESPACE,
     Catalog,
     DatasetName,
     from_kafka,
 )
-from agent.spark.translate.runs import CatalogTable
 
 Described = tuple[DatasetRef | DatasetName | CatalogTable, ...]
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.writes import V2_WRITES
+from agent.spark.plan.touched.writes import V2_WRITES
 from agent.spark.translate.naming import jdbc_source
 
 _CATALOG: Final = "spark.sql.catalog."

@@ -21,11 +21,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from agent.spark.plan.columns import InputField, OutputColumn
+from agent.spark.plan.attributes.columns import InputField, OutputColumn
 from agent.spark.plan.datasets import DatasetRef, WrittenLineage
-from agent.spark.plan.expressions import Transformation, compose, indirect
-from agent.spark.plan.lineage import Resolved
-from agent.spark.translate.runs import Execution
+from agent.spark.plan.syntax.expressions import Transformation, compose, indirect
+from agent.spark.plan.touched.lineage import Resolved
+from agent.spark.translate.model import Execution
 
 _CONDITIONAL = indirect("CONDITIONAL")
 

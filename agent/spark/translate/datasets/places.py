@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.tables import TableIdent, default_table_location
+from agent.spark.plan.syntax.tables import TableIdent, default_table_location
 from agent.spark.translate.naming import from_location
 
 #: Tables whose place an application's translator remembers (least recently shown go first).

@@ -13,11 +13,11 @@ from typing import Any, Final
 
 from agent.facets import facet
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.lineage import Resolved
-from agent.spark.plan.schema import Field
-from agent.spark.plan.tables import TableIdent
-from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS, column_lineage_facets
-from agent.spark.translate.merges import merged
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.plan.syntax.tables import TableIdent
+from agent.spark.plan.touched.lineage import Resolved
+from agent.spark.translate.datasets.columnfacet import DEFAULT_MAX_FIELDS, column_lineage_facets
+from agent.spark.translate.datasets.merges import merged
 from agent.spark.translate.naming import (
     UNKNOWN_NAMESPACE,
     Catalog,

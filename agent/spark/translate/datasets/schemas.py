@@ -20,7 +20,7 @@ import collections
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from agent.spark.translate.datasets import RunDatasets
+from agent.spark.translate.datasets.rundatasets import RunDatasets
 from agent.spark.translate.naming import UNKNOWN_NAMESPACE, DatasetName
 
 #: Datasets whose schema an application's translator remembers (least recently seen go first).

@@ -26,10 +26,11 @@ from typing import Any, Final
 from agent import linear
 from agent.facets import facet
 from agent.spark.plan.datasets import DatasetRef, Role
-from agent.spark.plan.scans import MICRO_BATCH_SOURCE
-from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
-from agent.spark.translate.datasets import RunDatasets, collect, describe
-from agent.spark.translate.descriptions import Tables, described
+from agent.spark.plan.touched.scans import MICRO_BATCH_SOURCE
+from agent.spark.translate.datasets.columnfacet import DEFAULT_MAX_FIELDS
+from agent.spark.translate.datasets.descriptions import Tables, described
+from agent.spark.translate.datasets.rundatasets import RunDatasets, collect, describe
+from agent.spark.translate.model import CatalogTable, Failure, Run, StreamQuery, classify
 from agent.spark.translate.naming import (
     KAFKA_UNKNOWN,
     UNKNOWN_NAMESPACE,
@@ -38,7 +39,6 @@ from agent.spark.translate.naming import (
     datasource_uri,
     from_location,
 )
-from agent.spark.translate.runs import CatalogTable, Failure, Run, StreamQuery, classify
 from agent.spark.translate.values import as_int, as_str, as_uuid, mappings
 
 JOB_TYPE: Final = "STREAMING_QUERY"

@@ -31,17 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from agent.facets import facet
-from agent.spark.plan.schema import Field
-from agent.spark.translate.datasets import schema_fields
+from agent.spark.plan.datasets import SchemaSource, TableFormat
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.translate.datasets.rundatasets import schema_fields
+from agent.spark.translate.datasets.schemas import type_through_lineage
 from agent.spark.translate.naming import UNKNOWN_NAMESPACE, DatasetName, datasource_uri
-from agent.spark.translate.schemas import type_through_lineage
-
-TableFormat = Literal["delta", "iceberg"]
-#: What a schema is read from: a table's metadata, or the footer of a dataset's parquet files.
-SchemaSource = Literal["delta", "iceberg", "parquet"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,13 @@ from typing import Any, Final
 from agent import __version__
 from agent.facets import OPENLINEAGE_SCHEMA_URL, PRODUCER, facet
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.lineage import Resolved
-from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
-from agent.spark.translate.datasets import RunDatasets, collect
-from agent.spark.translate.merges import materialized
+from agent.spark.plan.touched.lineage import Resolved
+from agent.spark.translate.datasets.columnfacet import DEFAULT_MAX_FIELDS
+from agent.spark.translate.datasets.merges import materialized
+from agent.spark.translate.datasets.rundatasets import RunDatasets, collect
+from agent.spark.translate.datasets.streaming import stream_datasets, stream_facet
+from agent.spark.translate.model import Failure, Run
 from agent.spark.translate.naming import Catalog
-from agent.spark.translate.runs import Failure, Run
-from agent.spark.translate.streaming import stream_datasets, stream_facet
 
 Event = dict[str, Any]
 

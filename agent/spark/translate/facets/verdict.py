@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from agent.spark.translate.events import RunRef
-from agent.spark.translate.runs import Failure, application_end
+from agent.spark.translate.facets.events import RunRef
+from agent.spark.translate.model import Failure, application_end
 from agent.spark.translate.values import as_uuid
 
 EXEC: Final = "spark.lineageAgent.exec"

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.spark.translate.executions import SqlRuns
-from agent.spark.translate.jobs import Jobs
-from agent.spark.translate.runs import Execution, Run, count_stage
+from agent.spark.translate.model import Execution, Run, count_stage
+from agent.spark.translate.runs.executions import SqlRuns
+from agent.spark.translate.runs.jobs import Jobs
 from agent.spark.translate.values import as_int, mappings
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence, ValuesView
 from typing import Any
 
 from agent import linear
-from agent.spark.plan.read import (
+from agent.spark.plan.touched.read import (
     attribute_sources,
     merge_source_filters,
     merge_source_rows,
@@ -22,11 +22,11 @@ from agent.spark.plan.read import (
     read_plan,
     returned_rows,
 )
-from agent.spark.translate.brokers import KafkaServers
-from agent.spark.translate.datasets import names_dataset
-from agent.spark.translate.jdbc import JdbcUrls
-from agent.spark.translate.places import TablePlaces
-from agent.spark.translate.runs import Execution, Run, remember
+from agent.spark.translate.datasets.brokers import KafkaServers
+from agent.spark.translate.datasets.jdbc import JdbcUrls
+from agent.spark.translate.datasets.places import TablePlaces
+from agent.spark.translate.datasets.rundatasets import names_dataset
+from agent.spark.translate.model import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
 
 #: Delta's description of a nested execution that replays a table's log up to a version.

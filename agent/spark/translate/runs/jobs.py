@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.spark.plan.rdds import rdd_inputs, rdd_job_suffix, rdd_output
-from agent.spark.translate import runids
-from agent.spark.translate.runs import Job, Run, remember
+from agent.spark.plan.touched.rdds import rdd_inputs, rdd_job_suffix, rdd_output
+from agent.spark.translate.model import Job, Run, remember
+from agent.spark.translate.runs import runids
 from agent.spark.translate.values import as_int, as_int_text, int_list, mappings
 
 

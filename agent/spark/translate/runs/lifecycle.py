@@ -17,7 +17,17 @@ import collections
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from agent.spark.translate.appfacets import (
+from agent.spark.plan.datasets import TableFormat
+from agent.spark.translate.datasets.brokers import KafkaServers
+from agent.spark.translate.datasets.rundatasets import RunDatasets
+from agent.spark.translate.datasets.schemas import KnownSchemas
+from agent.spark.translate.datasets.versions import (
+    PlaceRequest,
+    SchemaRequest,
+    TableRequest,
+    VersionRequest,
+)
+from agent.spark.translate.facets.appfacets import (
     Redaction,
     application_details,
     listener_tags,
@@ -26,9 +36,8 @@ from agent.spark.translate.appfacets import (
     sql_facet,
     tags_facet,
 )
-from agent.spark.translate.brokers import KafkaServers
-from agent.spark.translate.datasets import RunDatasets
-from agent.spark.translate.events import MAX_MS, RunRef, run_datasets, run_event
+from agent.spark.translate.facets.events import MAX_MS, RunRef, run_datasets, run_event
+from agent.spark.translate.model import Failure, Run, RunSummary, summary
 from agent.spark.translate.naming import UNKNOWN_NAMESPACE, Catalog
 from agent.spark.translate.options import (
     JOB_TAGS,
@@ -36,15 +45,6 @@ from agent.spark.translate.options import (
     TranslateOptions,
     catalog_of,
     parent_of,
-)
-from agent.spark.translate.runs import Failure, Run, RunSummary, summary
-from agent.spark.translate.schemas import KnownSchemas
-from agent.spark.translate.versions import (
-    PlaceRequest,
-    SchemaRequest,
-    TableFormat,
-    TableRequest,
-    VersionRequest,
 )
 
 Event = dict[str, Any]

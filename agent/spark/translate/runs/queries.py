@@ -24,14 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, ValuesView
 from typing import Any, Final
 
-from agent.spark.plan.read import micro_batch_tables, returned_rows
-from agent.spark.plan.tables import normalize
-from agent.spark.translate import runids, streaming
-from agent.spark.translate.descriptions import Tables
-from agent.spark.translate.lifecycle import Lifecycle
+from agent.spark.plan.syntax.tables import normalize
+from agent.spark.plan.touched.read import micro_batch_tables, returned_rows
+from agent.spark.translate.datasets import streaming
+from agent.spark.translate.datasets.descriptions import Tables
+from agent.spark.translate.model import Execution, Failure, Run, StreamQuery, terminal_state
 from agent.spark.translate.naming import job_name
 from agent.spark.translate.options import catalog_of
-from agent.spark.translate.runs import Execution, Failure, Run, StreamQuery, terminal_state
+from agent.spark.translate.runs import runids
+from agent.spark.translate.runs.lifecycle import Lifecycle
 
 Event = dict[str, Any]
 Handler = Callable[[Mapping[str, Any], list[Event]], None]

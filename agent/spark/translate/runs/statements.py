@@ -15,15 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.spark.translate import runids, steps
-from agent.spark.translate.executions import SqlRuns, add_metrics, add_plan
-from agent.spark.translate.jdbc import JdbcUrls
-from agent.spark.translate.lifecycle import Lifecycle
+from agent.spark.translate.datasets.jdbc import JdbcUrls
+from agent.spark.translate.datasets.places import TablePlaces
+from agent.spark.translate.model import Execution, Failure, Run, classify, remember, terminal_state
 from agent.spark.translate.naming import JobNames
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.places import TablePlaces
-from agent.spark.translate.queries import Queries
-from agent.spark.translate.runs import Execution, Failure, Run, classify, remember, terminal_state
+from agent.spark.translate.runs import runids, steps
+from agent.spark.translate.runs.executions import SqlRuns, add_metrics, add_plan
+from agent.spark.translate.runs.lifecycle import Lifecycle
+from agent.spark.translate.runs.queries import Queries
 from agent.spark.translate.values import as_int, as_str
 
 Event = dict[str, Any]

@@ -49,10 +49,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from agent import linear
-from agent.spark.plan import read as plans
-from agent.spark.translate.datasets import RunDatasets
+from agent.spark.plan.touched import read as plans
+from agent.spark.translate.datasets.rundatasets import RunDatasets
+from agent.spark.translate.model import Run
 from agent.spark.translate.naming import Step, job_name
-from agent.spark.translate.runs import Run
 
 #: `details`' first line: the Spark API method the program called.
 _FRAME: Final = linear.compile(
