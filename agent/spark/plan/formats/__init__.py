@@ -1,3 +1,4 @@
-"""Lakehouse tables and Kafka in a plan: Delta and Iceberg statements, scans and DDL
-(`lakehouse`), Kafka reads and saves (`kafka`), as the plan names them. Imports
+"""Lakehouse tables and Kafka in a plan, as the plan names them: Delta's statements, table
+commands and writes (`delta`), Iceberg's writes, scans and row-level statements (`iceberg`),
+table DDL of any catalog (`ddl`) and Kafka reads and saves (`kafka`). Imports
 `plan.datasets`, `plan.attributes` and `plan.syntax` only."""

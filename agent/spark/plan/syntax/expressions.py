@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from agent import linear
-from agent.spark.plan.syntax.text import without_delay
+from agent.spark.plan.syntax.text import digits_end, is_number, without_delay
 
 Kind = Literal["DIRECT", "INDIRECT"]
 
@@ -126,7 +126,7 @@ def attribute_id(text: str) -> int | None:
     text = text.strip()
     name, sep, tail = text.rpartition("#")
     number = without_delay(tail).removesuffix("L")
-    if not (sep and name and _is_number(number)):
+    if not (sep and name and is_number(number)):
         return None
     # a name holds no operator outside its own brackets: `a#1 + b` is not one attribute
     if name.endswith((")", "]")):
@@ -263,7 +263,7 @@ def _references(text: str) -> dict[int, int]:
     found: dict[int, int] = {}
     at = text.find("#")
     while at != -1:
-        end = _digits_end(text, at + 1)
+        end = digits_end(text, at + 1)
         after = end + 1 if text.startswith("L", end) else end
         glued = after < len(text) and (_is_word(text[after]) or text[after] == "#")
         if end > at + 1 and not glued:
@@ -302,19 +302,6 @@ def _openers(text: str) -> dict[int, int]:
 def _is_word(ch: str) -> bool:
     """Whether `ch` is a word character, as Python's `\\w` says."""
     return ch.isalnum() or ch == "_"
-
-
-def _is_number(text: str) -> bool:
-    """One or more ASCII digits (Spark prints expression ids so)."""
-    return text.isascii() and text.isdigit()
-
-
-def _digits_end(text: str, start: int) -> int:
-    """Where the run of ASCII digits at `start` ends (`start` when there is none)."""
-    end = start
-    while end < len(text) and "0" <= text[end] <= "9":
-        end += 1
-    return end
 
 
 def _name_start(text: str, end: int) -> int | None:

@@ -77,11 +77,21 @@ def spark_struct(schema_text: str) -> tuple[Field, ...]:
         raise ValueError(f"unreadable Spark schema: {exc!r}") from exc
 
 
-def _json_field(name: str, kind: Any, depth: int) -> Field:
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+def check_field(name: Any, depth: int) -> None:
+    """A field of a JSON schema (Spark's or a table format's), `depth` levels down: refused,
+    ValueError, when nested too deep, TypeError when its name is no string."""
+    _check_depth(depth)
     if not isinstance(name, str):
         raise TypeError(f"field name {name!r} is not a string")
+
+
+def _check_depth(depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+
+
+def _json_field(name: str, kind: Any, depth: int) -> Field:
+    check_field(name, depth)
     if isinstance(kind, str):
         return field_of(name, kind)
     form = kind["type"]
@@ -111,8 +121,7 @@ def avro_field(name: str, schema_text: str) -> Field:
 
 
 def _avro(name: str, kind: Any, depth: int) -> Field:
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
+    _check_depth(depth)
     if isinstance(kind, list):  # a union: spark-avro reads [null, t] as t
         others = [k for k in kind if k != "null"]
         if len(others) != 1:

@@ -124,7 +124,7 @@ def parse_attribute(text: str) -> Attribute | None:
     tail = without_delay(tail)
     is_long = tail.endswith("L")
     number = tail[:-1] if is_long else tail
-    if not (sep and name and _is_number(number)):
+    if not (sep and name and is_number(number)):
         return None
     return Attribute(name, int(number), is_long)
 
@@ -276,10 +276,10 @@ def _header(line: str) -> tuple[int, str] | None:
     if not line.startswith("("):
         return None
     number, sep, name = line[1:].partition(") ")
-    if not (sep and _is_number(number)):
+    if not (sep and is_number(number)):
         return None
     head, codegen, tail = name.rpartition(_CODEGEN)
-    if codegen and tail.endswith("]") and _is_number(tail[:-1]):
+    if codegen and tail.endswith("]") and is_number(tail[:-1]):
         name = head
     return int(number), name
 
@@ -295,7 +295,7 @@ def _detail(line: str) -> tuple[str, int | None, str] | None:
     count = None
     if rest.startswith("["):
         number, sep, after = rest[1:].partition("]")
-        if not (sep and _is_number(number)):
+        if not (sep and is_number(number)):
             return None
         count, rest = int(number), after.lstrip()
     if not rest.startswith(":"):
@@ -327,7 +327,7 @@ def _tree_node(content: str) -> tuple[str, int] | None:
     for start in (2, 0) if content.startswith("* ") else (0,):
         at = content.find(" (", start + 1)
         while at != -1:
-            end = _digits_end(content, at + 2)
+            end = digits_end(content, at + 2)
             closed = end > at + 2 and content.startswith(")", end)
             if closed and (end + 1 == len(content) or content[end + 1] == ","):
                 return content[start:at], int(content[at + 2 : end])
@@ -340,22 +340,22 @@ def _hosting(line: str) -> tuple[int, int] | None:
     expression starts); None for another line."""
     if not line.startswith("Subquery:"):
         return None
-    host = _digits_end(line, 9)
+    host = digits_end(line, 9)
     if host == 9 or not line.startswith(_HOSTING, host):
         return None
     host += len(_HOSTING)
-    end = _digits_end(line, host)
+    end = digits_end(line, host)
     if end == host or not line.startswith(_HOSTED, end):
         return None
     return int(line[host:end]), end + len(_HOSTED)
 
 
-def _is_number(text: str) -> bool:
-    """One or more ASCII digits (Spark prints its ids and counts so)."""
+def is_number(text: str) -> bool:
+    """One or more ASCII digits (Spark prints its ids, expression ids and counts so)."""
     return text.isascii() and text.isdigit()
 
 
-def _digits_end(text: str, start: int) -> int:
+def digits_end(text: str, start: int) -> int:
     """Where the run of ASCII digits at `start` ends (`start` when there is none)."""
     end = start
     while end < len(text) and "0" <= text[end] <= "9":

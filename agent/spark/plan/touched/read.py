@@ -21,11 +21,8 @@ from typing import Any, Final
 
 from agent import linear
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
-from agent.spark.plan.formats.lakehouse import (
-    ROW_LEVEL_WRITES,
-    delta_save_query,
-    row_level_statement,
-)
+from agent.spark.plan.formats.delta import delta_save_query
+from agent.spark.plan.formats.iceberg import ROW_LEVEL_WRITES, row_level_statement
 from agent.spark.plan.syntax.schema import Field, field_of, parse_struct
 from agent.spark.plan.syntax.tables import normalize
 from agent.spark.plan.syntax.text import (

@@ -12,8 +12,8 @@ from typing import Any, Final
 from agent import linear
 from agent.spark.plan.attributes.kinds import LOGICAL_RELATION, relation_columns
 from agent.spark.plan.datasets import DatasetRef
+from agent.spark.plan.formats.iceberg import iceberg_scan
 from agent.spark.plan.formats.kafka import kafka_scan
-from agent.spark.plan.formats.lakehouse import iceberg_scan
 from agent.spark.plan.syntax.cuts import cut
 from agent.spark.plan.syntax.schema import Field, parse_struct, split_top
 from agent.spark.plan.syntax.tables import TableIdent, parse_table_ident

@@ -16,17 +16,16 @@ from typing import Any, Final
 
 from agent import linear
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.formats.kafka import kafka_save
-from agent.spark.plan.formats.lakehouse import (
+from agent.spark.plan.formats.ddl import table_ddl
+from agent.spark.plan.formats.delta import (
     DELTA_COMMANDS,
     DELTA_DML,
     delta_command,
     delta_dml,
     delta_v2_write,
-    iceberg_write,
-    table_ddl,
-    v2_delete,
 )
+from agent.spark.plan.formats.iceberg import iceberg_write, v2_delete
+from agent.spark.plan.formats.kafka import kafka_save
 from agent.spark.plan.syntax.schema import Field, split_top
 from agent.spark.plan.syntax.tables import TableIdent, parse_table_ident
 from agent.spark.plan.syntax.text import Attribute, Block, block_detail, block_list, parse_attribute
