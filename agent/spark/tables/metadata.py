@@ -11,7 +11,7 @@ holds such a table, read from the table's own metadata on a local file system: t
   `snapshot-id` and `timestamp-ms`, its `schemas[]` entry of `current-schema-id` the
   columns, with Iceberg's type names turned into Spark's as Spark reads them (`int` ->
   `integer`, `timestamptz` -> `timestamp`, `timestamp` -> `timestamp_ntz`, `list` -> `array`).
-* parquet datasets (not tables, but their files' own metadata): `parquetmeta`.
+* parquet datasets (not tables, but their files' own metadata): `parquet`.
 
 The latest commit inside the run's window is the run's. Bounded: regular files only (no
 links, devices or FIFOs), at most `_MAX_COMMITS` Delta commits looked at, each file read up

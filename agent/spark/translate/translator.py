@@ -30,7 +30,7 @@ Events, RUNNING, `job stop`: `lifecycle`; schemas completed from what the applic
 counters: `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
-else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
+else the rules of `model.application_end` (non-zero ExitCode, work in flight, the last job or
 execution failed, else COMPLETE), amended by the verdict of `lineage-agent exec` (`verdict`):
 with `await_verdict`, an application run by it is held at ApplicationEnd until `settle`.
 `close(cause="driver_lost")` (no ApplicationEnd will come: the driver died) ends every open

@@ -1,6 +1,6 @@
 """How each Spark operator defines its attributes: the walk behind column lineage.
 
-`AttributeGraph(plan)` walks every operator of a `plantext.PlanText` once, children before
+`AttributeGraph(plan)` walks every operator of a `text.PlanText` once, children before
 parents, and records per attribute id where its values come from: a scanned field (a leaf),
 or other attributes through an expression (an edge carrying the transformation, see
 `expressions`). Operators that filter, join, group or sort add dataset-level INDIRECT

@@ -1,7 +1,7 @@
 """Read what a SQL execution touches from its `sparkPlanInfo` tree and plan description.
 
 `read_plan` walks the `sparkPlanInfo` tree (node names, metadata, metric accumulator ids)
-and looks up the `physicalPlanDescription` (``explain formatted``, see `plantext`) for what
+and looks up the `physicalPlanDescription` (``explain formatted``, see `syntax.text`) for what
 the tree leaves out: the attribute lists (``Output [2]: [id#3L, k#4L]``), aliases and the
 arguments of commands whose tree node prints none (CTAS). The result names each dataset by
 what Spark printed (a path, a catalog table, a JDBC url); naming it the OpenLineage way is

@@ -81,7 +81,7 @@ class TablePlaces:
     def created(self, refs: Iterable[DatasetRef]) -> None:
         """Learn where a run's CTAS put its table: its CTAS names the table alone and the
         insert it runs the path alone; a path other than the table's default place is its
-        `LOCATION` when it is the run's only output without a table (as `datasets.collect`
+        `LOCATION` when it is the run's only output without a table (as `rundatasets.collect`
         names it)."""
         refs = list(refs)
         untabled = {r.location for r in refs if _path_alone(r)}

@@ -13,7 +13,7 @@ The application's terminal state with a verdict, the first rule that applies:
 1. ABORT     after `job stop` (the translator applies it, whatever the verdict);
 2. FAIL      the command exited non-zero or was killed by a signal: the exit status and the
              last lines of its stderr in `errorMessage`, even when Spark logged exit code 0;
-3. otherwise the rules of `runs.application_end`, except that a failed last job or execution
+3. otherwise the rules of `model.application_end`, except that a failed last job or execution
              no longer makes the application FAIL: the program exited 0, so it dealt with it.
 
 A log that ends without ApplicationEnd (the driver was lost) ends the application FAIL as
