@@ -34,7 +34,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from agent.config.model import SparkConfig
-from agent.spark.source import SparkSource
+from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.agentproc import AgentProcess, keygen, stop_process

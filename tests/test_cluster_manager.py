@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ControlError
-from agent.spark import liveness
-from agent.spark.application import ApplicationLog
-from agent.spark.driver import manager, rest, stopping
-from agent.spark.driver.facts import driver_facts
-from agent.spark.driver.manager import Endpoint, ManagerSettings
-from agent.spark.eventlog.layout import scan
-from agent.spark.followed import Followed
+from agent.spark.eventlog.discovery import scan
+from agent.spark.follow import liveness
+from agent.spark.follow.application import ApplicationLog
+from agent.spark.follow.driver import manager, rest, stopping
+from agent.spark.follow.driver.facts import driver_facts
+from agent.spark.follow.driver.manager import Endpoint, ManagerSettings
+from agent.spark.follow.followed import Followed
 from agent.spark.translate.options import TranslateOptions
 
 YARN_APP = "application_1800000000000_0042"

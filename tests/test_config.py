@@ -26,7 +26,7 @@ from agent.config.model import (
 )
 from agent.config.redact import redacted
 from agent.errors import ConfigError
-from agent.spark.application import translate_options
+from agent.spark.follow.application import translate_options
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.spark.eventlog.layout import LogRef, parse_single_name, restat, scan
+from agent.spark.eventlog.discovery import restat, scan
+from agent.spark.eventlog.layout import LogRef, parse_single_name
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, event_files, session_spark_logs
 
 APP = "application_1700000000000_0001"

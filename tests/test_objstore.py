@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry
 from agent.config.loader import parse_config
 from agent.config.model import SparkConfig
 from agent.service.preflight import check_startup
-from agent.spark import liveness
-from agent.spark.eventlog import layout, stores
-from agent.spark.source import SparkSource
+from agent.spark.eventlog import discovery, stores
+from agent.spark.follow import liveness
+from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.s3server import S3Server, running_s3
@@ -210,10 +210,10 @@ def test_scan_skips_finished_rolling_directories(s3: S3Server, spark_logs: Spark
     s3.upload_tree(spark_logs.multi, "skip")
     directory = url(s3, "skip")
     before = stores.requests()["list"]
-    [ref] = layout.scan(directory)
+    [ref] = discovery.scan(directory)
     assert stores.requests()["list"] - before == 2 and ref.complete and len(ref.files) >= 2
     before = stores.requests()["list"]
-    assert layout.scan(directory, skip={ref.key}) == []
+    assert discovery.scan(directory, skip={ref.key}) == []
     assert stores.requests()["list"] - before == 1
 
 

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.spark.eventlog.codecs import decoder_for
-from agent.spark.eventlog.layout import LogRef, scan
+from agent.spark.eventlog.discovery import scan
+from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.reader import LogReader, Position, ReadError, SkippedLine
 from tests.spark_logs import (
     LAYOUTS,
@@ -306,7 +307,7 @@ def test_max_line_bytes_must_be_positive(tmp_path: Path) -> None:
 # from the parent across exec, so a child of a big test process would inherit its peak.
 MEMORY_PROBE = """
 import json, sys
-from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.discovery import scan
 from agent.spark.eventlog.reader import LogReader
 
 def peak_kib():
@@ -361,7 +362,7 @@ def test_hundred_megabyte_line_is_skipped_in_bounded_memory(tmp_path: Path, code
 # cyclic garbage collector off, as between two of its runs in the daemon.
 MANY_LOGS_PROBE = """
 import gc, json, sys
-from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.discovery import scan
 from agent.spark.eventlog.reader import LogReader
 
 def rss_kib():

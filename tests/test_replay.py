@@ -23,8 +23,8 @@ from agent.commands.replay import replay
 from agent.commands.replay_report import AppResult
 from agent.config.model import SparkConfig
 from agent.errors import ReplayError
-from agent.spark.application import LOG_ENDED
-from agent.spark.source import SparkSource
+from agent.spark.follow.application import LOG_ENDED
+from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.agentproc import keygen

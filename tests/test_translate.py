@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from agent import __version__
 from agent.facets import FACET_URLS, OPENLINEAGE_SCHEMA_URL, PRODUCER
-from agent.spark.translate import runids
 from agent.spark.translate.listener import wanted
+from agent.spark.translate.model import Counters
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.required import REQUIRED
-from agent.spark.translate.runs import Counters
+from agent.spark.translate.runs import runids
 from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import SPEC, validate_run_event
 from tests.test_lakehouse_logs import events as lakehouse_events

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.config.model import SparkConfig
-from agent.spark.source import SparkSource
+from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.olschema import validate_run_event

@@ -33,7 +33,7 @@ from agent.telemetry.scrapeserver import QuietHandler, ScrapeServer, ScrapeServe
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 #: The `event_type` values of `lineage_events_emitted_total` (OpenLineage's run states).
 EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT")
-#: The `reason` values of `lineage_eventlog_lines_skipped_total` (agent.spark.problems).
+#: The `reason` values of `lineage_eventlog_lines_skipped_total` (agent.spark.follow.problems).
 SKIP_REASONS = ("corrupt_json", "malformed_event", "too_long", "read_error", "special_file")
 #: The `cause` values of `lineage_applications_ended_total`: `driver_lost` when an in-progress
 #: log went stale with no driver alive, `log_ended` when a log ended without ApplicationEnd.

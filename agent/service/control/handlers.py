@@ -198,7 +198,7 @@ class Handlers:
 
     async def exec_end(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         """How a command run by `lineage-agent exec` ended: kept in the state database until
-        its applications end (see `agent.spark.verdicts`)."""
+        its applications end (see `agent.spark.follow.verdicts`)."""
         exec_id = _exec_id(request)
         status, signame, tail = _exit_status(request)
         state = self.agent.state_db
