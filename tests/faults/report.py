@@ -5,6 +5,9 @@ An event is keyed by (runId, eventType, eventTime): Marquez writes times back in
 (`…:53.16Z` for `…:53.160Z`), so a time is compared as the instant it names. A run's state in
 Marquez is the state of the last event Marquez *processed* for it (its `runs` row is upserted
 by each event), so a terminal event processed before the run's START leaves the run RUNNING.
+Marquez writes an event's raw row (what `GET /api/v1/events/lineage` serves) and updates its
+model (runs, jobs, datasets) concurrently and answers 500 if either fails: an event answered
+500 may be stored, and a stored event may have left no trace in the run's state.
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ class WrongState:
     job: str
     expected: str  # Marquez RunState
     found: str | None  # None: Marquez does not know the run
-    why: str  # "absent" | "terminal missing" | "order" | "other"
+    why: str  # "absent" | "terminal missing" | "not ended" | "other"
 
 
 @dataclass
@@ -152,7 +155,10 @@ def compare(
         elif any(got[key] == 0 for key in terminal):
             why = "terminal missing"
         elif found in ("RUNNING", "NEW"):
-            why = "order"  # the terminal event is stored, yet an earlier one was processed later
+            # The terminal event is stored, the run is not ended: an earlier event was
+            # processed after it (order), or its model update failed while its raw event was
+            # written (Marquez does the two concurrently and answers 500 if either fails).
+            why = "not ended"
         else:
             why = "other"
         result.wrong_state.append(WrongState(run.run_id, run.job, run.marquez_state, found, why))
