@@ -193,7 +193,9 @@ def agent_restart_down(kill: bool) -> Callable[[Context], None]:
         ctx.probe("Marquez stopped")
         ended = ctx.agent.sigkill() if kill else ctx.agent.sigterm()
         ctx.notes.append(
-            f"agent {ended.ended} with {ended.queued} queued, produced {ended.produced}"
+            f"agent {ended.ended}: produced {ended.produced}, delivered {ended.delivered}, "
+            f"dropped {sum(ended.dropped.values())}, unconfirmed "
+            f"{sum(ended.unconfirmed.values())}, queued at its end {ended.queued}"
         )
         ctx.agent.start()
         ctx.sleep(3)
