@@ -286,7 +286,8 @@ def render(name: str, comparison: Comparison, accounting: Accounting, notes: Seq
         ),
         f"  events: expected {c.events_expected}, stored {c.events_stored}, "
         f"missing {len(c.missing)}, stored twice or more {len(c.duplicated)}, "
-        f"unexpected {len(c.unexpected)}",
+        f"unexpected {len(c.unexpected)}; stored beyond those delivered "
+        f"{max(0, c.events_stored - total.delivered)}",
         f"  agent: produced {total.produced}, delivered {total.delivered}, "
         f"dropped {_reasons(total.dropped)}, unconfirmed {_reasons(total.unconfirmed)}, "
         f"queued at exit {total.queued}; requests not sent {total.not_sent}; "
