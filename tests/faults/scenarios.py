@@ -117,7 +117,7 @@ class Context:
     def probe(self, what: str) -> None:
         """Note how Marquez answers a read now (its status, or the error)."""
         try:
-            answer = self.marquez.client.get("/api/v1/namespaces", timeout=5)
+            answer = self.marquez.client.get("/api/v1/namespaces", timeout=3)
             found = f"HTTP {answer.status_code}"
         except httpx.HTTPError as error:
             found = type(error).__name__
@@ -170,11 +170,13 @@ def stall(seconds: float) -> Callable[[Context], None]:
     def fault(ctx: Context) -> None:
         if not ctx.has("db-resume"):
             raise Skip("needs --db-resume")
+        paused = time.monotonic()
         ctx.run("db-pause")
         ctx.sleep(min(5.0, seconds / 2))
         ctx.probe("database paused")
-        ctx.sleep(seconds - min(5.0, seconds / 2))
+        ctx.sleep(max(0.0, seconds - (time.monotonic() - paused)))
         ctx.run("db-resume")
+        ctx.notes.append(f"database paused {time.monotonic() - paused:.1f} s")
         ctx.wait_marquez()
 
     fault.__doc__ = (
