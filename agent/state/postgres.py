@@ -203,8 +203,7 @@ class PostgresState:
             elif version < SCHEMA_VERSION:
                 conn.execute("UPDATE lineage_agent_schema SET version = %s", (SCHEMA_VERSION,))
 
-    @_serialized
-    def file_change(self) -> str | None:
+    def file_change(self) -> str | None:  # on the event loop: never waits for the lock
         return None  # no file of ours to be removed or replaced
 
     @_serialized
