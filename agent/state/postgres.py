@@ -67,6 +67,7 @@ from agent.state.pgschema import (
     RENEW,
     SCHEMA_VERSION,
 )
+from agent.state.reach import Reachability
 from agent.state.store import Heartbeat, LeaseLost
 
 #: Connecting and each statement give up after this many seconds.
@@ -84,7 +85,18 @@ def _serialized(method: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(method)
     def serialized(*args: P.args, **kwargs: P.kwargs) -> R:
         with args[0]._lock:  # type: ignore[attr-defined]
-            return method(*args, **kwargs)
+            reach: Reachability = args[0].reach  # type: ignore[attr-defined]
+            reach.begin()
+            try:
+                result = method(*args, **kwargs)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+                reach.failed(args[0].scrub(str(error)).strip())  # type: ignore[attr-defined]
+                raise
+            except BaseException:
+                reach.done()
+                raise
+            reach.succeeded()
+            return result
 
     return serialized
 
@@ -125,6 +137,9 @@ class PostgresState:
                 ) from error
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
+        # Whether the server answers, as the calls found it: read from memory by `status`
+        # and /healthz, which never wait on a server that does not answer.
+        self.reach = Reachability()
         try:
             self._migrate()
         except psycopg.Error as error:
