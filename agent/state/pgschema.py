@@ -79,11 +79,14 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 #: A claim in one statement (see `PostgresState.claim`): the lease check with its row locked,
 #: then the inserts, counted in the lease's term; a `fence` row in the answer says the lease
-#: was held.
+#: was held. The check renews the lease too: a claim under a lease that expired with nobody
+#: taking it (the server was away) makes it this agent's again at once, so that no other
+#: agent takes the application between the claim and the next heartbeat.
 CLAIM = """
 WITH fence AS (
-    SELECT 1 FROM leases WHERE %(fenced)s AND app_key = %(app_key)s AND owner = %(owner)s
-    AND token = %(token)s FOR UPDATE
+    UPDATE leases SET expires = greatest(expires, now() + make_interval(secs => %(lease)s))
+    WHERE %(fenced)s AND app_key = %(app_key)s AND owner = %(owner)s AND token = %(token)s
+    RETURNING 1
 ), inserted AS (
     INSERT INTO emitted
     SELECT run, key, %(app_key)s, job, type, time

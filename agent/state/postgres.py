@@ -325,6 +325,7 @@ class PostgresState:
                     "owner": self.owner,
                     "token": token,
                     "fenced": token is not None,
+                    "lease": self.lease_seconds,
                     "runs": [run for run, _ in keys],
                     "keys": [key for _, key in keys],
                     "jobs": [event["job"]["name"] for event in events],
