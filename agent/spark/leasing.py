@@ -93,6 +93,7 @@ class Leasing:
                 return False
             position = await call(self.state, self.state.position, key)
         except self.state.write_errors:
+            self.orphaned = True  # list again at the next pass, not at the next rescan
             return False
         if position is not None and position.finished:  # another agent finished it
             with contextlib.suppress(*self.state.write_errors):
