@@ -95,7 +95,11 @@ def _serialized(method: Callable[P, R]) -> Callable[P, R]:
             except BaseException:
                 reach.done()
                 raise
-            reach.succeeded()
+            conn = args[0]._conn  # type: ignore[attr-defined]
+            if conn is not None and not conn.closed and not conn.broken:
+                reach.succeeded()  # its connection stands (not a flush with nothing to write)
+            else:
+                reach.done()
             return result
 
     return serialized
