@@ -87,8 +87,9 @@ async def test_a_finished_applications_term_is_renewed_until_its_events_have_an_
         await asyncio.sleep(LEASE * 2)
         assert finished.holds() and not finished.lost
         assert {"finished": 1} in server.calls
-        finished.resolved = 2  # both delivered: the lease lapses, nobody renews it
+        finished.resolved = 2  # both delivered: the next beat gives the lease up
         await asyncio.sleep(LEASE)
+        assert server.released == ["finished"]
         count = len(server.calls)
         await asyncio.sleep(LEASE)
         assert all("finished" not in held for held in server.calls[count:])

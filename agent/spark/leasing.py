@@ -17,8 +17,8 @@ Every term with events still on their way is renewed, whether or not the source 
 follows its application (finished, or given up after an error): each one's events wait for
 the answer, and the first answer after an outage decides, renewed or lost, however long the
 outage lasted. A finished application's lease is released only once its events all have an
-outcome (else another agent taking it would leave them lost, sent by nobody); until then
-the heartbeat keeps it.
+outcome (else another agent taking it would leave them lost, sent by nobody): until then
+the heartbeat keeps it, and releases it at the first beat after.
 
 A round trip that gets no answer (a server stopped without closing its connections: the
 kernel acknowledges, nothing answers, no socket timeout fires) is waited for a third of a
@@ -71,6 +71,7 @@ class Leasing:
         self.orphaned = False  # an application whose owner is gone waits to be listed
         self.stops: Mapping[str, tuple[str, str]] = {}  # stops of the last hour, latest beat
         self._beating = False  # the heartbeat runs: it keeps what `release` defers
+        self._deferred: dict[tuple[str, int], Term] = {}  # released once their events are
         # The round trip still waiting for its answer, with what its beat needs to use it.
         self._call: Pending | None = None
 
@@ -111,8 +112,10 @@ class Leasing:
     async def release(self, term: Term) -> None:
         """Give an application up (finished, or this agent stops): another may take it.
         While the heartbeat runs and events claimed under it are on their way, the lease is
-        kept instead (renewed with them) and lapses once they all have an outcome."""
+        kept instead (renewed with them) and released by the first beat after they all have
+        an outcome."""
         if self._beating and not term.lost and term.resolved < term.claimed:
+            self._deferred[(term.key, term.token)] = term
             return
         with contextlib.suppress(*self.state.write_errors):
             await call(self.state, self.leases.release, term.key, term.token)
@@ -175,6 +178,20 @@ class Leasing:
             # taken meanwhile is found lost at the next answer.
             return
         self._use(beat, renewing, held, now, written)
+        await self._release_deferred()
+
+    async def _release_deferred(self) -> None:
+        """Give up the finished applications whose events all have an outcome now."""
+        ready = []
+        for ident, term in list(self._deferred.items()):
+            if term.lost or term.resolved >= term.claimed:
+                del self._deferred[ident]
+                if not term.lost:
+                    ready.append(term)
+        if ready:  # the server just answered; still, never wait on it past a beat
+            releases = asyncio.gather(*(self.release(term) for term in ready))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(releases), self.seconds / 3)
 
     def _use(
         self, beat: Heartbeat, renewing: list[Term], held: list[Term], now: float, written: Written
