@@ -105,10 +105,6 @@ class Leasing:
         self.terms[(key, token)] = term
         return term
 
-    def renewed(self, term: Term, since: float) -> None:
-        """A claim under `term` renewed its lease (`since`: monotonic, before the request)."""
-        term.deadline = max(term.deadline, since + self.seconds)
-
     async def release(self, term: Term) -> None:
         """Give an application up (finished, or this agent stops): another may take it.
         While the heartbeat runs and events claimed under it are on their way, the lease is

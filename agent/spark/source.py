@@ -459,8 +459,6 @@ class SparkSource:
         app.pending.extend(events)
         if self._sink is None:
             return True
-        since = time.monotonic()  # before the request: a claim renews its lease
-        asked = bool(app.pending)  # no events, no request
         try:
             fresh = await self.claims.claim(app.key, list(app.pending), app.token)
         except LeaseLost:
@@ -470,8 +468,6 @@ class SparkSource:
             return False
         app.pending = []
         term = app.term
-        if term is not None and self.leasing is not None and asked:
-            self.leasing.renewed(term, since)
         if term is not None:
             term.claimed += len(fresh)
         if app.quiet:  # claimed, so never sent later either, but not sent now

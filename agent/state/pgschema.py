@@ -79,12 +79,14 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 #: A claim in one statement (see `PostgresState.claim`): the lease check with its row locked,
 #: then the inserts, counted in the lease's term; a `fence` row in the answer says the lease
-#: was held. The check renews the lease too: a claim under a lease that expired with nobody
-#: taking it (the server was away) makes it this agent's again at once, so that no other
-#: agent takes the application between the claim and the next heartbeat.
+#: was held. A claim under a lease that expired with nobody taking it (the server was away)
+#: renews it too, so that no other agent takes the application between the claim and the
+#: owner's next heartbeat (which renews its local deadline); an unexpired one is left as the
+#: heartbeat set it.
 CLAIM = """
 WITH fence AS (
-    UPDATE leases SET expires = greatest(expires, now() + make_interval(secs => %(lease)s))
+    UPDATE leases SET expires = CASE WHEN expires <= now()
+        THEN now() + make_interval(secs => %(lease)s) ELSE expires END
     WHERE %(fenced)s AND app_key = %(app_key)s AND owner = %(owner)s AND token = %(token)s
     RETURNING 1
 ), inserted AS (
