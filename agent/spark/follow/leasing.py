@@ -12,6 +12,18 @@ The heartbeat only marks: a lease it finds taken is `Term.lost` (its events stop
 once), orphans and stops wake the source, which lets go of lost applications, lists the
 orphans' directories and applies the stops in its own pass, where no worker thread is
 reading or translating the same log.
+
+Every term with events still on their way is renewed, whether or not the source still
+follows its application (finished, or given up after an error): each one's events wait for
+the answer, and the first answer after an outage decides, renewed or lost, however long the
+outage lasted. A finished application's lease is released only once its events all have an
+outcome (else another agent taking it would leave them lost, sent by nobody): until then
+the heartbeat keeps it, and releases it at the first beat after.
+
+A round trip that gets no answer (a server stopped without closing its connections: the
+kernel acknowledges, nothing answers, no socket timeout fires) is waited for a third of a
+lease; the beats that fall due while it still waits start no other (no worker threads pile
+up behind it), and its answer is used by the first beat after it came.
 """
 
 from __future__ import annotations
@@ -24,10 +36,16 @@ from typing import Literal
 
 import structlog
 
-from agent.state.store import Leases, StateStore, Term, call
+from agent.state.store import Heartbeat, Leases, StateStore, Term, call
 from agent.telemetry.metrics import Metrics
 
 log = structlog.get_logger("agent.spark")
+
+#: Events with an outcome since the last heartbeat, per term (key, token).
+Written = dict[tuple[str, int], int]
+#: A heartbeat's round trip still waiting for its answer: (the call, the terms it renews,
+#: the terms the source held then, when it started (monotonic), the outcomes it records).
+Pending = tuple["asyncio.Future[Heartbeat]", list[Term], list[Term], float, Written]
 
 
 class Leasing:
@@ -52,6 +70,10 @@ class Leasing:
         self.terms: dict[tuple[str, int], Term] = {}
         self.orphaned = False  # an application whose owner is gone waits to be listed
         self.stops: Mapping[str, tuple[str, str]] = {}  # stops of the last hour, latest beat
+        self._beating = False  # the heartbeat runs: it keeps what `release` defers
+        self._deferred: dict[tuple[str, int], Term] = {}  # released once their events are
+        # The round trip still waiting for its answer, with what its beat needs to use it.
+        self._call: Pending | None = None
 
     @property
     def owner(self) -> str:
@@ -72,6 +94,7 @@ class Leasing:
                 return False
             position = await call(self.state, self.state.position, key)
         except self.state.write_errors:
+            self.orphaned = True  # list again at the next pass, not at the next rescan
             return False
         if position is not None and position.finished:  # another agent finished it
             with contextlib.suppress(*self.state.write_errors):
@@ -83,44 +106,100 @@ class Leasing:
         return term
 
     async def release(self, term: Term) -> None:
-        """Give an application up (finished, or this agent stops): another may take it."""
+        """Give an application up (finished, or this agent stops): another may take it.
+        While the heartbeat runs and events claimed under it are on their way, the lease is
+        kept instead (renewed with them) and released by the first beat after they all have
+        an outcome."""
+        if self._beating and not term.lost and term.resolved < term.claimed:
+            self._deferred[(term.key, term.token)] = term
+            return
         with contextlib.suppress(*self.state.write_errors):
             await call(self.state, self.leases.release, term.key, term.token)
 
     async def run(self, held: Callable[[], list[Term]], stop: asyncio.Event) -> None:
         """Beat every third of a lease until `stop`."""
-        while not stop.is_set():
-            try:
-                await self.beat(held())
-            except Exception as error:  # a bug must not let every lease run out unsaid
-                log.error("heartbeat_failed", error=repr(error), exc_info=error)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.seconds / 3)
+        self._beating = True
+        try:
+            while not stop.is_set():
+                try:
+                    await self.beat(held())
+                except Exception as error:  # a bug must not let every lease run out unsaid
+                    log.error("heartbeat_failed", error=repr(error), exc_info=error)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.seconds / 3)
+        finally:
+            self._beating = False
 
     async def beat(self, held: list[Term]) -> None:
-        """One heartbeat for the leases `held` (see the module's docstring)."""
+        """One heartbeat for the leases `held` and every term whose events are still on
+        their way (see the module's docstring)."""
+        if self._call is not None:
+            future, renewing, was_held, since, sent = self._call
+            if not future.done():
+                return  # the last round trip still waits for its answer: no second one
+            self._call = None
+            error = future.exception()
+            if error is None:
+                self._use(future.result(), renewing, was_held, since, sent)
+            elif not isinstance(error, self.state.write_errors):  # refused: nothing written
+                log.error("heartbeat_failed", error=repr(error), exc_info=error)
         now = time.monotonic()
         written = {
             (term.key, term.token): term.resolved - term.written
             for term in self.terms.values()
             if term.resolved > term.written
         }
-        try:
-            beat = await call(
+        keys = {term.key: term for term in held}
+        for term in self.terms.values():
+            if not term.lost and term.resolved < term.claimed and term.key not in keys:
+                keys[term.key] = term  # not followed any more, its events on their way
+        renewing = list(keys.values())
+        future = asyncio.ensure_future(
+            call(
                 self.state,
                 self.leases.heartbeat,
-                {term.key: term.token for term in held},
+                {term.key: term.token for term in renewing},
                 written,
             )
+        )
+        try:
+            beat = await asyncio.wait_for(asyncio.shield(future), self.seconds / 3)
+        except TimeoutError:
+            # No answer yet (the server stopped without closing): the events wait, and the
+            # first beat after the answer came uses it.
+            self._call = (future, renewing, held, now, written)
+            return
         except self.state.write_errors:
             # Not renewed: the events wait (`Term.holds`), claims are fenced, and a lease
             # taken meanwhile is found lost at the next answer.
             return
+        self._use(beat, renewing, held, now, written)
+        await self._release_deferred()
+
+    async def _release_deferred(self) -> None:
+        """Give up the finished applications whose events all have an outcome now."""
+        ready = []
+        for ident, term in list(self._deferred.items()):
+            if term.lost or term.resolved >= term.claimed:
+                del self._deferred[ident]
+                if not term.lost:
+                    ready.append(term)
+        if ready:  # the server just answered; still, never wait on it past a beat
+            releases = asyncio.gather(*(self.release(term) for term in ready))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(releases), self.seconds / 3)
+
+    def _use(
+        self, beat: Heartbeat, renewing: list[Term], held: list[Term], now: float, written: Written
+    ) -> None:
+        """What one heartbeat's answer says: leases renewed or lost, outcomes recorded,
+        events handed over, orphans and stops."""
         for ident, count in written.items():
-            self.terms[ident].written += count
-        for term in held:
+            if ident in self.terms:
+                self.terms[ident].written += count
+        for term in renewing:
             if term.key in beat.held:
-                term.deadline = now + self.seconds
+                term.deadline = max(term.deadline, now + self.seconds)
             else:
                 term.lost = True
         for ident, term in list(self.terms.items()):
