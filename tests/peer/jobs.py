@@ -8,14 +8,13 @@ The plan: `{"out", "jars": [...], "postgres": {url, user, password} | null, "sha
 rolling, zstd), the listener of shape S writes `OUT/listener/S.jsonl`, data lands in
 `OUT/data`, catalog tables in `OUT/warehouse/S`. `OUT/manifest.json` is rewritten after every
 application: app id and name per shape, and what the job raised (the failure shapes raise
-by design). Standalone: it imports only PySpark.
+by design). It imports only PySpark and `tests/sparkjobs/local.py`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +26,9 @@ from pyspark import InheritableThread
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.functions import udf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_builder, sql_settings, started, write_atomic
 
 LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 NAMESPACE = "spark"
@@ -59,24 +61,17 @@ def session(
 ) -> SparkSession:
     out = Path(plan["out"])
     name = shape["name"]
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(f"peer {name}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.warehouse.dir", str(out / "warehouse" / name))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", (out / "events").as_uri())
-        .config("spark.jars", ",".join(plan["jars"]))
-        .config("spark.extraListeners", LISTENER)
-        .config("spark.openlineage.transport.type", "file")
-        .config("spark.openlineage.transport.location", str(out / "listener" / f"{name}.jsonl"))
-        .config("spark.openlineage.namespace", NAMESPACE)
-    )
+    settings = sql_settings("2", str(out / "warehouse" / name))
+    settings["spark.default.parallelism"] = "2"
+    listener = {
+        "spark.jars": ",".join(plan["jars"]),
+        "spark.extraListeners": LISTENER,
+        "spark.openlineage.transport.type": "file",
+        "spark.openlineage.transport.location": str(out / "listener" / f"{name}.jsonl"),
+        "spark.openlineage.namespace": NAMESPACE,
+    }
+    log = event_log((out / "events").as_uri())
+    builder = local_builder("local[2]", f"peer {name}", settings, log, listener)
     if shape.get("hive"):
         metastore = out / "metastore" / name
         builder = builder.enableHiveSupport().config(
@@ -87,9 +82,7 @@ def session(
         builder = builder.config("spark.sql.catalogImplementation", "in-memory")
     for key, value in {**shape.get("conf", {}), **(extra or {})}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return started(builder)
 
 
 # -- inputs ----------------------------------------------------------------------------------
@@ -464,12 +457,6 @@ JOBS: dict[str, Callable[[SparkSession, Context], None]] = {
 }
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _with_context(
     job: Callable[[SparkSession, Context], None], ctx: Context, spark: SparkSession
 ) -> None:
@@ -479,7 +466,6 @@ def _with_context(
 def lake_job(name: str, out: Path) -> tuple[Callable[[SparkSession], None], dict[str, str]]:
     """A shape of the lakehouse log generator (`lake:<name>`): its job and Spark conf. Each
     gets a root of its own, laid out as the generator's jobs expect."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.data import make_lakehouse_logs as lake
 
     root = out / "lake" / name

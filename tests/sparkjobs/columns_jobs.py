@@ -23,6 +23,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_session, sql_settings
+
 WIDE_COLUMNS = 500
 DERBY_URL = "jdbc:derby:memory:columns;create=true"
 JDBC_CATALOG = "org.apache.spark.sql.execution.datasources.v2.jdbc.JDBCTableCatalog"
@@ -31,28 +34,16 @@ JDBC_CATALOG = "org.apache.spark.sql.execution.datasources.v2.jdbc.JDBCTableCata
 def session(out: Path) -> SparkSession:
     events = out / "events"
     events.mkdir(parents=True)
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("columns")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.warehouse.dir", str(out / "warehouse"))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", events.as_uri())
-        .config("spark.eventLog.rolling.enabled", "false")
-        .config("spark.eventLog.compress", "false")
+    settings = sql_settings("2", str(out / "warehouse"))
+    settings["spark.default.parallelism"] = "2"
+    derby = {
         # JDBC urls stay readable, so the JDBC datasets are named
-        .config("spark.sql.redaction.options.regex", "(?i)password")
-        .config("spark.sql.catalog.derby", JDBC_CATALOG)
-        .config("spark.sql.catalog.derby.url", DERBY_URL)
-    )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        "spark.sql.redaction.options.regex": "(?i)password",
+        "spark.sql.catalog.derby": JDBC_CATALOG,
+        "spark.sql.catalog.derby.url": DERBY_URL,
+    }
+    log = event_log(events.as_uri(), compress=False, rolling=False)
+    return local_session("local[2]", "columns", settings, log, derby)
 
 
 class Jobs:

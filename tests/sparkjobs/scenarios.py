@@ -26,7 +26,6 @@ The script gives up after TIMEOUT seconds without a command, so it never outlive
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -38,42 +37,21 @@ from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import udf
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs import local
+from tests.sparkjobs.local import event_log, local_session, sql_settings, write_atomic
+
 TIMEOUT = 180.0
 EXIT_CODE = 3  # what the last batch scenario exits with
 
 
 def session(name: str, event_dir: Path, warehouse: Path, conf: dict[str, str]) -> SparkSession:
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", event_dir.as_uri())
-    )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    settings = sql_settings("2", str(warehouse))
+    return local_session("local[2]", name, settings, event_log(event_dir.as_uri()), conf)
 
 
 def wait_for(path: Path, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {path} within {timeout} s")
-        time.sleep(0.05)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    local.wait_for(path, timeout)
 
 
 # -- batch scenarios ----------------------------------------------------------------------
