@@ -49,15 +49,6 @@ import zstandard
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "eventlogs"
 PLACEHOLDER = "/data/spark-exp"
-NAMES = (
-    "success",
-    "sql_failure",
-    "cancelled",
-    "sigterm",
-    "sigterm_python_parent",
-    "sigterm_spark_submit",
-    "sigkill",
-)
 #: The driver's application name and the stem of its output directories, by sample.
 APPS = {
     "success": ("exp-success", "success"),
@@ -68,6 +59,7 @@ APPS = {
     "sigterm_spark_submit": ("exp-sigterm_submit", "sigterm_submit"),
     "sigkill": ("exp-sigkill", "sigkill"),
 }
+NAMES = tuple(APPS)
 KEPT_PROPERTIES = {
     "spark.app.name",
     "spark.app.id",

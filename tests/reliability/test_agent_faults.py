@@ -46,21 +46,13 @@ from tests.reliability.harness import (
     unsigned,
     wait_until,
 )
-from tests.samples import sample_bytes
+from tests.samples import NAMES, sample_bytes
 
 NO_MOUNT = can_mount()
 needs_mount = pytest.mark.skipif(NO_MOUNT is not None, reason=str(NO_MOUNT))
 #: Real logs of complete applications (the SIGKILLed driver's log is complete-named here, so
 #: its runs end FAIL when it is read to its end).
-WORKLOAD = [
-    "success",
-    "sql_failure",
-    "cancelled",
-    "sigterm",
-    "sigterm_python_parent",
-    "sigterm_spark_submit",
-    "sigkill",
-]
+WORKLOAD = list(NAMES)
 
 
 def app_id_of(log: bytes) -> bytes:
