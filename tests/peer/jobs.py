@@ -22,13 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark import InheritableThread
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.functions import udf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
-from tests.sparkjobs.local import event_log, local_builder, sql_settings, started, write_atomic
+from tests.sparkjobs.local import (
+    cancelled_write,
+    event_log,
+    local_builder,
+    orders_frame,
+    people_frame,
+    sql_settings,
+    started,
+    write_atomic,
+    write_inputs,
+)
 
 LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 NAMESPACE = "spark"
@@ -93,36 +102,13 @@ def inputs(spark: SparkSession, ctx: Context) -> None:
     the first application (without any lineage interest of its own: it is not compared)."""
     folder = ctx.data / "inputs"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "people.csv").write_text("name,age,city\nada,36,london\nalan,41,wilmslow\n")
-    (folder / "people_new.json").write_text(
-        '{"name": "grace", "city": "arlington"}\n{"name": "edsger", "city": "austin"}\n'
-    )
-    (folder / "events.json").write_text(
-        '{"id": 1, "kind": "click", "score": 1.5}\n{"id": 2, "kind": "view", "score": 0.5}\n'
-    )
-    (folder / "customers.csv").write_text("customer_id,name\n1,ada\n2,alan\n")
-    (folder / "orders.json").write_text(
-        '{"order_id": 10, "customer_id": "1", "amount": 5.0}\n'
-        '{"order_id": 11, "customer_id": "2", "amount": 7.5}\n'
-    )
+    write_inputs(folder)
     (folder / "nested.json").write_text(
         '{"id": 1, "info": {"tags": ["a", "b"], "score": 1.5}, "m": {"k": 2}}\n'
         '{"id": 2, "info": {"tags": [], "score": 2.5}, "m": {}}\n'
     )
     (folder / "words.txt").write_text("alpha beta\ngamma\n")
-    people = spark.createDataFrame(
-        [
-            (1, "ada", 36, "london", 120.0, ["math", "code"]),
-            (2, "alan", 41, "wilmslow", 100.0, ["code"]),
-            (3, "grace", 17, "new york", 90.0, []),
-            (4, "edsger", 72, "rotterdam", None, ["proofs", "code", "go"]),
-        ],
-        "id long, name string, age int, city string, salary double, tags array<string>",
-    )
-    orders = spark.createDataFrame(
-        [(10, 1, 12.5), (11, 1, 3.0), (12, 2, 7.25), (13, 4, 1.0)],
-        "order_id long, customer_id long, amount double",
-    )
+    people, orders = people_frame(spark), orders_frame(spark)
     people.write.mode("overwrite").parquet(ctx.shared("people"))
     people.where("age > 30").write.mode("overwrite").parquet(ctx.shared("people_b"))
     orders.write.mode("overwrite").parquet(ctx.shared("orders"))
@@ -344,34 +330,8 @@ def udf_failure(spark: SparkSession, ctx: Context) -> None:
 def cancelled(spark: SparkSession, ctx: Context) -> None:
     control = ctx.data / ctx.shape
     control.mkdir(parents=True, exist_ok=True)
-    running, context = control / "running", spark.sparkContext
-    errors: list[BaseException] = []
-
-    @udf("long")
-    def slow(value: int) -> int:
-        running.touch()
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:  # ends when the task is killed
-            time.sleep(0.05)
-        return value
-
-    def write() -> None:
-        context.setJobGroup("peer-group", "cancelled by the driver", True)
-        try:
-            frame = spark.range(0, 4, 1, 2).select(slow("id").alias("id"))
-            frame.write.parquet(ctx.path("cancelled_out"))
-        except Exception as error:
-            errors.append(error)
-
-    thread = InheritableThread(target=write)
-    thread.start()
-    deadline = time.monotonic() + TIMEOUT
-    while not running.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    context.cancelJobGroup("peer-group")
-    thread.join(timeout=TIMEOUT)
-    if errors:
-        raise errors[0]
+    target = ctx.path("cancelled_out")
+    cancelled_write(spark, control, "peer-group", target, TIMEOUT, TIMEOUT, must_run=False)
 
 
 def rdd(spark: SparkSession, ctx: Context) -> None:

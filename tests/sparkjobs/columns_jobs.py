@@ -24,7 +24,13 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
-from tests.sparkjobs.local import event_log, local_session, sql_settings
+from tests.sparkjobs.local import (
+    event_log,
+    local_session,
+    orders_frame,
+    people_frame,
+    sql_settings,
+)
 
 WIDE_COLUMNS = 500
 DERBY_URL = "jdbc:derby:memory:columns;create=true"
@@ -81,19 +87,7 @@ class Jobs:
 def seed(jobs: Jobs) -> None:
     """The inputs: people and orders as parquet files and as catalog tables."""
     spark = jobs.spark
-    people = spark.createDataFrame(
-        [
-            (1, "ada", 36, "london", 120.0, ["math", "code"]),
-            (2, "alan", 41, "wilmslow", 100.0, ["code"]),
-            (3, "grace", 17, "new york", 90.0, []),
-            (4, "edsger", 72, "rotterdam", None, ["proofs", "code", "go"]),
-        ],
-        "id long, name string, age int, city string, salary double, tags array<string>",
-    )
-    orders = spark.createDataFrame(
-        [(10, 1, 12.5), (11, 1, 3.0), (12, 2, 7.25), (13, 4, 1.0)],
-        "order_id long, customer_id long, amount double",
-    )
+    people, orders = people_frame(spark), orders_frame(spark)
     jobs.write("people", people)
     jobs.write("orders", orders)
     jobs.write("people_b", people.where("age > 30"))
