@@ -34,6 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.data.logscrub import trimmed
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 OUT = HERE / "eventlogs" / "lakehouse"
@@ -67,21 +70,23 @@ METER_READINGS = [  # two windows of stream_kafka_window; the last reading moves
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-sys.path.insert(0, str(ROOT))
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
 # ---------------------------------------------------------------- the jobs (child process)
 
 
-def session(root: Path, name: str, jars: str, conf: dict[str, str]) -> SparkSession:
+def session(
+    root: Path, name: str, jars: str, conf: dict[str, str], events: Path | None = None
+) -> SparkSession:
+    """Event log in `events` (`root/events` by default), catalog tables in `root/warehouse`."""
     from pyspark.sql import SparkSession
 
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(name)
         .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", str(root / "events"))
+        .config("spark.eventLog.dir", str(events or root / "events"))
         .config("spark.eventLog.rolling.enabled", "false")
         .config("spark.eventLog.compress", "false")
         .config("spark.sql.warehouse.dir", str(root / "warehouse"))
@@ -365,10 +370,23 @@ def stream_kafka_delta(spark: SparkSession, root: Path) -> None:
             .execute()
         )
 
+    orders_to_delta(spark, servers, "orders", upsert, root)
+
+
+def orders_to_delta(
+    spark: SparkSession,
+    servers: str,
+    topic: str,
+    upsert: Callable[[DataFrame, int], None],
+    root: Path,
+) -> None:
+    """Kafka `topic` from its start, three records a micro-batch (id, body, kafka_offset), each
+    handed to `upsert` by the query `orders_to_delta` (checkpoint under `root/checkpoints`),
+    until it has caught up."""
     query = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", "orders")
+        .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", 3)
         .load()
@@ -384,9 +402,9 @@ def stream_kafka_delta(spark: SparkSession, root: Path) -> None:
     query.awaitTermination(300)
 
 
-def stream_sigterm(spark: SparkSession, root: Path) -> None:
-    """An endless rate -> parquet query; the generator sends SIGTERM to the driver JVM."""
-    query = (
+def ticks_forever(spark: SparkSession, root: Path) -> StreamingQuery:
+    """An endless rate -> parquet query (`root/data/ticks`), started."""
+    return (
         spark.readStream.format("rate")
         .option("rowsPerSecond", 5)
         .load()
@@ -397,6 +415,11 @@ def stream_sigterm(spark: SparkSession, root: Path) -> None:
         .trigger(processingTime="1 second")
         .start()
     )
+
+
+def stream_sigterm(spark: SparkSession, root: Path) -> None:
+    """An endless rate -> parquet query; the generator sends SIGTERM to the driver JVM."""
+    query = ticks_forever(spark, root)
     query.awaitTermination(int(CHILD_TIMEOUT))
 
 
@@ -707,14 +730,7 @@ def child(shape: str, root: Path, jars: str) -> None:
 
 def scrub(raw: str, root: Path, broker: str | None) -> str:
     """One log line made machine-independent: placeholders, trimmed environment."""
-    event = json.loads(raw)
-    if event.get("Event") == "SparkListenerEnvironmentUpdate":
-        props = event.get("Spark Properties", {})
-        event = {
-            "Event": event["Event"],
-            "Spark Properties": {k: v for k, v in props.items() if k in KEPT_PROPERTIES},
-        }
-    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    text = trimmed(raw, KEPT_PROPERTIES)
     for prefix in (str(root.resolve()), str(root), str(ROOT), str(Path.home())):
         text = text.replace(prefix, PLACEHOLDER)
     if broker:
