@@ -10,6 +10,17 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 
+#: The Spark properties of the environment event every generator keeps.
+KEPT_PROPERTIES = frozenset(
+    {
+        "spark.app.name",
+        "spark.app.id",
+        "spark.master",
+        "spark.sql.warehouse.dir",
+        "spark.sql.catalogImplementation",
+    }
+)
+
 
 def trimmed(raw: str, kept: Collection[str]) -> str:
     """`raw` (one JSON event) as compact JSON; an environment update keeps only its Spark

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.data import logscrub
 from tests.data.logscrub import trimmed
 
 if TYPE_CHECKING:
@@ -39,13 +40,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "eventlogs" / "marquez"
 PLACEHOLDER = "/data/marquez"
 HOST_PLACEHOLDER = "driver-host"
-KEPT_PROPERTIES = {
-    "spark.app.name",
-    "spark.app.id",
-    "spark.master",
-    "spark.sql.warehouse.dir",
-    "spark.sql.catalogImplementation",
-}
+KEPT_PROPERTIES = set(logscrub.KEPT_PROPERTIES)
 CHILD_TIMEOUT = 420.0  # one application, JVM start included, on a shared two-core machine
 #: Datasets (relative to the job's directory) whose first parquet file is kept, by shape.
 FOOTERS: dict[str, tuple[str, ...]] = {

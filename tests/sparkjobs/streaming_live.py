@@ -34,6 +34,7 @@ from tests.data.make_lakehouse_logs import (
     orders_to_delta,
     session,
     ticks_forever,
+    until_caught_up,
 )
 
 
@@ -60,9 +61,7 @@ def finite(spark: SparkSession, work: Path, servers: str) -> None:
         )
 
     def run(writer: DataStreamWriter, name: str) -> None:
-        writer.option("checkpointLocation", str(work / "checkpoints" / name)).queryName(
-            name
-        ).trigger(availableNow=True).start().awaitTermination(300)
+        until_caught_up(writer, work, name)
 
     run(
         clicks().writeStream.format("parquet").option("path", str(data / "clicks_parquet")),
