@@ -28,6 +28,7 @@ from pyspark.sql.functions import udf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
 from tests.sparkjobs.local import (
+    adults_projected,
     cancelled_write,
     event_log,
     local_builder,
@@ -161,16 +162,7 @@ def orders(spark: SparkSession, ctx: Context) -> Any:
 
 
 def projection(spark: SparkSession, ctx: Context) -> None:
-    frame = people(spark, ctx).where("age > 18")
-    frame.select(
-        "id",
-        F.col("name").alias("full_name"),
-        F.upper("name").alias("name_upper"),
-        (F.col("age") + 1).alias("age_next"),
-        F.sha2("name", 256).alias("name_hash"),
-        F.when(F.col("age") > 65, "senior").otherwise(F.col("city")).alias("segment"),
-        F.lit(1).alias("one"),
-    ).write.parquet(ctx.path("projection"))
+    adults_projected(people(spark, ctx)).write.parquet(ctx.path("projection"))
 
 
 def aggregate(spark: SparkSession, ctx: Context) -> None:

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
 from tests.sparkjobs.local import (
+    adults_projected,
     event_log,
     local_session,
     orders_frame,
@@ -101,18 +102,7 @@ def queries(jobs: Jobs) -> None:
     orders = spark.read.parquet(jobs.path("orders"))
     no_broadcast = {"spark.sql.autoBroadcastJoinThreshold": "-1"}
 
-    jobs.write(
-        "projection",
-        people.where("age > 18").select(
-            "id",
-            F.col("name").alias("full_name"),
-            F.upper("name").alias("name_upper"),
-            (F.col("age") + 1).alias("age_next"),
-            F.sha2("name", 256).alias("name_hash"),
-            F.when(F.col("age") > 65, "senior").otherwise(F.col("city")).alias("segment"),
-            F.lit(1).alias("one"),
-        ),
-    )
+    jobs.write("projection", adults_projected(people))
     jobs.write(
         "aggregate",
         people.groupBy("city").agg(

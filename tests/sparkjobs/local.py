@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.functions import udf
 
 QUIET_LOOPBACK = {
@@ -127,6 +128,20 @@ def orders_frame(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame(
         [(10, 1, 12.5), (11, 1, 3.0), (12, 2, 7.25), (13, 4, 1.0)],
         "order_id long, customer_id long, amount double",
+    )
+
+
+def adults_projected(people: DataFrame) -> DataFrame:
+    """people_frame's adults: a column kept, renamed, computed, hashed, chosen by a condition
+    and a literal."""
+    return people.where("age > 18").select(
+        "id",
+        F.col("name").alias("full_name"),
+        F.upper("name").alias("name_upper"),
+        (F.col("age") + 1).alias("age_next"),
+        F.sha2("name", 256).alias("name_hash"),
+        F.when(F.col("age") > 65, "senior").otherwise(F.col("city")).alias("segment"),
+        F.lit(1).alias("one"),
     )
 
 
