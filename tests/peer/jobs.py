@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, 
 from tests.sparkjobs.local import (
     adults_projected,
     cancelled_write,
+    city_totals,
     event_log,
     local_builder,
     orders_frame,
@@ -166,14 +167,7 @@ def projection(spark: SparkSession, ctx: Context) -> None:
 
 
 def aggregate(spark: SparkSession, ctx: Context) -> None:
-    people(spark, ctx).groupBy("city").agg(
-        F.count("*").alias("people"),
-        F.sum("salary").alias("payroll"),
-        F.avg("age").alias("mean_age"),
-        F.max("name").alias("last_name"),
-        F.collect_list("name").alias("names"),
-        F.countDistinct("age").alias("ages"),
-    ).write.parquet(ctx.path("aggregate"))
+    city_totals(people(spark, ctx)).write.parquet(ctx.path("aggregate"))
 
 
 def join_broadcast(spark: SparkSession, ctx: Context) -> None:

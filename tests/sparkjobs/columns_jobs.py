@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
 from tests.sparkjobs.local import (
     adults_projected,
+    city_totals,
     event_log,
     local_session,
     orders_frame,
@@ -103,17 +104,7 @@ def queries(jobs: Jobs) -> None:
     no_broadcast = {"spark.sql.autoBroadcastJoinThreshold": "-1"}
 
     jobs.write("projection", adults_projected(people))
-    jobs.write(
-        "aggregate",
-        people.groupBy("city").agg(
-            F.count("*").alias("people"),
-            F.sum("salary").alias("payroll"),
-            F.avg("age").alias("mean_age"),
-            F.max("name").alias("last_name"),
-            F.collect_list("name").alias("names"),
-            F.countDistinct("age").alias("ages"),
-        ),
-    )
+    jobs.write("aggregate", city_totals(people))
     jobs.write(
         "join_broadcast",
         people.join(orders, people.id == orders.customer_id).select("name", "order_id", "amount"),

@@ -145,6 +145,18 @@ def adults_projected(people: DataFrame) -> DataFrame:
     )
 
 
+def city_totals(people: DataFrame) -> DataFrame:
+    """people_frame grouped by city: a count, a sum, a mean, a max, a list, a distinct count."""
+    return people.groupBy("city").agg(
+        F.count("*").alias("people"),
+        F.sum("salary").alias("payroll"),
+        F.avg("age").alias("mean_age"),
+        F.max("name").alias("last_name"),
+        F.collect_list("name").alias("names"),
+        F.countDistinct("age").alias("ages"),
+    )
+
+
 def cancelled_write(
     spark: SparkSession,
     control: Path,
