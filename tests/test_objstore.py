@@ -26,6 +26,7 @@ from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.s3server import S3Server, running_s3
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app
+from tests.spark_scenarios import source_running
 from tests.test_watcher import run_until, settled
 
 pytestmark = pytest.mark.spark
@@ -119,12 +120,7 @@ async def test_rolling_parts_read_as_they_appear(
     client = s3.client()
     client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{status}.inprogress", Body=b"")
     source, _ = source_for([url(s3, "parts")], tmp_path / "state", store_poll_interval=0.2)
-    emitted: list[tuple[str, dict[str, Any]]] = []
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
-    )
-    try:
+    async with source_running(source) as emitted:
         for number, part in enumerate(parts):
             client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{part.name}", Body=part.read_bytes())
             async with asyncio.timeout(30):
@@ -140,10 +136,6 @@ async def test_rolling_parts_read_as_they_appear(
         async with asyncio.timeout(30):
             while source.apps or source._first_scan:
                 await asyncio.sleep(0.05)
-    finally:
-        stop.set()
-        await task
-        source.state.close()
     whole, _ = source_for([str(spark_logs.multi)], tmp_path / "whole")
     expected = await run_until(whole, settled(whole))
     assert [orjson.dumps(e) for _, e in emitted] == [orjson.dumps(e) for _, e in expected]
@@ -294,12 +286,7 @@ async def test_spark_writes_to_s3_and_the_agent_follows(s3: S3Server, tmp_path: 
     # Spark requires spark.eventLog.dir to exist: a directory marker, as `hadoop fs -mkdir` makes.
     s3.client().put_object(Bucket=s3.bucket, Key=f"{prefix}/", Body=b"")
     source, metrics = source_for([url(s3, prefix)], tmp_path / "state", store_poll_interval=0.2)
-    emitted: list[tuple[str, dict[str, Any]]] = []
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
-    )
-    try:
+    async with source_running(source) as emitted:
         with running_app(
             tmp_path / "app", layout_name, "zstd", event_url=url(s3, prefix), confs=s3a_confs(s3)
         ) as app:
@@ -317,10 +304,6 @@ async def test_spark_writes_to_s3_and_the_agent_follows(s3: S3Server, tmp_path: 
                 ):
                     await asyncio.sleep(0.05)
             app_id = app.app_id
-    finally:
-        stop.set()
-        await task
-        source.state.close()
     assert {ex for ex, _ in emitted} == {app_id}
     application = [e["eventType"] for _, e in emitted if "parent" not in e["run"]["facets"]]
     assert application == ["START", "COMPLETE"]

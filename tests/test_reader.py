@@ -31,6 +31,7 @@ from tests.spark_logs import (
     running_app,
     session_spark_logs,
 )
+from tests.test_codecs import BAD_AT, GARBAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 BIG = 64 * 1024 * 1024
@@ -480,14 +481,7 @@ def test_unreadable_application_is_a_read_error(tmp_path: Path) -> None:
 # -- damage --------------------------------------------------------------------------------------
 
 
-GARBAGE = b"garbage!" * 3
-TRAILING = {
-    "none": None,
-    "zstd": "zstd: bad frame magic 0x62726167 at byte {at}",
-    "lz4": "lz4: bad block magic b'garbage!' at byte {at}",
-    "snappy": "snappy: chunk length 1734439522 exceeds 67108864 at byte {at}",
-    "lzf": "lzf: bad chunk signature b'ga' at byte {at}",
-}
+TRAILING = {"none": None, **BAD_AT}
 
 
 @pytest.mark.spark
