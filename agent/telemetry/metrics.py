@@ -27,6 +27,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from agent import __version__
 from agent.errors import DROP_REASONS, NOT_SENT_REASONS, UNCONFIRMED_REASONS
+from agent.hosts import REFUSAL_REASONS
 from agent.telemetry.scrapeserver import QuietHandler, ScrapeServer, ScrapeServer6
 
 # Delivery latency of one event, from entering the pipeline to the transport's answer.
@@ -166,6 +167,22 @@ class Metrics:
         )
         for request in ("list", "head", "get"):
             self.store_requests.labels(request=request)
+        self.liveness_refused = Counter(
+            "lineage_liveness_refused",
+            "Liveness lookups refused before any request: a driver or manager address from an "
+            "event log that is more than a host and a port, forbidden (link-local, cloud "
+            "metadata), outside liveness.allowed_hosts, unresolved, or over the rate limit.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in REFUSAL_REASONS:
+            self.liveness_refused.labels(reason=reason)
+        self.eventlog_files_ignored = Counter(
+            "lineage_eventlog_files_ignored",
+            "Files and directories in event-log directories whose names Spark does not write "
+            "(each counted once): they change no application's state.",
+            registry=registry,
+        )
         self.build = Info("lineage_build", "Build information.", registry=registry)
         self.build.info({"version": __version__})
         for result in ("ok", "error"):

@@ -38,7 +38,7 @@ from typing import Final
 
 import structlog
 
-from agent.config.model import AgentConfig, SparkConfig
+from agent.config.model import AgentConfig, LivenessConfig, SparkConfig
 from agent.source import Sink, SourceContext
 from agent.spark.eventlog import stores
 from agent.spark.eventlog.inotify import DirectoryWatch
@@ -48,6 +48,7 @@ from agent.spark.follow.application import ApplicationLog, translate_options
 from agent.spark.follow.claims import Claims
 from agent.spark.follow.control import Control
 from agent.spark.follow.directories import Directories
+from agent.spark.follow.driver.outbound import Guard
 from agent.spark.follow.followed import Followed
 from agent.spark.follow.leasing import Leasing
 from agent.spark.follow.problems import LogProblems
@@ -76,8 +77,15 @@ class SparkSource(Control):
         health: HealthTracker | None = None,
         *,
         use_inotify: bool = True,
+        liveness: LivenessConfig | None = None,
     ) -> None:
         self.spark = spark
+        lookups = liveness or LivenessConfig()
+        self.guard = Guard.of(
+            lookups.allowed_hosts,
+            lookups.max_requests_per_second,
+            lambda reason: metrics.liveness_refused.labels(reason=reason).inc(),
+        )
         self.options = translate_options(spark, spark.namespace or namespace, await_verdict=True)
         self.state = state
         self.metrics = metrics
@@ -115,6 +123,7 @@ class SparkSource(Control):
             context.state_db,
             context.metrics,
             context.health,
+            liveness=config.liveness,
         )
 
     # -- the loop ----------------------------------------------------------------------------
