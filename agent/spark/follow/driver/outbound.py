@@ -143,7 +143,7 @@ class Guard:
             if len(self._logged) >= _MAX_LOGGED:
                 self._logged.clear()
             self._logged.add(key)
-        log.warning("liveness_lookup_refused", app_id=app_id, value=what, reason=reason)
+        log.warning("liveness_lookup_refused", app_id=app_id, setting=what, reason=reason)
 
     def target(
         self,
