@@ -104,8 +104,12 @@ class SparkSource(Control):
         self._finished: set[str] = state.finished_keys()
         self._stops = state.stop_requests()  # kept in step by request_stop
         local = [d for d in spark.event_log_dirs if not stores.is_url(d)]
-        self._dirs = Directories(local)
-        self._store_dirs = Directories([d for d in spark.event_log_dirs if stores.is_url(d)])
+        ignored = metrics.eventlog_files_ignored.inc
+        self._dirs = Directories(local, ignored)
+        self._store_dirs = Directories(
+            [d for d in spark.event_log_dirs if stores.is_url(d)], ignored
+        )
+        self._unreadable: dict[str, str] = {}  # key -> the error logged (again if it changes)
         self._store_pass = False  # this pass lists and reads the logs on stores
         self._store_requests = stores.requests()
         self._skipped_by_horizon = 0
@@ -229,11 +233,14 @@ class SparkSource(Control):
                         self._watch(ref.path)
                     continue
                 if ref.error is not None:
-                    self._finished.add(key)
-                    if ref.special:
-                        self.metrics.eventlog_lines_skipped.labels(reason="special_file").inc()
-                    log.error("eventlog_unreadable", log=ref.path, error=ref.error)
+                    # Derived again at each scan from the files as they are: logged once.
+                    if self._unreadable.get(key) != ref.error:
+                        self._unreadable[key] = ref.error
+                        if ref.special:
+                            self.metrics.eventlog_lines_skipped.labels(reason="special_file").inc()
+                        log.error("eventlog_unreadable", log=ref.path, error=ref.error)
                     continue
+                self._unreadable.pop(key, None)
                 old = horizon > 0 and (now_ns - ref.mtime_ns) / 1e9 > horizon
                 # After a lost state database, logs finished before it was made were handled.
                 lost = lost_state and ref.mtime_ns < self.state.opened_ns
