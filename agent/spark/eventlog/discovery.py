@@ -23,7 +23,7 @@ import os
 import stat as stat_module
 from collections.abc import Container
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from agent.fsutil import file_kind
@@ -42,6 +42,7 @@ from agent.spark.eventlog.layout import (
 )
 
 STORE_LISTINGS: Final = 8  # rolling directories on a store listed at once
+HOLLOW: Final = "nothing Spark wrote"  # a rolling directory with decoys only: no application
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,8 @@ def listing(directory: str | os.PathLike[str], skip: Container[str] = frozenset(
                 left_out.append(ref)
                 continue
             left_out += ref.ignored
-            found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
+            if ref.error != HOLLOW:
+                found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out))
 
 
@@ -186,7 +188,8 @@ def _rolling(path: str, key: str) -> LogRef | None:
         return None
     except OSError as error:
         return failed(key, "rolling", path, f"cannot list directory: {error.strerror}")
-
+    if not statuses and not files:
+        return _hollow(path, key, left_out)
     return rolling_ref(path, key, statuses, files, codecs, mtime_ns, left_out)
 
 
@@ -217,7 +220,8 @@ def _scan_store(directory: str, skip: Container[str]) -> Listing:
     for ref in refs:
         if ref is not None:
             left_out += ref.ignored
-            found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
+            if ref.error != HOLLOW:
+                found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out))
 
 
@@ -256,4 +260,14 @@ def _rolling_store(url: str, key: str) -> LogRef | None:
         files.append(
             EventFile(entry.url, events.index, entry.size, entry.mtime_ns, 0, ino, events.compacted)
         )
+    if not statuses and not files:
+        return _hollow(url, key, left_out)
     return rolling_ref(url, key, statuses, files, codecs, mtime_ns, left_out)
+
+
+def _hollow(path: str, key: str, left_out: list[str]) -> LogRef | None:
+    """A rolling directory holding nothing Spark wrote (Spark writes its appstatus file
+    right after the directory): no application yet. Its decoys are still reported."""
+    if not left_out:
+        return None
+    return replace(failed(key, "rolling", path, HOLLOW), ignored=tuple(left_out))

@@ -210,9 +210,18 @@ def special(key: str, layout: Layout, path: str, error: str) -> LogRef:
 
 def pick(first: LogRef, second: LogRef) -> LogRef:
     """One LogRef per key: the completion rename of a single file can be seen half-way, with
-    both names listed; the complete one is the truth. Anything else is a real conflict."""
+    both names listed; the complete one is the truth. A rolling directory holding nothing
+    Spark wrote (no event file, no appstatus) yields to a log that has files. Anything else
+    is a real conflict."""
+    for empty, other in ((first, second), (second, first)):
+        if _hollow(empty) and other.files:
+            return other
     if first.complete != second.complete and first.layout == second.layout == "single":
         return first if first.complete else second
     return replace(
         first, files=(), error=f"two event logs for one application: {first.path} and {second.path}"
     )
+
+
+def _hollow(ref: LogRef) -> bool:
+    return ref.layout == "rolling" and not ref.files and not ref.complete and ref.error is None
