@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.hosts import REFUSAL_REASONS, Address, parse_authority, parse_host
+from agent.config.hosts import REFUSAL_REASONS, Address, parse_authority, parse_host
 from agent.spark.follow.driver import rest
 from agent.spark.follow.driver.outbound import Guard, TokenBucket
 from tests.hostile_liveness import Counting, followed, hostile_apps, look_once
@@ -229,8 +229,9 @@ def test_every_refusal_reason_is_exported_at_zero() -> None:
     """`lineage_liveness_refused_total` shows each reason from the start."""
     from prometheus_client import CollectorRegistry
 
-    from agent.telemetry.metrics import Metrics
+    from agent.telemetry.metrics import LIVENESS_REFUSALS, Metrics
 
+    assert LIVENESS_REFUSALS == REFUSAL_REASONS
     registry = CollectorRegistry()
     Metrics(registry)
     for reason in REFUSAL_REASONS:

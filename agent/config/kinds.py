@@ -14,10 +14,10 @@ from urllib.parse import unquote, urlsplit
 
 from yaml.nodes import Node, ScalarNode
 
+from agent.config.hosts import host_pattern_problem
 from agent.config.model import Bounds, Kind
 from agent.config.yamlnodes import BOOL, FLOAT, INT, STR, describe, scalar
 from agent.errors import ConfigError
-from agent.hosts import host_pattern_problem
 
 
 class NodeReader(Protocol):

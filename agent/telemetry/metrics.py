@@ -27,7 +27,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from agent import __version__
 from agent.errors import DROP_REASONS, NOT_SENT_REASONS, UNCONFIRMED_REASONS
-from agent.hosts import REFUSAL_REASONS
 from agent.telemetry.scrapeserver import QuietHandler, ScrapeServer, ScrapeServer6
 
 # Delivery latency of one event, from entering the pipeline to the transport's answer.
@@ -39,6 +38,22 @@ SKIP_REASONS = ("corrupt_json", "malformed_event", "too_long", "read_error", "sp
 #: The `cause` values of `lineage_applications_ended_total`: `driver_lost` when an in-progress
 #: log went stale with no driver alive, `log_ended` when a log ended without ApplicationEnd.
 END_CAUSES = ("driver_lost", "log_ended")
+#: The `reason` values of `lineage_liveness_refused_total` (agent.config.hosts.RefusalReason).
+LIVENESS_REFUSALS = (
+    "userinfo",
+    "path",
+    "query",
+    "fragment",
+    "whitespace",
+    "control",
+    "bad_host",
+    "bad_port",
+    "bad_app_id",
+    "forbidden_address",
+    "not_allowed",
+    "unresolved",
+    "rate_limited",
+)
 
 
 class Metrics:
@@ -175,7 +190,7 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
-        for reason in REFUSAL_REASONS:
+        for reason in LIVENESS_REFUSALS:
             self.liveness_refused.labels(reason=reason)
         self.eventlog_files_ignored = Counter(
             "lineage_eventlog_files_ignored",

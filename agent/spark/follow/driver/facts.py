@@ -7,7 +7,7 @@ is on at all, the submission time (set by SparkSubmit moments after its JVM star
 master URL (`local[*]`, `spark://…`, `yarn`, `k8s://…`) and where that cluster manager's web
 service listens (`manager`).
 
-The driver's host is a host and nothing more (`agent.hosts`): a value with user info, a path,
+The driver's host is a host and nothing more (`agent.config.hosts`): a value with user info, a path,
 a query, whitespace or control characters is no host (`host` None, `host_refused` says why),
 and ports are digits from 1 to 65535.
 """
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent.hosts import Address, RefusalReason, parse_host, parse_port
+from agent.config.hosts import Address, RefusalReason, parse_host, parse_port
 from agent.spark.follow.driver.manager import NO_CLUES, ManagerClues, clues
 
 DEFAULT_UI_PORT: Final = 4040

@@ -17,7 +17,7 @@ Where the manager listens, from the log (what Spark writes into the environment 
   (as `spark.hadoop.*` or among the log's Hadoop properties), and the RM's host with 8088.
 Kubernetes has no manager here: asking its API server needs credentials the agent has not.
 
-Only a host and a port of each of these values is used, parsed strictly (`agent.hosts`): a
+Only a host and a port of each of these values is used, parsed strictly (`agent.config.hosts`): a
 value with user info, a query, a fragment, whitespace or control characters is refused
 (counted in `ManagerClues.refused`), and so is a path, but for the `/proxy/<application id>`
 that Spark writes into PROXY_URI_BASES; the path asked is the agent's own. Requests go
@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from agent import linear
-from agent.hosts import Address, RefusalReason, parse_authority, parse_host, parse_port
+from agent.config.hosts import Address, RefusalReason, parse_authority, parse_host, parse_port
 from agent.spark.eventlog.names import is_log_name
 from agent.spark.follow.driver.httpjson import Reply, fetch_json
 from agent.spark.follow.driver.outbound import Guard, Scheme, default_guard

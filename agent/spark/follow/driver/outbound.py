@@ -3,7 +3,7 @@ Spark job, and the agent runs inside the platform's network, so nothing of a log
 and a port may steer a request (no server-side request forgery through a log).
 
 Contract of `Guard.target` and `Guard.take`, for `rest` and `manager`:
-- the host comes parsed (`agent.hosts`): user info, paths, queries, fragments, whitespace and
+- the host comes parsed (`agent.config.hosts`): user info, paths, queries, fragments, whitespace and
   control characters were refused there; the path asked is always the caller's own fixed
   Spark REST, YARN or standalone master path, with no Authorization header from the log;
 - the name is resolved once; if any of its addresses is link-local or a cloud metadata
@@ -30,7 +30,7 @@ from typing import Any, Final, Literal
 import httpx
 import structlog
 
-from agent.hosts import (
+from agent.config.hosts import (
     Address,
     HostPatterns,
     IPAddress,

@@ -24,7 +24,7 @@ from typing import Final
 
 import httpx
 
-from agent.hosts import Address, parse_host
+from agent.config.hosts import Address, parse_host
 from agent.spark.eventlog.names import is_app_id
 from agent.spark.follow.driver.outbound import Guard, default_guard
 

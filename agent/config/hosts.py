@@ -18,6 +18,7 @@ IPv4-mapped IPv6 address is judged by its IPv4 address.
 from __future__ import annotations
 
 import ipaddress
+import typing
 import unicodedata
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -42,21 +43,7 @@ RefusalReason = Literal[
     "unresolved",  # a name that resolves to no address
     "rate_limited",  # no request allowed within the look's wait for the global rate
 ]
-REFUSAL_REASONS: Final[tuple[RefusalReason, ...]] = (
-    "userinfo",
-    "path",
-    "query",
-    "fragment",
-    "whitespace",
-    "control",
-    "bad_host",
-    "bad_port",
-    "bad_app_id",
-    "forbidden_address",
-    "not_allowed",
-    "unresolved",
-    "rate_limited",
-)
+REFUSAL_REASONS: Final[tuple[RefusalReason, ...]] = typing.get_args(RefusalReason)
 
 MAX_TEXT: Final = 300  # a host name has at most 253 characters, a port 5 more
 
