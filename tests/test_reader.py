@@ -468,13 +468,15 @@ def test_deleted_logs_are_gone_without_an_exception(tmp_path: Path) -> None:
 
 
 def test_unreadable_application_is_a_read_error(tmp_path: Path) -> None:
-    """A log listed with an error (here an unknown codec) gives a ReadError once, no lines."""
-    (tmp_path / "local-1.gz").write_bytes(b"\x1f\x8b")
+    """A log listed with an error (here a rolling log without appstatus) gives a ReadError
+    once, no lines."""
+    (tmp_path / "eventlog_v2_local-1").mkdir()
+    (tmp_path / "eventlog_v2_local-1" / "events_1_local-1").write_bytes(b"{}\n")
     reader = LogReader(only(tmp_path), max_line_bytes=BIG)
     assert reader.read_available() == []
     assert reader.read_available() == []
     assert reader.take_errors() == [
-        ReadError(str(tmp_path / "local-1.gz"), 0, "unknown codec 'gz'")
+        ReadError(str(tmp_path / "eventlog_v2_local-1"), 0, "no appstatus file")
     ]
 
 

@@ -38,6 +38,22 @@ SKIP_REASONS = ("corrupt_json", "malformed_event", "too_long", "read_error", "sp
 #: The `cause` values of `lineage_applications_ended_total`: `driver_lost` when an in-progress
 #: log went stale with no driver alive, `log_ended` when a log ended without ApplicationEnd.
 END_CAUSES = ("driver_lost", "log_ended")
+#: The `reason` values of `lineage_liveness_refused_total` (agent.config.hosts.RefusalReason).
+LIVENESS_REFUSALS = (
+    "userinfo",
+    "path",
+    "query",
+    "fragment",
+    "whitespace",
+    "control",
+    "bad_host",
+    "bad_port",
+    "bad_app_id",
+    "forbidden_address",
+    "not_allowed",
+    "unresolved",
+    "rate_limited",
+)
 
 
 class Metrics:
@@ -166,6 +182,22 @@ class Metrics:
         )
         for request in ("list", "head", "get"):
             self.store_requests.labels(request=request)
+        self.liveness_refused = Counter(
+            "lineage_liveness_refused",
+            "Liveness lookups refused before any request: a driver or manager address from an "
+            "event log that is more than a host and a port, forbidden (link-local, cloud "
+            "metadata), outside liveness.allowed_hosts, unresolved, or over the rate limit.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in LIVENESS_REFUSALS:
+            self.liveness_refused.labels(reason=reason)
+        self.eventlog_files_ignored = Counter(
+            "lineage_eventlog_files_ignored",
+            "Files and directories in event-log directories whose names Spark does not write "
+            "(each counted once): they change no application's state.",
+            registry=registry,
+        )
         self.build = Info("lineage_build", "Build information.", registry=registry)
         self.build.info({"version": __version__})
         for result in ("ok", "error"):

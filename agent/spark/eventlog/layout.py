@@ -11,10 +11,12 @@ starts the extensions):
              oldest files by a lossy events_<N>_<name>[.<codec>].compact holding 1..N: reading
              starts at the last compact file, and indices from there on must be contiguous.
 
-Dot-files (Hadoop's `.<file>.crc` checksums) and `*.crc` are ignored. One application that
-cannot be read (unknown codec, missing appstatus, a gap in the indices, an unreadable
-directory, an event file that is a FIFO, socket or device) becomes a LogRef whose `error` says
-why (`special` for the kinds of file Spark never writes, which are never opened). The same
+Listing code recognises these by the names Spark writes (`names`); what it passes here is
+Spark-named. Dot-files (Hadoop's `.<file>.crc` checksums) and `*.crc` are ignored. One
+application that cannot be read (an unknown codec in a path given explicitly, missing
+appstatus, a gap in the indices, an unreadable directory, an event file that is a FIFO,
+socket or device) becomes a LogRef whose `error` says why (`special` for the kinds of file
+Spark never writes, which are never opened). The same
 rules serve local directories and stores (`discovery` lists both). No I/O here.
 """
 
@@ -28,8 +30,6 @@ from agent.spark.eventlog.codecs import CODECS
 Layout = Literal["single", "rolling"]
 
 ROLLING_PREFIX: Final = "eventlog_v2_"
-EVENTS_PREFIX: Final = "events_"
-APPSTATUS_PREFIX: Final = "appstatus_"
 IN_PROGRESS: Final = ".inprogress"
 COMPACT: Final = ".compact"
 
@@ -70,6 +70,7 @@ class LogRef:
     compacted: bool = False
     error: str | None = None
     special: bool = False  # the error is an event file that is not a regular file
+    ignored: tuple[str, ...] = ()  # paths in its directory whose names Spark does not write
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -124,8 +125,22 @@ def rolling_ref(
     files: list[EventFile],
     codecs: set[str],
     mtime_ns: int,
+    left_out: list[str] | None = None,
 ) -> LogRef:
-    """The rolling log from what its directory listed: files, appstatus names, codecs."""
+    """The rolling log from what its directory listed: files, appstatus names, codecs, and
+    the entries whose names Spark does not write (`left_out`)."""
+    ref = _rolling_ref(path, key, statuses, files, codecs, mtime_ns)
+    return replace(ref, ignored=tuple(left_out)) if left_out else ref
+
+
+def _rolling_ref(
+    path: str,
+    key: str,
+    statuses: list[bool],
+    files: list[EventFile],
+    codecs: set[str],
+    mtime_ns: int,
+) -> LogRef:
     complete = any(statuses)
     if len(codecs) > 1:
         return failed(
@@ -152,15 +167,6 @@ def rolling_ref(
         mtime_ns=mtime_ns,
         compacted=compacted,
     )
-
-
-def parse_events_name(name: str) -> tuple[int | None, str, bool]:
-    """(index or None if malformed, codec, compacted) of an events_<N>_<name>... file."""
-    index, _, rest = name.removeprefix(EVENTS_PREFIX).partition("_")
-    key, codec, _, compacted = parse_single_name(rest)
-    if not index.isdigit() or not key:
-        return None, codec, compacted
-    return int(index), codec, compacted
 
 
 def _order(files: list[EventFile]) -> tuple[tuple[EventFile, ...], bool, str | None]:
@@ -204,9 +210,18 @@ def special(key: str, layout: Layout, path: str, error: str) -> LogRef:
 
 def pick(first: LogRef, second: LogRef) -> LogRef:
     """One LogRef per key: the completion rename of a single file can be seen half-way, with
-    both names listed; the complete one is the truth. Anything else is a real conflict."""
+    both names listed; the complete one is the truth. A rolling directory holding nothing
+    Spark wrote (no event file, no appstatus) yields to a log that has files. Anything else
+    is a real conflict."""
+    for empty, other in ((first, second), (second, first)):
+        if _hollow(empty) and other.files:
+            return other
     if first.complete != second.complete and first.layout == second.layout == "single":
         return first if first.complete else second
     return replace(
         first, files=(), error=f"two event logs for one application: {first.path} and {second.path}"
     )
+
+
+def _hollow(ref: LogRef) -> bool:
+    return ref.layout == "rolling" and not ref.files and not ref.complete and ref.error is None

@@ -20,6 +20,7 @@ import structlog
 
 from agent.spark.follow.driver import alive, manager, stopping
 from agent.spark.follow.driver.manager import ManagerSettings
+from agent.spark.follow.driver.outbound import Guard
 from agent.spark.follow.followed import Followed
 
 log = structlog.get_logger("agent.spark")
@@ -33,7 +34,9 @@ STOPPED_GRACE: Final = 2.0  # seconds without growth after `job stop` before run
 REMOTE_REASON: Final = alive.REMOTE_REASON
 
 
-async def look(app: Followed, managers: ManagerSettings = manager.DEFAULTS) -> alive.Liveness:
+async def look(
+    app: Followed, managers: ManagerSettings = manager.DEFAULTS, guard: Guard | None = None
+) -> alive.Liveness:
     """Every sign of life of the application's driver, off the event loop. A log on a store
     has its driver on another node: its /proc and ports here say nothing about it, so only its
     UI and its cluster manager are asked (and the log itself tells: staleness, appstatus)."""
@@ -47,6 +50,7 @@ async def look(app: Followed, managers: ManagerSettings = manager.DEFAULTS) -> a
         ui_port=app.ui_port,
         managers=managers,
         remote=app.remote,
+        guard=guard,
     )
     app.ui_port = answer.ui_port
     return answer
@@ -97,11 +101,13 @@ async def close_dead(
     stops: StopLookup,
     on_lost: Callable[[], object] = lambda: None,
     managers: ManagerSettings = manager.DEFAULTS,
+    guard: Guard | None = None,
 ) -> list[tuple[Followed, list[Event]]]:
     """End the runs of applications whose driver is gone: ABORT after a `job stop` once the
     log stopped growing (a stop recorded before a restart: as soon as no driver is alive),
     FAIL when an in-progress log is stale and no driver is alive (`on_lost` is called then,
-    once per application: the metric the alert on lost drivers reads)."""
+    once per application: the metric the alert on lost drivers reads). `guard` bounds the
+    requests of the looks (`driver.outbound`)."""
     ended: list[tuple[Followed, list[Event]]] = []
     now = time.monotonic()
     for app in apps:
@@ -115,14 +121,14 @@ async def close_dead(
             # A stop recorded before a restart: it ended the driver, so no stale_after wait.
             if now - app.last_growth < STOPPED_GRACE:
                 continue
-            if (await look(app, managers)).alive:
+            if (await look(app, managers, guard)).alive:
                 app.last_growth = now  # still going down: look again after STOPPED_GRACE
                 continue
             ended.append((app, _close_stopped(app, stops)))
             continue
         if app.closed or complete or now - app.last_growth < stale_after:
             continue
-        answer = await look(app, managers)
+        answer = await look(app, managers, guard)
         if answer.alive:
             app.last_growth = now  # check again after another stale_after
             if app.alive_signal != answer.reason:  # an idle driver is news once per signal

@@ -25,6 +25,7 @@ from agent.spark.follow import liveness, verdicts
 from agent.spark.follow.application import LOG_ENDED
 from agent.spark.follow.claims import Claims
 from agent.spark.follow.driver.manager import ManagerSettings
+from agent.spark.follow.driver.outbound import Guard
 from agent.spark.follow.followed import Followed
 from agent.spark.follow.leasing import Leasing
 from agent.spark.follow.problems import LogProblems
@@ -49,6 +50,7 @@ class Pumping:
     _stops: dict[str, tuple[str, str]]  # app id -> (reason, requested by)
     _sink: Sink | None
     _store_pass: bool  # this pass lists and reads the logs on stores
+    guard: Guard  # what liveness lookups may ask, and how often
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -207,6 +209,7 @@ class Pumping:
             stops=self._stops.get,
             on_lost=self.metrics.applications_ended.labels(cause="driver_lost").inc,
             managers=self._managers(),
+            guard=self.guard,
         )
         for app, events in ended:
             await self._emit(app, events)

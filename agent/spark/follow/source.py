@@ -38,7 +38,7 @@ from typing import Final
 
 import structlog
 
-from agent.config.model import AgentConfig, SparkConfig
+from agent.config.model import AgentConfig, LivenessConfig, SparkConfig
 from agent.source import Sink, SourceContext
 from agent.spark.eventlog import stores
 from agent.spark.eventlog.inotify import DirectoryWatch
@@ -48,6 +48,7 @@ from agent.spark.follow.application import ApplicationLog, translate_options
 from agent.spark.follow.claims import Claims
 from agent.spark.follow.control import Control
 from agent.spark.follow.directories import Directories
+from agent.spark.follow.driver.outbound import Guard
 from agent.spark.follow.followed import Followed
 from agent.spark.follow.leasing import Leasing
 from agent.spark.follow.problems import LogProblems
@@ -76,8 +77,15 @@ class SparkSource(Control):
         health: HealthTracker | None = None,
         *,
         use_inotify: bool = True,
+        liveness: LivenessConfig | None = None,
     ) -> None:
         self.spark = spark
+        lookups = liveness or LivenessConfig()
+        self.guard = Guard.of(
+            lookups.allowed_hosts,
+            lookups.max_requests_per_second,
+            lambda reason: metrics.liveness_refused.labels(reason=reason).inc(),
+        )
         self.options = translate_options(spark, spark.namespace or namespace, await_verdict=True)
         self.state = state
         self.metrics = metrics
@@ -96,8 +104,12 @@ class SparkSource(Control):
         self._finished: set[str] = state.finished_keys()
         self._stops = state.stop_requests()  # kept in step by request_stop
         local = [d for d in spark.event_log_dirs if not stores.is_url(d)]
-        self._dirs = Directories(local)
-        self._store_dirs = Directories([d for d in spark.event_log_dirs if stores.is_url(d)])
+        ignored = metrics.eventlog_files_ignored.inc
+        self._dirs = Directories(local, ignored)
+        self._store_dirs = Directories(
+            [d for d in spark.event_log_dirs if stores.is_url(d)], ignored
+        )
+        self._unreadable: dict[str, str] = {}  # key -> the error logged (again if it changes)
         self._store_pass = False  # this pass lists and reads the logs on stores
         self._store_requests = stores.requests()
         self._skipped_by_horizon = 0
@@ -115,6 +127,7 @@ class SparkSource(Control):
             context.state_db,
             context.metrics,
             context.health,
+            liveness=config.liveness,
         )
 
     # -- the loop ----------------------------------------------------------------------------
@@ -220,11 +233,14 @@ class SparkSource(Control):
                         self._watch(ref.path)
                     continue
                 if ref.error is not None:
-                    self._finished.add(key)
-                    if ref.special:
-                        self.metrics.eventlog_lines_skipped.labels(reason="special_file").inc()
-                    log.error("eventlog_unreadable", log=ref.path, error=ref.error)
+                    # Derived again at each scan from the files as they are: logged once.
+                    if self._unreadable.get(key) != ref.error:
+                        self._unreadable[key] = ref.error
+                        if ref.special:
+                            self.metrics.eventlog_lines_skipped.labels(reason="special_file").inc()
+                        log.error("eventlog_unreadable", log=ref.path, error=ref.error)
                     continue
+                self._unreadable.pop(key, None)
                 old = horizon > 0 and (now_ns - ref.mtime_ns) / 1e9 > horizon
                 # After a lost state database, logs finished before it was made were handled.
                 lost = lost_state and ref.mtime_ns < self.state.opened_ns

@@ -11,6 +11,9 @@ one of them proves life, so a driver is never taken for dead while one says othe
    comes after the manager because it names no application: the manager's word is the one
    logged for an idle driver that has one.
 A driver on another node sharing the directory over NFS has only the second and third.
+The second and third send requests the log must not steer: `outbound` says how they are
+bounded (a host and a port only, no link-local or metadata address, one request a look for
+each, a global rate); what the log gave and could not be taken is counted there.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Final
 from agent.spark.follow.driver import manager, procfs, rest
 from agent.spark.follow.driver.facts import DriverFacts
 from agent.spark.follow.driver.manager import ManagerSettings
+from agent.spark.follow.driver.outbound import Guard, default_guard
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,20 +47,28 @@ def check(
     ui_port: int | None = None,
     managers: ManagerSettings = manager.DEFAULTS,
     remote: bool = False,
+    guard: Guard | None = None,
 ) -> Liveness:
     """Look at every signal of the driver of the log at `paths` (blocking; a thread).
     `remote`: the log is on a shared store and its driver on another node, so this node's
     /proc and ports say nothing; only the driver's UI and its cluster manager are asked."""
+    guard = guard or default_guard()
     held = procfs.Holders((), 0) if remote else procfs.holders(paths)
     if held.pids:
         return Liveness(True, f"process {held.pids[0]} holds the event log open", ui_port)
-    if app_id and facts.ui_enabled and not (remote and not facts.host):
+    if facts.host_refused is not None:
+        guard.refuse(facts.host_refused, app_id, "spark.driver.host")
+    for reason in facts.manager.refused:
+        guard.refuse(reason, app_id, "the cluster manager's address")
+    usable = facts.host_refused is None
+    if app_id and facts.ui_enabled and usable and not (remote and not facts.host):
         host = rest.ask_at(facts.host)
-        found = rest.ui_port_of(host, facts.ui_ports(), app_id, first=ui_port)
+        found = rest.ui_port_of(host, facts.ui_ports(), app_id, first=ui_port, guard=guard)
         if found is not None:
-            return Liveness(True, f"the driver UI at {host}:{found} answers for it", found)
+            shown = f"[{host}]" if ":" in host else host
+            return Liveness(True, f"the driver UI at {shown}:{found} answers for it", found)
     asked = manager.endpoints(facts.manager, managers)
-    said = manager.ask(asked, app_id) if app_id else None
+    said = manager.ask(asked, app_id, guard=guard) if app_id else None
     if said is not None and said.alive:
         return Liveness(True, said.reason, ui_port)
     if remote:
@@ -69,7 +81,7 @@ def check(
             "the driver UI does not answer" if facts.ui_enabled else "its UI is off",
         ]
         return Liveness(False, " and ".join(looked) + "; " + REMOTE_REASON, ui_port)
-    local = facts.host is None or rest.is_local(facts.host)
+    local = usable and (facts.host is None or rest.is_local(facts.host))
     uid = owner(paths)
     if local and uid is not None:
         ports = [p for p in (facts.rpc_port, facts.ui_port, ui_port) if p]

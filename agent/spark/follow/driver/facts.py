@@ -6,6 +6,10 @@ it (otherwise Spark tries 4040 and the `spark.port.maxRetries` ports after it), 
 is on at all, the submission time (set by SparkSubmit moments after its JVM started), the
 master URL (`local[*]`, `spark://…`, `yarn`, `k8s://…`) and where that cluster manager's web
 service listens (`manager`).
+
+The driver's host is a host and nothing more (`agent.config.hosts`): a value with user info, a path,
+a query, whitespace or control characters is no host (`host` None, `host_refused` says why),
+and ports are digits from 1 to 65535.
 """
 
 from __future__ import annotations
@@ -15,18 +19,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agent.config.hosts import Address, RefusalReason, parse_host, parse_port
 from agent.spark.follow.driver.manager import NO_CLUES, ManagerClues, clues
 
 DEFAULT_UI_PORT: Final = 4040
 DEFAULT_MAX_RETRIES: Final = 16  # spark.port.maxRetries
-_MAX_PORTS: Final = 64  # a hostile log cannot make the agent knock on thousands of ports
+_MAX_PORTS: Final = 17  # a hostile log cannot make the agent knock on many ports
 
 
 @dataclass(frozen=True, slots=True)
 class DriverFacts:
     """Where the driver of one application listens, as its event log tells."""
 
-    host: str | None = None
+    host: str | None = None  # a name or an IP literal (no brackets), parsed strictly
+    host_refused: RefusalReason | None = None  # why spark.driver.host was not taken
     rpc_port: int | None = None
     ui_enabled: bool = True
     ui_port: int | None = None  # set explicitly; None: Spark chose from DEFAULT_UI_PORT on
@@ -63,11 +69,14 @@ def driver_facts(record: Mapping[str, Any]) -> DriverFacts:
     props = record.get("Spark Properties")
     if not isinstance(props, Mapping):
         return DriverFacts()
-    ui_port = _port(props.get("spark.ui.port"))
+    ui_port = parse_port(props.get("spark.ui.port"))
     hadoop = record.get("Hadoop Properties")
+    given = props.get("spark.driver.host")
+    host = parse_host(given) if given is not None else None
     return DriverFacts(
-        host=_text(props.get("spark.driver.host")),
-        rpc_port=_port(props.get("spark.driver.port")),
+        host=host.host if isinstance(host, Address) else None,
+        host_refused=host if isinstance(host, str) else None,
+        rpc_port=parse_port(props.get("spark.driver.port")),
         ui_enabled=str(props.get("spark.ui.enabled", "true")).strip().lower() != "false",
         # Port 0 asks for a random port, which the log never tells: the UI is then unfound.
         ui_port=ui_port,
@@ -80,14 +89,6 @@ def driver_facts(record: Mapping[str, Any]) -> DriverFacts:
 
 def _text(value: Any) -> str | None:
     return value[:256] if isinstance(value, str) and value else None
-
-
-def _port(value: Any) -> int | None:
-    with contextlib.suppress(TypeError, ValueError):
-        port = int(str(value)[:8])
-        if 0 < port <= 65535:
-            return port
-    return None
 
 
 def _count(value: Any) -> int | None:
