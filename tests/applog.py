@@ -9,11 +9,12 @@ from typing import Any
 
 import zstandard
 
-from agent.spark.application import ApplicationLog
-from agent.spark.eventlog.layout import LogRef, scan
+from agent.spark.eventlog.discovery import scan
+from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.records import RecordBatch
+from agent.spark.follow.application import ApplicationLog
+from agent.spark.translate.datasets.versions import TableMetadata
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.versions import TableMetadata
 
 Event = dict[str, Any]
 #: A name Spark could give a single-file log.

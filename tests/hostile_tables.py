@@ -119,7 +119,7 @@ def measure(
 def _child(fmt: str, table: str, limit_mb: int | None, trace: bool) -> None:
     """Answer twice, as a daemon would for two runs, then (for tracemalloc's peak, which
     tracing would inflate in the RSS) twice again with a new reader and tracing on."""
-    from agent.spark.tablemeta import DiskTableMetadata
+    from agent.spark.tables.metadata import DiskTableMetadata
 
     with tempfile.TemporaryDirectory() as warm:  # every module and backend loaded before
         (Path(warm) / "_delta_log").mkdir()

@@ -22,8 +22,8 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from agent.config.model import SparkConfig
-from agent.spark.source import SparkSource
+from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.agentproc import AgentProcess, keygen, stop_process
@@ -101,23 +101,31 @@ def run_batch(out: Path, postgres: Mapping[str, str] | None) -> tuple[int, str]:
     return result.returncode, log.read_text(errors="replace")[-4000:]
 
 
-async def read_all(directory: Path, state_dir: Path) -> list[tuple[str, Event]]:
-    """Run the agent's Spark source over `directory` until every log was read to its end."""
-    config = SparkConfig(event_log_dirs=(str(directory),), poll_interval=0.1, replay_horizon=0)
-    source = SparkSource(config, "spark", StateDB(state_dir), Metrics(CollectorRegistry()))
+@asynccontextmanager
+async def source_running(source: SparkSource) -> AsyncIterator[list[tuple[str, Event]]]:
+    """`source` running in a task while the block runs, what it emits gathered as
+    (execution, event) into the list it yields; then stopped and its state closed."""
     emitted: list[tuple[str, Event]] = []
     stop = asyncio.Event()
     task = asyncio.create_task(
         source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
     )
     try:
-        async with asyncio.timeout(AGENT_TIMEOUT):
-            while source._first_scan or source.apps:
-                await asyncio.sleep(0.05)
+        yield emitted
     finally:
         stop.set()
         await task
         source.state.close()
+
+
+async def read_all(directory: Path, state_dir: Path) -> list[tuple[str, Event]]:
+    """Run the agent's Spark source over `directory` until every log was read to its end."""
+    config = SparkConfig(event_log_dirs=(str(directory),), poll_interval=0.1, replay_horizon=0)
+    source = SparkSource(config, "spark", StateDB(state_dir), Metrics(CollectorRegistry()))
+    async with source_running(source) as emitted:
+        async with asyncio.timeout(AGENT_TIMEOUT):
+            while source._first_scan or source.apps:
+                await asyncio.sleep(0.05)
     return emitted
 
 

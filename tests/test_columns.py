@@ -18,10 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.delivery.canonical import canonicalize
-from agent.spark.plan import read as plans
-from agent.spark.plan.columns import ColumnLineage, InputField, OutputColumn, PlanGraph
+from agent.spark.plan.attributes.columns import ColumnLineage, InputField, OutputColumn, PlanGraph
 from agent.spark.plan.datasets import DatasetRef, PlanSummary, WrittenLineage
-from agent.spark.plan.expressions import (
+from agent.spark.plan.syntax.expressions import (
     AGGREGATION,
     IDENTITY,
     TRANSFORMATION,
@@ -30,11 +29,12 @@ from agent.spark.plan.expressions import (
     indirect,
     references,
 )
-from agent.spark.plan.schema import Field
-from agent.spark.plan.tables import TableIdent
-from agent.spark.plan.text import parse_plan
-from agent.spark.translate.columnfacet import column_lineage_facets
-from agent.spark.translate.datasets import collect
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.plan.syntax.tables import TableIdent
+from agent.spark.plan.syntax.text import parse_plan
+from agent.spark.plan.touched import read as plans
+from agent.spark.translate.datasets.columnfacet import column_lineage_facets
+from agent.spark.translate.datasets.rundatasets import collect
 from agent.spark.translate.naming import Catalog
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator

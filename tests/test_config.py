@@ -26,7 +26,7 @@ from agent.config.model import (
 )
 from agent.config.redact import redacted
 from agent.errors import ConfigError
-from agent.spark.application import translate_options
+from agent.spark.follow.application import translate_options
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 
@@ -287,9 +287,31 @@ BROKEN = [
         colour: blue
         """,
         "config.yaml:2: colour: unknown key (expected one of 'lineage', 'signing', 'spark',"
-        " 'metrics', 'state_dir', 'state_url', 'state_password_file', 'state_lease',"
+        " 'liveness', 'metrics', 'state_dir', 'state_url', 'state_password_file', 'state_lease',"
         " 'control_socket', 'logging')",
         id="unknown-key-no-match",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          enabled: true
+        liveness:
+          allowed_hosts: ["*.example.com", "10.0.0.0/33"]
+        """,
+        "config.yaml:4: liveness.allowed_hosts[1]: not a network in CIDR notation (10.0.0.0/8, "
+        "fd00::/8), got '10.0.0.0/33'",
+        id="liveness-bad-cidr",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          enabled: true
+        liveness:
+          allowed_hosts: ["http://rm.example.com:8088/"]
+        """,
+        "config.yaml:4: liveness.allowed_hosts[0]: expected a host name, `*.domain`, an IP "
+        "address or a CIDR network, got 'http://rm.example.com:8088/'",
+        id="liveness-url-not-host",
     ),
     pytest.param(
         """\
@@ -590,7 +612,7 @@ BROKEN = [
           <<: *defaults
         """,
         "config.yaml:1: defaults: unknown key (expected one of 'lineage', 'signing', 'spark',"
-        " 'metrics', 'state_dir', 'state_url', 'state_password_file', 'state_lease',"
+        " 'liveness', 'metrics', 'state_dir', 'state_url', 'state_password_file', 'state_lease',"
         " 'control_socket', 'logging')\n"
         "config.yaml:3: lineage: YAML merge keys (<<) are not supported",
         id="anchor-holder-key",

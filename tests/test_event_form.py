@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.commands.replay import replay
-from agent.spark.translate.events import MAX_MS, iso
+from agent.spark.translate.facets.events import MAX_MS, iso
 from tests.applog import unpacked
 from tests.identity import fixture_logs
 from tests.marquez import instant, java_offset_date_time

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.config.model import SparkConfig
 from agent.delivery.envelope import Fence
-from agent.spark.source import SparkSource
+from agent.spark.follow.source import SparkSource
 from agent.state.postgres import PostgresState
 from agent.telemetry.metrics import Metrics
 from tests.pg import Postgres

@@ -12,6 +12,7 @@ import pytest
 
 from tests.hdfs import Hdfs, running_hdfs
 from tests.spark_logs import running_app
+from tests.spark_scenarios import source_running
 from tests.test_objstore import source_for
 
 pytestmark = pytest.mark.spark
@@ -38,12 +39,7 @@ async def test_spark_writes_to_hdfs_and_the_agent_follows_in_progress(
     source, metrics = source_for(
         [hdfs.webhdfs("spark-logs")], tmp_path / "state", store_poll_interval=0.2
     )
-    emitted: list[tuple[str, dict[str, Any]]] = []
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
-    )
-    try:
+    async with source_running(source) as emitted:
         with running_app(
             tmp_path / "app", "single", "none", event_url=hdfs.url("spark-logs")
         ) as app:
@@ -58,9 +54,5 @@ async def test_spark_writes_to_hdfs_and_the_agent_follows_in_progress(
                 while application_events(emitted) != ["START", "COMPLETE"]:
                     await asyncio.sleep(0.05)
             app_id = app.app_id
-    finally:
-        stop.set()
-        await task
-        source.state.close()
     assert {ex for ex, _ in emitted} == {app_id}
     assert metrics.store_requests.labels(request="get")._value.get() >= 2

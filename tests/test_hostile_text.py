@@ -24,11 +24,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent.spark.plan.columns import PlanGraph
-from agent.spark.plan.read import read_plan
-from agent.spark.plan.text import Block, parse_description, parse_plan
-from agent.spark.plan.typeinfer import TypeOracle
-from agent.spark.translate.appfacets import redaction
+from agent.spark.plan.attributes.columns import PlanGraph
+from agent.spark.plan.attributes.typeinfer import TypeOracle
+from agent.spark.plan.syntax.text import Block, parse_description, parse_plan
+from agent.spark.plan.touched.read import read_plan
+from agent.spark.translate.facets.appfacets import redaction
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
 from tests.applog import read_through, staged
@@ -188,10 +188,10 @@ def test_worst_case_parses_within_the_budget(case: str, timer: Timer) -> None:
 @pytest.mark.parametrize(
     ("module", "name", "text"),
     [
-        ("agent.spark.plan.scans", "_JDBC_SCAN", "Scan JDBCRelation(" * 8000),
-        ("agent.spark.plan.typeinfer", "_CAST", "cast(" + " as a" * 8000),
-        ("agent.spark.plan.read", "_DELTA_STATE", DELTA_STATE),
-        ("agent.spark.plan.scans", "_LOCATION_TEXT", "Location: a(1 paths)[" * 7700),
+        ("agent.spark.plan.touched.scans", "_JDBC_SCAN", "Scan JDBCRelation(" * 8000),
+        ("agent.spark.plan.attributes.typeinfer", "_CAST", "cast(" + " as a" * 8000),
+        ("agent.spark.plan.touched.read", "_DELTA_STATE", DELTA_STATE),
+        ("agent.spark.plan.touched.scans", "_LOCATION_TEXT", "Location: a(1 paths)[" * 7700),
     ],
     ids=["JDBC scan, 144 KB", "cast, 40 KB", "Delta state scan, 24 KB", "location, 160 KB"],
 )

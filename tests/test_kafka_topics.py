@@ -17,8 +17,8 @@ import pytest
 import zstandard
 
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
-from agent.spark.plan.read import read_plan
-from agent.spark.translate.brokers import KafkaServers
+from agent.spark.plan.touched.read import read_plan
+from agent.spark.translate.datasets.brokers import KafkaServers
 
 LOG = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse" / "kafka_batch.jsonl.zst"
 CASE = "CASE WHEN ((id#8L % cast(2 as bigint)) = cast(0 as bigint)) THEN events-a ELSE events-b END"

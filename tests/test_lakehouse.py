@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark.plan.read import read_plan, returned_rows
-from agent.spark.plan.schema import Field
+from agent.spark.plan.datasets import SchemaSource, TableFormat
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.plan.touched.read import read_plan, returned_rows
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.versions import SchemaSource, TableFormat
 from tests.applog import read_through, staged, unpacked
 from tests.olschema import validate_run_event
 

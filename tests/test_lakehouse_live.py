@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.discovery import scan
 from agent.spark.translate.options import TranslateOptions
 from tests.applog import read_through
 from tests.kafka import running_kafka

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import zstandard
 
+from tests.data.make_lakehouse_logs import KEPT_PROPERTIES
+
 LOGS = Path(__file__).resolve().parent / "data" / "eventlogs" / "lakehouse"
 SHAPES = (
     "delta_path",
@@ -37,21 +39,7 @@ LISTENER = "org.apache.spark.sql.streaming.StreamingQueryListener$"
 QUERY_STARTED = LISTENER + "QueryStartedEvent"
 QUERY_PROGRESS = LISTENER + "QueryProgressEvent"
 QUERY_TERMINATED = LISTENER + "QueryTerminatedEvent"
-KEPT = {
-    "spark.app.name",
-    "spark.app.id",
-    "spark.master",
-    "spark.sql.warehouse.dir",
-    "spark.sql.catalogImplementation",
-    "spark.sql.extensions",
-    "spark.sql.catalog.spark_catalog",
-    "spark.sql.catalog.lake",
-    "spark.sql.catalog.lake.type",
-    "spark.sql.catalog.lake.warehouse",
-    "spark.sql.catalog.jcat",
-    "spark.sql.catalog.jcat.catalog-impl",
-    "spark.sql.catalog.jcat.warehouse",
-}
+KEPT = KEPT_PROPERTIES  # what the generator keeps of the environment event
 
 Event = dict[str, Any]
 

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agent.spark.translate.appfacets import listener_tags, tags_facet
+from agent.spark.translate.facets.appfacets import listener_tags, tags_facet
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator

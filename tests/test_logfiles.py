@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.spark.eventlog.layout import LogRef, parse_single_name, restat, scan
+from agent.spark.eventlog.discovery import listing, restat, scan
+from agent.spark.eventlog.layout import LogRef, parse_single_name
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, event_files, session_spark_logs
 
 APP = "application_1700000000000_0001"
@@ -112,8 +113,9 @@ def test_rolling_sizes_and_paths(tmp_path: Path) -> None:
 
 
 def test_problems_are_per_application(tmp_path: Path) -> None:
-    """Unknown codecs, broken rolling directories and stray directories each give a LogRef
-    with an error, and the healthy application beside them is still found."""
+    """Broken rolling directories each give a LogRef with an error, and the healthy
+    application beside them is still found; names Spark does not write (an unknown codec, a
+    malformed events file, a stray directory) are left out, not errors."""
     touch(tmp_path / "local-1.gz")
     touch(tmp_path / "local-2.zstd.inprogress")
     rolling(tmp_path, "local-3", [1], codec="brotli")
@@ -125,34 +127,34 @@ def test_problems_are_per_application(tmp_path: Path) -> None:
     rolling(tmp_path, "local-8", [1])
     touch(tmp_path / "eventlog_v2_local-8" / "events_x_local-8.zstd")
     (tmp_path / "spark-warehouse").mkdir()
-    assert summary(scan(tmp_path)) == [
-        ("local-1", "single", "gz", False, [], "unknown codec 'gz'"),
+    found = listing(tmp_path)
+    assert summary(found.refs) == [
         ("local-2", "single", "zstd", False, [0], None),
-        ("local-3", "rolling", "brotli", False, [], "unknown codec 'brotli'"),
+        ("local-3", "rolling", "none", False, [], None),
         ("local-4", "rolling", "zstd", False, [], "no appstatus file"),
         ("local-5", "rolling", "zstd", False, [], "event files are not contiguous: indices [1, 3]"),
         ("local-6", "rolling", "none", False, [], "complete, but no event files"),
         ("local-7", "rolling", "none", False, [], "event files use different codecs: lz4, zstd"),
-        ("local-8", "rolling", "none", False, [], "bad event file name 'events_x_local-8.zstd'"),
-        (
-            "spark-warehouse",
-            "rolling",
-            "none",
-            False,
-            [],
-            "not an event log directory (expected a name starting with 'eventlog_v2_')",
-        ),
+        ("local-8", "rolling", "zstd", False, [1], None),
     ]
+    assert sorted(found.ignored) == sorted(
+        str(p)
+        for p in (
+            tmp_path / "local-1.gz",
+            tmp_path / "eventlog_v2_local-3" / "events_1_local-3.brotli",
+            tmp_path / "eventlog_v2_local-8" / "events_x_local-8.zstd",
+            tmp_path / "spark-warehouse",
+        )
+    )
 
 
 def test_rolling_directory_before_its_first_file(tmp_path: Path) -> None:
-    """A rolling directory Spark has just created is an in-progress log with no files yet."""
+    """A rolling directory Spark has just created is an in-progress log with no files yet
+    once its appstatus file is there; before, it holds nothing Spark wrote and is no
+    application yet."""
     (tmp_path / "eventlog_v2_local-1").mkdir()
     rolling(tmp_path, "local-2", [])
-    assert summary(scan(tmp_path)) == [
-        ("local-1", "rolling", "none", False, [], None),
-        ("local-2", "rolling", "none", False, [], None),
-    ]
+    assert summary(scan(tmp_path)) == [("local-2", "rolling", "none", False, [], None)]
 
 
 def test_compact_file_replaces_the_files_before_it(tmp_path: Path) -> None:
@@ -236,7 +238,7 @@ def test_scan_of_thousands_of_applications_is_cheap(tmp_path: Path) -> None:
     for i in range(3000):
         touch(tmp_path / f"local-{i}.zstd")
     for i in range(300):
-        rolling(tmp_path, f"app-{i}", [1, 2], status="")
+        rolling(tmp_path, f"app-20261127161443-{i:04d}", [1, 2], status="")
     started = time.perf_counter()
     refs = scan(tmp_path)
     took = time.perf_counter() - started

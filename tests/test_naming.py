@@ -7,11 +7,12 @@ import re
 import pytest
 
 from agent.facets import FACET_URLS, PRODUCER
-from agent.spark.plan import tables
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.schema import Field
-from agent.spark.plan.tables import TableIdent
-from agent.spark.translate import datasets, naming
+from agent.spark.plan.syntax import tables
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.plan.syntax.tables import TableIdent
+from agent.spark.translate import naming
+from agent.spark.translate.datasets import rundatasets as datasets
 from agent.spark.translate.naming import Catalog, DatasetName
 
 

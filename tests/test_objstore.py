@@ -19,13 +19,14 @@ from prometheus_client import CollectorRegistry
 from agent.config.loader import parse_config
 from agent.config.model import SparkConfig
 from agent.service.preflight import check_startup
-from agent.spark import liveness
-from agent.spark.eventlog import layout, stores
-from agent.spark.source import SparkSource
+from agent.spark.eventlog import discovery, stores
+from agent.spark.follow import liveness
+from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.s3server import S3Server, running_s3
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app
+from tests.spark_scenarios import source_running
 from tests.test_watcher import run_until, settled
 
 pytestmark = pytest.mark.spark
@@ -119,12 +120,7 @@ async def test_rolling_parts_read_as_they_appear(
     client = s3.client()
     client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{status}.inprogress", Body=b"")
     source, _ = source_for([url(s3, "parts")], tmp_path / "state", store_poll_interval=0.2)
-    emitted: list[tuple[str, dict[str, Any]]] = []
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
-    )
-    try:
+    async with source_running(source) as emitted:
         for number, part in enumerate(parts):
             client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{part.name}", Body=part.read_bytes())
             async with asyncio.timeout(30):
@@ -140,10 +136,6 @@ async def test_rolling_parts_read_as_they_appear(
         async with asyncio.timeout(30):
             while source.apps or source._first_scan:
                 await asyncio.sleep(0.05)
-    finally:
-        stop.set()
-        await task
-        source.state.close()
     whole, _ = source_for([str(spark_logs.multi)], tmp_path / "whole")
     expected = await run_until(whole, settled(whole))
     assert [orjson.dumps(e) for _, e in emitted] == [orjson.dumps(e) for _, e in expected]
@@ -210,10 +202,10 @@ def test_scan_skips_finished_rolling_directories(s3: S3Server, spark_logs: Spark
     s3.upload_tree(spark_logs.multi, "skip")
     directory = url(s3, "skip")
     before = stores.requests()["list"]
-    [ref] = layout.scan(directory)
+    [ref] = discovery.scan(directory)
     assert stores.requests()["list"] - before == 2 and ref.complete and len(ref.files) >= 2
     before = stores.requests()["list"]
-    assert layout.scan(directory, skip={ref.key}) == []
+    assert discovery.scan(directory, skip={ref.key}) == []
     assert stores.requests()["list"] - before == 1
 
 
@@ -294,12 +286,7 @@ async def test_spark_writes_to_s3_and_the_agent_follows(s3: S3Server, tmp_path: 
     # Spark requires spark.eventLog.dir to exist: a directory marker, as `hadoop fs -mkdir` makes.
     s3.client().put_object(Bucket=s3.bucket, Key=f"{prefix}/", Body=b"")
     source, metrics = source_for([url(s3, prefix)], tmp_path / "state", store_poll_interval=0.2)
-    emitted: list[tuple[str, dict[str, Any]]] = []
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
-    )
-    try:
+    async with source_running(source) as emitted:
         with running_app(
             tmp_path / "app", layout_name, "zstd", event_url=url(s3, prefix), confs=s3a_confs(s3)
         ) as app:
@@ -317,10 +304,6 @@ async def test_spark_writes_to_s3_and_the_agent_follows(s3: S3Server, tmp_path: 
                 ):
                     await asyncio.sleep(0.05)
             app_id = app.app_id
-    finally:
-        stop.set()
-        await task
-        source.state.close()
     assert {ex for ex, _ in emitted} == {app_id}
     application = [e["eventType"] for _, e in emitted if "parent" not in e["run"]["facets"]]
     assert application == ["START", "COMPLETE"]

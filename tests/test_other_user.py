@@ -18,7 +18,7 @@ import pytest
 from tests.agentproc import AgentProcess, stop_process
 from tests.otheruser import NOBODY, as_user, give, public_dir
 from tests.spark_logs import spark_env
-from tests.spark_scenarios import daemon_config, events_in, wait_events
+from tests.spark_scenarios import Event, daemon_config, events_in, wait_events
 
 JOBS = Path(__file__).resolve().parent / "sparkjobs"
 STALE = 3.0  # seconds: spark.stale_after of these agents
@@ -146,6 +146,34 @@ def outline(events: list[dict[str, object]]) -> list[tuple[object, str]]:
     ]
 
 
+#: The events of idle_driver.py run to its end: the application, its two writes.
+IDLE_APP_OUTLINE = [
+    ("START", ""),
+    ("START", f"{WRITE}.control_first"),
+    ("COMPLETE", f"{WRITE}.control_first"),
+    ("START", f"{WRITE}.control_second"),
+    ("COMPLETE", f"{WRITE}.control_second"),
+    ("COMPLETE", ""),
+]
+
+
+def kept_alive_then_finished(
+    agent: AgentProcess, app: IdleApp, out: Path, signal: str
+) -> list[Event]:
+    """Once `app` idles after its first write: the agent keeps it alive by a signal matching
+    `signal`, past three times STALE with no driver_lost; then the app writes again and stops.
+    Returns its six events."""
+    idle_since = time.monotonic()
+    wait_signal(agent, signal)
+    time.sleep(max(0.0, 3 * STALE + 1 - (time.monotonic() - idle_since)))
+    assert not [line for line in agent.logs() if line.get("event") == "driver_lost"]
+    app.go("go-second")
+    app.wait("second-done")
+    app.go("go-stop")
+    app.wait("stopped")
+    return wait_events(out, lambda ev: len(ev) == 6)
+
+
 @pytest.mark.parametrize("ui", ["on", "off"])
 def test_an_idle_driver_of_another_user_stays_alive(
     public_agent: Path, base: Path, ui: str
@@ -164,23 +192,8 @@ def test_an_idle_driver_of_another_user_stays_alive(
             signal = r"the driver UI at 127\.0\.0\.1:\d+ answers for it"
         else:
             signal = r"the driver's port \d+ listens \(uid 0\)"
-        idle_since = time.monotonic()
-        wait_signal(agent, signal)
-        time.sleep(max(0.0, 3 * STALE + 1 - (time.monotonic() - idle_since)))
-        assert not [line for line in agent.logs() if line.get("event") == "driver_lost"]
-        app.go("go-second")
-        app.wait("second-done")
-        app.go("go-stop")
-        app.wait("stopped")
-        events = wait_events(out, lambda ev: len(ev) == 6)
-    assert outline(events) == [
-        ("START", ""),
-        ("START", f"{WRITE}.control_first"),
-        ("COMPLETE", f"{WRITE}.control_first"),
-        ("START", f"{WRITE}.control_second"),
-        ("COMPLETE", f"{WRITE}.control_second"),
-        ("COMPLETE", ""),
-    ]
+        events = kept_alive_then_finished(agent, app, out, signal)
+    assert outline(events) == IDLE_APP_OUTLINE
     assert events_in(out) == events
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.plan.tables import TableIdent
+from agent.spark.plan.syntax.tables import TableIdent
+from agent.spark.translate.datasets.places import TablePlaces
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.places import TablePlaces
 from tests.applog import read_through, staged, unpacked
 from tests.olschema import validate_run_event
 

@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark.plan import rdds, scans, schema
-from agent.spark.plan import read as plans
-from agent.spark.plan import text as plantext
-from agent.spark.plan.columns import PlanGraph
+from agent.spark.plan.attributes.columns import PlanGraph
+from agent.spark.plan.attributes.typeinfer import TypeOracle
 from agent.spark.plan.datasets import DatasetRef, PlanSummary
-from agent.spark.plan.schema import Field
-from agent.spark.plan.tables import TableIdent
-from agent.spark.plan.text import Attribute, PlanNode, parse_plan
-from agent.spark.plan.typeinfer import TypeOracle
+from agent.spark.plan.syntax import schema
+from agent.spark.plan.syntax import text as plantext
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.plan.syntax.tables import TableIdent
+from agent.spark.plan.syntax.text import Attribute, PlanNode, parse_plan
+from agent.spark.plan.touched import rdds, scans
+from agent.spark.plan.touched import read as plans
 from tests.samples import sample_lines
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.spark.eventlog.codecs import decoder_for
-from agent.spark.eventlog.layout import LogRef, scan
+from agent.spark.eventlog.discovery import scan
+from agent.spark.eventlog.layout import LogRef
 from agent.spark.eventlog.reader import LogReader, Position, ReadError, SkippedLine
 from tests.spark_logs import (
     LAYOUTS,
@@ -30,6 +31,7 @@ from tests.spark_logs import (
     running_app,
     session_spark_logs,
 )
+from tests.test_codecs import BAD_AT, GARBAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 BIG = 64 * 1024 * 1024
@@ -306,7 +308,7 @@ def test_max_line_bytes_must_be_positive(tmp_path: Path) -> None:
 # from the parent across exec, so a child of a big test process would inherit its peak.
 MEMORY_PROBE = """
 import json, sys
-from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.discovery import scan
 from agent.spark.eventlog.reader import LogReader
 
 def peak_kib():
@@ -361,7 +363,7 @@ def test_hundred_megabyte_line_is_skipped_in_bounded_memory(tmp_path: Path, code
 # cyclic garbage collector off, as between two of its runs in the daemon.
 MANY_LOGS_PROBE = """
 import gc, json, sys
-from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.discovery import scan
 from agent.spark.eventlog.reader import LogReader
 
 def rss_kib():
@@ -466,27 +468,22 @@ def test_deleted_logs_are_gone_without_an_exception(tmp_path: Path) -> None:
 
 
 def test_unreadable_application_is_a_read_error(tmp_path: Path) -> None:
-    """A log listed with an error (here an unknown codec) gives a ReadError once, no lines."""
-    (tmp_path / "local-1.gz").write_bytes(b"\x1f\x8b")
+    """A log listed with an error (here a rolling log without appstatus) gives a ReadError
+    once, no lines."""
+    (tmp_path / "eventlog_v2_local-1").mkdir()
+    (tmp_path / "eventlog_v2_local-1" / "events_1_local-1").write_bytes(b"{}\n")
     reader = LogReader(only(tmp_path), max_line_bytes=BIG)
     assert reader.read_available() == []
     assert reader.read_available() == []
     assert reader.take_errors() == [
-        ReadError(str(tmp_path / "local-1.gz"), 0, "unknown codec 'gz'")
+        ReadError(str(tmp_path / "eventlog_v2_local-1"), 0, "no appstatus file")
     ]
 
 
 # -- damage --------------------------------------------------------------------------------------
 
 
-GARBAGE = b"garbage!" * 3
-TRAILING = {
-    "none": None,
-    "zstd": "zstd: bad frame magic 0x62726167 at byte {at}",
-    "lz4": "lz4: bad block magic b'garbage!' at byte {at}",
-    "snappy": "snappy: chunk length 1734439522 exceeds 67108864 at byte {at}",
-    "lzf": "lzf: bad chunk signature b'ga' at byte {at}",
-}
+TRAILING = {"none": None, **BAD_AT}
 
 
 @pytest.mark.spark

@@ -23,8 +23,8 @@ from agent.commands.replay import replay
 from agent.commands.replay_report import AppResult
 from agent.config.model import SparkConfig
 from agent.errors import ReplayError
-from agent.spark.application import LOG_ENDED
-from agent.spark.source import SparkSource
+from agent.spark.follow.application import LOG_ENDED
+from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.agentproc import keygen
@@ -33,6 +33,7 @@ from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
 from tests.samples import sample_bytes, write_sample
 from tests.spark_logs import LAYOUTS, SparkLogs, codec_params
+from tests.spark_scenarios import source_running
 
 ROOT = Path(__file__).resolve().parents[1]
 SUCCESS = "local-1795495169157"
@@ -576,19 +577,10 @@ async def test_same_events_as_the_spark_source(spark_logs: SparkLogs, tmp_path: 
         StateDB(tmp_path / "state"),
         Metrics(CollectorRegistry()),
     )
-    emitted: list[bytes] = []
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        source.run(lambda _, e, _fence=None: emitted.append(orjson.dumps(e)), stop)
-    )
-    try:
-        async with asyncio.timeout(60):
-            while source._first_scan or source.apps:
-                await asyncio.sleep(0.05)
-    finally:
-        stop.set()
-        await task
-        source.state.close()
+    async with source_running(source) as events, asyncio.timeout(60):
+        while source._first_scan or source.apps:
+            await asyncio.sleep(0.05)
+    emitted = [orjson.dumps(e) for _, e in events]
     [rolling] = spark_logs.multi.glob("eventlog_v2_*")
     report = replay([rolling], namespace="spark")
     assert emitted

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from agent.spark.plan.schema import Field
-from agent.spark.tablemeta import DiskTableMetadata
-from agent.spark.translate.datasets import RunDatasets
+from agent.spark.plan.datasets import SchemaSource, TableFormat
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.tables.metadata import DiskTableMetadata
+from agent.spark.translate.datasets.rundatasets import RunDatasets
+from agent.spark.translate.datasets.schemas import MAX_FIELDS, KnownSchemas
+from agent.spark.translate.datasets.untyped import drop_untyped
 from agent.spark.translate.naming import DatasetName
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.schemas import MAX_FIELDS, KnownSchemas
-from agent.spark.translate.untyped import drop_untyped
-from agent.spark.translate.versions import SchemaSource, TableFormat
 from tests.applog import read_through, staged, unpacked
 from tests.olschema import validate_run_event
 from tests.test_translate import translate

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import zstandard
 
-from agent.spark.eventlog.layout import scan
-from agent.spark.plan.tables import TableIdent, default_table_location
+from agent.spark.eventlog.discovery import scan
+from agent.spark.plan.syntax.tables import TableIdent, default_table_location
 from agent.spark.translate.options import TranslateOptions
 from tests.applog import read_through
 from tests.independent import public_key, verify

@@ -31,15 +31,15 @@ from tests.otheruser import public_dir
 from tests.spark_logs import spark_env
 from tests.spark_scenarios import wait_events
 from tests.test_other_user import (
+    IDLE_APP_OUTLINE,
     STALE,
-    WRITE,
     agent_config,
     base,
     control,
     idle_app,
+    kept_alive_then_finished,
     other_agent,
     outline,
-    wait_signal,
 )
 
 __all__ = ["base"]  # the fixture, shared with tests/test_other_user.py
@@ -151,24 +151,10 @@ def test_an_idle_driver_stays_alive_while_its_master_runs_it(
         agent = stack.enter_context(other_agent(public_agent, config))
         app.wait("first-done")
         wait_events(out, lambda ev: len(ev) == 3)
-        idle_since = time.monotonic()
         where = re.escape(f"127.0.0.1:{standalone.ui_port}")
-        wait_signal(agent, f"the standalone master at {where} reports it RUNNING")
-        time.sleep(max(0.0, 3 * STALE + 1 - (time.monotonic() - idle_since)))
-        assert not [line for line in agent.logs() if line.get("event") == "driver_lost"]
-        app.go("go-second")
-        app.wait("second-done")
-        app.go("go-stop")
-        app.wait("stopped")
-        events = wait_events(out, lambda ev: len(ev) == 6)
-    assert outline(events) == [
-        ("START", ""),
-        ("START", f"{WRITE}.control_first"),
-        ("COMPLETE", f"{WRITE}.control_first"),
-        ("START", f"{WRITE}.control_second"),
-        ("COMPLETE", f"{WRITE}.control_second"),
-        ("COMPLETE", ""),
-    ]
+        running = f"the standalone master at {where} reports it RUNNING"
+        events = kept_alive_then_finished(agent, app, out, running)
+    assert outline(events) == IDLE_APP_OUTLINE
     assert standalone.apps()[app_id] == "FINISHED"
 
 

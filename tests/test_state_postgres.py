@@ -127,6 +127,8 @@ def test_a_fenced_write_after_the_lease_was_lost_is_refused(state_url: str) -> N
     assert a.claim("d/app-1", events[:1], token=token) == events[:1]
     time.sleep(1.2)  # paused past its lease
     assert a.claim("d/app-1", events[:2], token=token) == events[1:2]  # expired, not taken
+    assert b.acquire("d/app-1") is None  # that claim renewed the expired lease
+    time.sleep(1.2)  # paused past it again
     taken = b.acquire("d/app-1")
     assert taken == token + 1
     with pytest.raises(LeaseLost):

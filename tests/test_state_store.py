@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agent.spark.claims import Claims
-from agent.spark.verdicts import lookup
+from agent.spark.follow.claims import Claims
+from agent.spark.follow.verdicts import lookup
 from agent.state.db import StateDB
 from agent.state.store import StateStore
 from agent.testing import sample_run_events

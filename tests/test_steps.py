@@ -21,11 +21,11 @@ import pytest
 import zstandard
 
 from agent.facets import FACET_URLS
-from agent.spark.translate import steps
-from agent.spark.translate.appfacets import REDACTION, redaction, spark_properties
+from agent.spark.translate.facets.appfacets import REDACTION, redaction, spark_properties
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.naming import MAX_VARIANTS, DatasetName, JobNames, Step
 from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.runs import steps
 from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import schema_validator, validate_run_event
 from tests.spark_logs import JOBS, spark_env

@@ -11,13 +11,13 @@ from typing import Any
 import orjson
 
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.translate import streaming
+from agent.spark.translate.datasets import streaming
+from agent.spark.translate.facets.verdict import Verdict
 from agent.spark.translate.listener import wanted
+from agent.spark.translate.model import Run, StreamQuery
 from agent.spark.translate.naming import Catalog
 from agent.spark.translate.options import TranslateOptions
-from agent.spark.translate.runs import Run, StreamQuery
 from agent.spark.translate.translator import ApplicationTranslator
-from agent.spark.translate.verdict import Verdict
 from tests.test_lakehouse_logs import text
 from tests.test_streaming import (
     DATA,

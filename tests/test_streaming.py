@@ -22,15 +22,15 @@ from agent.config.loader import parse_config
 from agent.config.model import SparkConfig
 from agent.errors import ConfigError
 from agent.facets import FACET_URLS
-from agent.spark.application import translate_options
+from agent.spark.follow.application import translate_options
 from agent.spark.plan.datasets import DatasetRef
-from agent.spark.translate import streaming
-from agent.spark.translate.descriptions import Tables
+from agent.spark.translate.datasets import streaming
+from agent.spark.translate.datasets.descriptions import Tables
 from agent.spark.translate.listener import wanted
+from agent.spark.translate.model import Run, StreamQuery
 from agent.spark.translate.naming import Catalog
 from agent.spark.translate.options import TranslateOptions, catalog_of
-from agent.spark.translate.queries import APP_ENDED
-from agent.spark.translate.runs import Run, StreamQuery
+from agent.spark.translate.runs.queries import APP_ENDED
 from agent.spark.translate.translator import ApplicationTranslator
 from tests.applog import unpacked
 from tests.olschema import AGENT_SCHEMAS, schema_validator, validate_run_event

@@ -13,8 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from agent.spark.plan.schema import Field
-from agent.spark.tablemeta import DiskTableMetadata
+from agent.spark.plan.syntax.schema import Field
+from agent.spark.tables.metadata import DiskTableMetadata
 
 
 def delta_commit(table: Path, version: int, timestamp: int) -> None:

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent.spark.plan.schema import Field, field_of, spark_struct
-from agent.spark.tablemeta import DiskTableMetadata
+from agent.spark.plan.syntax.schema import Field, field_of, spark_struct
 from agent.spark.tables.filecache import FileCache
+from agent.spark.tables.metadata import DiskTableMetadata
 from tests.hostile_tables import HOSTILE, measure
 from tests.test_tablemeta import DELTA_SCHEMA, ICEBERG_SCHEMAS, PEOPLE, delta_commit
 

@@ -17,27 +17,20 @@ from hypothesis import strategies as st
 
 from agent import __version__
 from agent.facets import FACET_URLS, OPENLINEAGE_SCHEMA_URL, PRODUCER
-from agent.spark.translate import runids
 from agent.spark.translate.listener import wanted
+from agent.spark.translate.model import Counters
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.required import REQUIRED
-from agent.spark.translate.runs import Counters
+from agent.spark.translate.runs import runids
 from agent.spark.translate.translator import ApplicationTranslator
 from tests.olschema import SPEC, validate_run_event
+from tests.samples import NAMES
 from tests.test_lakehouse_logs import events as lakehouse_events
 from tests.test_plans import load_events, load_lines
 from tests.test_streaming import idle_event
 
 Event = dict[str, Any]
-SAMPLES = (
-    "success",
-    "sql_failure",
-    "cancelled",
-    "sigterm",
-    "sigterm_python_parent",
-    "sigterm_spark_submit",
-    "sigkill",
-)
+SAMPLES = NAMES
 LOGS = (*SAMPLES, "catalog", "hive_jdbc")
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 INSERT = "execute_insert_into_hadoop_fs_relation_command"

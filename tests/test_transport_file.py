@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import hashlib
 import json
 import os
 import stat
@@ -21,6 +20,7 @@ from agent.config.model import FileConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.file import FileTransport
 from agent.errors import DeliveryError, StartError
+from tests.envelopes import start_envelope
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,14 +42,7 @@ def run_event(i: int, pad: int = 0) -> bytes:
 
 def envelope(i: int, pad: int = 0) -> Envelope:
     payload = run_event(i, pad)
-    return Envelope(
-        payload=payload,
-        run_id=str(uuid.UUID(int=i)),
-        event_type="START",
-        app_id="app-1",
-        digest=hashlib.sha256(payload).hexdigest(),
-        produced=time.monotonic(),
-    )
+    return start_envelope(payload, str(uuid.UUID(int=i)))
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import hashlib
 import json
 import ssl
 import time
@@ -31,6 +30,7 @@ from agent.errors import (
     Unconfirmed,
 )
 from tests.collector import Collector, closed_port, slow
+from tests.envelopes import start_envelope
 from tests.olschema import example_run_event
 
 TOKEN = "s3cr3t-Token_value.1234"
@@ -55,14 +55,7 @@ def run_event(i: int) -> bytes:
 
 def envelope(i: int) -> Envelope:
     payload = run_event(i)
-    return Envelope(
-        payload=payload,
-        run_id=str(uuid.UUID(int=i)),
-        event_type="START",
-        app_id="app-1",
-        digest=hashlib.sha256(payload).hexdigest(),
-        produced=time.monotonic(),
-    )
+    return start_envelope(payload, str(uuid.UUID(int=i)))
 
 
 @pytest.fixture

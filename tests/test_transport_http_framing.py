@@ -8,7 +8,6 @@ that collectors are allowed (or known) to give: chunked bodies, interim 1xx answ
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,6 +21,7 @@ from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.http.transport import HttpTransport
 from agent.errors import NotSent, Unconfirmed
+from tests.envelopes import start_envelope
 
 Answer = Callable[[int], bytes]  # the answer to the n-th request (0-based) on the server
 
@@ -92,14 +92,7 @@ async def transports() -> AsyncIterator[list[HttpTransport]]:
 
 def envelope(i: int) -> Envelope:
     payload = b'{"eventType":"START","n":%d}' % i
-    return Envelope(
-        payload=payload,
-        run_id=f"run-{i}",
-        event_type="START",
-        app_id="app-1",
-        digest=hashlib.sha256(payload).hexdigest(),
-        produced=time.monotonic(),
-    )
+    return start_envelope(payload, f"run-{i}")
 
 
 def always(answer: bytes) -> Answer:

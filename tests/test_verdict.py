@@ -10,12 +10,12 @@ from typing import Any
 import orjson
 
 from agent.service.control.client import request
-from agent.spark.application import LOG_ENDED, ApplicationLog
-from agent.spark.eventlog.layout import scan
+from agent.spark.eventlog.discovery import scan
+from agent.spark.follow.application import LOG_ENDED, ApplicationLog
+from agent.spark.translate.facets.verdict import Verdict
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
-from agent.spark.translate.verdict import Verdict
 from agent.state.db import StateDB
 from tests.olschema import validate_run_event
 from tests.spark_scenarios import daemon_config, spark_daemon, wait_events

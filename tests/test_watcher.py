@@ -15,11 +15,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.config.model import SparkConfig
-from agent.spark.source import SparkSource
+from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.olschema import validate_run_event
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app
+from tests.spark_scenarios import source_running
 
 pytestmark = pytest.mark.spark
 
@@ -38,19 +39,10 @@ async def run_until(
     source: SparkSource, done: Callable[[Emitted], bool], seconds: float = 30
 ) -> Emitted:
     """Run the source until `done(emitted)` holds (or the timeout), then stop it."""
-    emitted: Emitted = []
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
-    )
-    try:
+    async with source_running(source) as emitted:
         async with asyncio.timeout(seconds):
             while not done(emitted):
                 await asyncio.sleep(0.05)
-    finally:
-        stop.set()
-        await task
-        source.state.close()
     return emitted
 
 
@@ -170,12 +162,7 @@ async def test_live_application_is_followed(tmp_path: Path, layout: str) -> None
     """The application's START arrives while it runs; its end arrives after it stops."""
     with running_app(tmp_path / "app", layout, "zstd") as app:
         source, _ = source_for([app.event_dir], tmp_path / "state")
-        emitted: Emitted = []
-        stop = asyncio.Event()
-        task = asyncio.create_task(
-            source.run(lambda ex, ev, _fence=None: emitted.append((ex, dict(ev))), stop)
-        )
-        try:
+        async with source_running(source) as emitted:
             async with asyncio.timeout(60):
                 while not emitted:
                     await asyncio.sleep(0.05)
@@ -189,10 +176,6 @@ async def test_live_application_is_followed(tmp_path: Path, layout: str) -> None
             async with asyncio.timeout(60):
                 while emitted[-1][1]["eventType"] == "START":
                     await asyncio.sleep(0.05)
-        finally:
-            stop.set()
-            await task
-            source.state.close()
     assert [e["eventType"] for _, e in emitted] == ["START", "COMPLETE"]
 
 

@@ -77,7 +77,8 @@ def resolve(paths: Iterable[StrPath]) -> list[LogRef]:
 
 
 def _refs(path: str) -> list[LogRef]:
-    from agent.spark.eventlog.layout import ROLLING_PREFIX, LogRef, parse_single_name, restat, scan
+    from agent.spark.eventlog.discovery import restat, scan
+    from agent.spark.eventlog.layout import ROLLING_PREFIX, LogRef, parse_single_name
 
     try:
         mode = os.stat(path).st_mode
@@ -121,8 +122,8 @@ class _Replayer:
         spark: SparkConfig,
         progress: Progress | None,
     ) -> None:
-        from agent.spark.application import translate_options
-        from agent.spark.tablemeta import DiskTableMetadata
+        from agent.spark.follow.application import translate_options
+        from agent.spark.tables.metadata import DiskTableMetadata
 
         self.refs = refs
         self.options = translate_options(spark, namespace)
@@ -172,7 +173,7 @@ class _Replayer:
 
     def _translate(self, ref: LogRef) -> tuple[AppResult, list[Event]]:
         """Read the log as far as it is written, the way the Spark source reads it."""
-        from agent.spark.application import LOG_ENDED, ApplicationLog
+        from agent.spark.follow.application import LOG_ENDED, ApplicationLog
 
         if ref.error is not None:
             return AppResult(ref.key, None, None, ref.path, ref.complete, (), (), (ref.error,)), []

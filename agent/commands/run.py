@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def default_source(config: AgentConfig, context: SourceContext) -> Source:
-    from agent.spark.source import SparkSource
+    from agent.spark.follow.source import SparkSource
 
     return SparkSource.from_config(config, context)
 

@@ -124,7 +124,7 @@ def status(answer: dict[str, Any]) -> str:
     if "agent_id" in answer:  # state shared by several agents (state_url)
         parts += ["", f"leases (this agent: {answer['agent_id']})"]
         if "leases_error" in answer:
-            parts.append(f"  the state database refused: {answer['leases_error']}")
+            parts.append(f"  no leases shown: {answer['leases_error']}")
         else:
             parts.append(
                 table(

@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 
 from yaml.nodes import Node, ScalarNode
 
+from agent.config.hosts import host_pattern_problem
 from agent.config.model import Bounds, Kind
 from agent.config.yamlnodes import BOOL, FLOAT, INT, STR, describe, scalar
 from agent.errors import ConfigError
@@ -250,6 +251,14 @@ def _read_property(reader: NodeReader, node: Node, path: str, bounds: Bounds | N
     )
 
 
+def _read_host_pattern(reader: NodeReader, node: Node, path: str, bounds: Bounds | None) -> str:
+    text = reader.string(node, path)
+    problem = host_pattern_problem(text)
+    if problem is not None:
+        raise reader.error(node, path, f"{problem}, got {describe(node)}")
+    return text
+
+
 KIND_READERS: dict[Kind, typing.Callable[[NodeReader, Node, str, Bounds | None], Any]] = {
     Kind.DURATION: _read_duration,
     Kind.PATH: _read_path,
@@ -260,4 +269,5 @@ KIND_READERS: dict[Kind, typing.Callable[[NodeReader, Node, str, Bounds | None],
     Kind.TAG: _read_tag,
     Kind.PROPERTY: _read_property,
     Kind.POSTGRES_URL: _read_postgres_url,
+    Kind.HOST_PATTERN: _read_host_pattern,
 }

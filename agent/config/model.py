@@ -36,6 +36,7 @@ class Kind(enum.Enum):
     POSTGRES_URL = (
         enum.auto()
     )  # postgresql:// or postgres:// URL (never echoed: it may hold a secret)
+    HOST_PATTERN = enum.auto()  # a host name, *.domain, an IP address or a CIDR network
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ Listen = Annotated[str, Kind.LISTEN]
 Tag = Annotated[str, Kind.TAG]
 PostgresUrl = Annotated[str, Kind.POSTGRES_URL]
 SparkProperty = Annotated[str, Kind.PROPERTY]
+HostPattern = Annotated[str, Kind.HOST_PATTERN]
 
 #: The Spark properties the application's `lineageAgent_sparkProperties` facet shows by
 #: default: how and where it ran and what it was given, never a secret.
@@ -297,6 +299,16 @@ class SparkConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class LivenessConfig:
+    # the hosts whose driver UIs and cluster managers liveness may ask: names, *.domain
+    # wildcards, IP addresses and CIDR networks; empty: every host but link-local and cloud
+    # metadata addresses, which are never asked
+    allowed_hosts: tuple[HostPattern, ...] = ()
+    # requests per second for all liveness lookups together (a token bucket of as many)
+    max_requests_per_second: Annotated[float, Bounds(0.1, 1000)] = 10.0
+
+
+@dataclass(frozen=True, slots=True)
 class MetricsConfig:
     listen: Listen | None = "127.0.0.1:9464"  # None disables the endpoint
 
@@ -312,6 +324,7 @@ class AgentConfig:
     lineage: LineageConfig = field(default_factory=LineageConfig)  # required in a file
     signing: SigningConfig = field(default_factory=SigningConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    liveness: LivenessConfig = field(default_factory=LivenessConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     state_dir: LocalPath = "/var/lib/lineage-agent"
     # State in PostgreSQL instead of SQLite in state_dir: several agents share one log store.

@@ -19,7 +19,7 @@ import json
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import structlog
@@ -43,6 +43,7 @@ from agent.service.reload import apply_config, signer_of
 from agent.service.sdnotify import Notifier, watchdog_interval
 from agent.source import ApplicationControl, Source, SourceContext
 from agent.state.opening import open_state
+from agent.state.reach import Reachable
 from agent.state.store import StateStore, call
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics, MetricsServer
@@ -365,7 +366,13 @@ class Daemon:
     def healthz(self) -> bytes:
         pipeline = self.pipeline
         status: str = "ok" if self.phase == "running" else self.phase
-        if status == "ok" and self.owned.problems:
+        problems = self.owned.described()
+        state = self.state_db
+        reach = state.reach.now() if isinstance(state, Reachable) else None
+        if reach is not None and not reach.reachable:  # from memory: never waits on it
+            since = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(reach.since or 0))
+            problems.append(f"state database {state.path} unreachable since {since}: {reach.error}")
+        if status == "ok" and problems:
             status = "degraded"
         body = {
             "status": status,
@@ -380,6 +387,7 @@ class Daemon:
                 for name, d in (pipeline.snapshot() if pipeline else ())
             },
             "unhealthy_executions": len(self.health.unhealthy()),
-            "problems": self.owned.described(),
+            "problems": problems,
+            **({} if reach is None else {"state_store": asdict(reach)}),
         }
         return json.dumps(body).encode()

@@ -1,2 +1,4 @@
-"""The Spark side: event logs read (eventlog), plans analysed (plan, pure), listener events
-translated to RunEvents (translate, pure), wired by the source with liveness, claims, job stop."""
+"""The Spark side, one folder per stage: `eventlog` reads event logs, `plan` analyses plans
+(pure), `translate` turns listener events into RunEvents (pure), `tables` reads tables' own
+metadata files, and `follow` is the runtime that follows applications over time and wires
+the others (the source loop, claims, leases, liveness, verdicts, job stop)."""

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from agent.errors import StateError
+from agent.state.reach import Reachability
 
 #: Connecting and each statement give up after this many seconds.
 TIMEOUT = 5
@@ -35,8 +36,24 @@ def serialized(method: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(method)
     def one_at_a_time(*args: P.args, **kwargs: P.kwargs) -> R:
-        with args[0]._lock:  # type: ignore[attr-defined]
-            return method(*args, **kwargs)
+        store: PgConnection = args[0]  # type: ignore[assignment]
+        with store._lock:
+            reach = store.reach
+            reach.begin()
+            try:
+                result = method(*args, **kwargs)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+                reach.failed(store.scrub(str(error)).strip())
+                raise
+            except BaseException:
+                reach.done()
+                raise
+            conn = store._conn
+            if conn is not None and not conn.closed and not conn.broken:
+                reach.succeeded()  # its connection stands (not a flush with nothing to write)
+            else:
+                reach.done()
+            return result
 
     return one_at_a_time
 
@@ -57,6 +74,9 @@ class PgConnection:
                 ) from error
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
+        # Whether the server answers, as the calls found it: read from memory by `status`
+        # and /healthz, which never wait on a server that does not answer.
+        self.reach = Reachability()
 
     def scrub(self, text: str) -> str:
         """`text` (a server's or libpq's message) with any password of ours replaced."""

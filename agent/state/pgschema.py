@@ -79,11 +79,16 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 #: A claim in one statement (see `PostgresState.claim`): the lease check with its row locked,
 #: then the inserts, counted in the lease's term; a `fence` row in the answer says the lease
-#: was held.
+#: was held. A claim under a lease that expired with nobody taking it (the server was away)
+#: renews it too, so that no other agent takes the application between the claim and the
+#: owner's next heartbeat (which renews its local deadline); an unexpired one is left as the
+#: heartbeat set it.
 CLAIM = """
 WITH fence AS (
-    SELECT 1 FROM leases WHERE %(fenced)s AND app_key = %(app_key)s AND owner = %(owner)s
-    AND token = %(token)s FOR UPDATE
+    UPDATE leases SET expires = CASE WHEN expires <= now()
+        THEN now() + make_interval(secs => %(lease)s) ELSE expires END
+    WHERE %(fenced)s AND app_key = %(app_key)s AND owner = %(owner)s AND token = %(token)s
+    RETURNING 1
 ), inserted AS (
     INSERT INTO emitted
     SELECT run, key, %(app_key)s, job, type, time

@@ -98,8 +98,7 @@ class PostgresState(PgLeases, LedgerKeeper):
             elif version < SCHEMA_VERSION:
                 conn.execute("UPDATE lineage_agent_schema SET version = %s", (SCHEMA_VERSION,))
 
-    @serialized
-    def file_change(self) -> str | None:
+    def file_change(self) -> str | None:  # on the event loop: never waits for the lock
         return None  # no file of ours to be removed or replaced
 
     @serialized
@@ -129,6 +128,7 @@ class PostgresState(PgLeases, LedgerKeeper):
                     "owner": self.owner,
                     "token": token,
                     "fenced": token is not None,
+                    "lease": self.lease_seconds,
                     "runs": [run for run, _ in keys],
                     "keys": [key for _, key in keys],
                     "jobs": [event["job"]["name"] for event in events],

@@ -33,13 +33,29 @@ from agent.telemetry.scrapeserver import QuietHandler, ScrapeServer, ScrapeServe
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 #: The `event_type` values of `lineage_events_emitted_total` (OpenLineage's run states).
 EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT")
-#: The `reason` values of `lineage_eventlog_lines_skipped_total` (agent.spark.problems).
+#: The `reason` values of `lineage_eventlog_lines_skipped_total` (agent.spark.follow.problems).
 SKIP_REASONS = ("corrupt_json", "malformed_event", "too_long", "read_error", "special_file")
 #: The `cause` values of `lineage_applications_ended_total`: `driver_lost` when an in-progress
 #: log went stale with no driver alive, `log_ended` when a log ended without ApplicationEnd.
 END_CAUSES = ("driver_lost", "log_ended")
 #: The `reason` values of `lineage_events_resent_total` (agent.delivery.retry).
 RESEND_REASONS = ("unconfirmed_terminal",)
+#: The `reason` values of `lineage_liveness_refused_total` (agent.config.hosts.RefusalReason).
+LIVENESS_REFUSALS = (
+    "userinfo",
+    "path",
+    "query",
+    "fragment",
+    "whitespace",
+    "control",
+    "bad_host",
+    "bad_port",
+    "bad_app_id",
+    "forbidden_address",
+    "not_allowed",
+    "unresolved",
+    "rate_limited",
+)
 
 
 class Metrics:
@@ -213,6 +229,22 @@ class Metrics:
         )
         for request in ("list", "head", "get"):
             self.store_requests.labels(request=request)
+        self.liveness_refused = Counter(
+            "lineage_liveness_refused",
+            "Liveness lookups refused before any request: a driver or manager address from an "
+            "event log that is more than a host and a port, forbidden (link-local, cloud "
+            "metadata), outside liveness.allowed_hosts, unresolved, or over the rate limit.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in LIVENESS_REFUSALS:
+            self.liveness_refused.labels(reason=reason)
+        self.eventlog_files_ignored = Counter(
+            "lineage_eventlog_files_ignored",
+            "Files and directories in event-log directories whose names Spark does not write "
+            "(each counted once): they change no application's state.",
+            registry=registry,
+        )
         self.build = Info("lineage_build", "Build information.", registry=registry)
         self.build.info({"version": __version__})
         for result in ("ok", "error"):

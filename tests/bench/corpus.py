@@ -18,19 +18,12 @@ from typing import Any, Literal
 
 import orjson
 
-from tests.samples import sample_bytes
+from tests.samples import NAMES, sample_bytes
 
 #: The sample logs (tests/data/eventlogs) that end with ApplicationEnd (completed).
-COMPLETED = (
-    "success",
-    "sql_failure",
-    "cancelled",
-    "sigterm",
-    "sigterm_python_parent",
-    "sigterm_spark_submit",
-)
 #: Killed with SIGKILL: no ApplicationEnd, as a still running application looks.
 RUNNING = ("sigkill",)
+COMPLETED = tuple(name for name in NAMES if name not in RUNNING)
 
 _APP_ID = re.compile(rb'"App ID":"([^"]+)"')
 Layout = Literal["single", "rolling"]

@@ -185,7 +185,7 @@ async def _agent_pass(events_dir: Path, state_dir: Path, limit: float) -> AgentP
     from prometheus_client import CollectorRegistry
 
     from agent.config.model import SparkConfig
-    from agent.spark.source import SparkSource
+    from agent.spark.follow.source import SparkSource
     from agent.state.db import StateDB
     from agent.telemetry.metrics import Metrics
 

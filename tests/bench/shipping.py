@@ -33,7 +33,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,21 @@ async def _agent(
     flusher = asyncio.create_task(flush_ledger())
     began, cpu = time.perf_counter(), time.process_time()
     deadline = began + cap
+    sent, capped = await submit_capped(pipeline, queue, events, deadline)
+    await until_settled(lambda: delivery.delivered + delivery.dropped, sent, deadline)
+    seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
+    flusher.cancel()
+    await delivery.drain(time.monotonic() + 5)
+    await delivery.aclose()
+    state.close()
+    return Run(sent, seconds, cpu_seconds, capped=capped, dropped=delivery.dropped)
+
+
+async def submit_capped(
+    pipeline: Any, queue: Any, events: Sequence[Mapping[str, Any]], deadline: float
+) -> tuple[int, bool]:
+    """Submits `events` to `pipeline` in turn, waiting while `queue` is full, until all are in
+    or the perf_counter `deadline` has passed (looked at every 256 events): (sent, capped)."""
     sent, capped = 0, False
     for event in events:
         while queue.depth >= queue.capacity:
@@ -149,16 +164,31 @@ async def _agent(
             if time.perf_counter() > deadline:
                 capped = True
                 break
-    while delivery.delivered + delivery.dropped < sent:
+    return sent, capped
+
+
+async def until_settled(settled: Callable[[], int], sent: int, deadline: float) -> None:
+    """Returns once `settled()` counts `sent` events, or 30 s after the perf_counter
+    `deadline`."""
+    while settled() < sent:
         if time.perf_counter() > deadline + 30:
             break
         await asyncio.sleep(0.001)
-    seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
-    flusher.cancel()
-    await delivery.drain(time.monotonic() + 5)
-    await delivery.aclose()
-    state.close()
-    return Run(sent, seconds, cpu_seconds, capped=capped, dropped=delivery.dropped)
+
+
+def emit_capped(
+    emit: Callable[[Any], object], events: Sequence[Mapping[str, Any]], began: float, cap: float
+) -> tuple[int, bool]:
+    """A peer transport's `emit` of each event in turn, until all are sent or `cap` seconds
+    have passed since the perf_counter `began` (looked at every 256 events): (sent, capped)."""
+    sent, capped = 0, False
+    for event in events:
+        emit(event)
+        sent += 1
+        if sent % 256 == 0 and time.perf_counter() - began > cap:
+            capped = True
+            break
+    return sent, capped
 
 
 def run_agent(
@@ -179,14 +209,9 @@ def run_peer_sync(base_url: str, events: Sequence[Mapping[str, Any]], cap: float
 
     transport = HttpTransport(HttpConfig(url=base_url))
     began, cpu = time.perf_counter(), time.process_time()
-    sent, capped = 0, False
     try:
-        for event in events:
-            transport.emit(event)  # type: ignore[arg-type]  # dicts serialize like events
-            sent += 1
-            if sent % 256 == 0 and time.perf_counter() - began > cap:
-                capped = True
-                break
+        # dicts serialize like events
+        sent, capped = emit_capped(transport.emit, events, began, cap)
     finally:
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
         transport.close()
@@ -198,14 +223,8 @@ def run_peer_async(base_url: str, events: Sequence[Mapping[str, Any]], cap: floa
 
     transport = AsyncHttpTransport(AsyncHttpConfig(url=base_url))
     began, cpu = time.perf_counter(), time.process_time()
-    sent, capped = 0, False
     try:
-        for event in events:
-            transport.emit(event)  # type: ignore[arg-type]
-            sent += 1
-            if sent % 256 == 0 and time.perf_counter() - began > cap:
-                capped = True
-                break
+        sent, capped = emit_capped(transport.emit, events, began, cap)
         transport.wait_for_completion(timeout=max(1.0, cap + 30 - (time.perf_counter() - began)))
     finally:
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.bench.harness import Context, Figure, Result, Target
-from tests.bench.shipping import Run
+from tests.bench.shipping import Run, emit_capped, submit_capped, until_settled
 
 
 @dataclass(frozen=True)
@@ -98,21 +98,10 @@ async def _agent(
     delivery.start()
     began, cpu = time.perf_counter(), time.process_time()
     deadline = began + cap
-    sent, capped = 0, False
-    for event in events:
-        while queue.depth >= queue.capacity:
-            await asyncio.sleep(0.001)
-        pipeline.submit("bench", event)
-        sent += 1
-        if sent % 256 == 0:
-            await asyncio.sleep(0)
-            if time.perf_counter() > deadline:
-                capped = True
-                break
-    while delivery.delivered + delivery.dropped + delivery.unconfirmed < sent:
-        if time.perf_counter() > deadline + 30:
-            break
-        await asyncio.sleep(0.001)
+    sent, capped = await submit_capped(pipeline, queue, events, deadline)
+    await until_settled(
+        lambda: delivery.delivered + delivery.dropped + delivery.unconfirmed, sent, deadline
+    )
     seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
     await delivery.drain(time.monotonic() + 5)
     await delivery.aclose()
@@ -126,14 +115,9 @@ def run_peer(bootstrap: str, topic: str, events: Sequence[Mapping[str, Any]], ca
         KafkaConfig.from_dict({"topic": topic, "config": {"bootstrap.servers": bootstrap}})
     )
     began, cpu = time.perf_counter(), time.process_time()
-    sent, capped = 0, False
     try:
-        for event in events:
-            transport.emit(event)  # type: ignore[arg-type]  # dicts serialize like events
-            sent += 1
-            if sent % 256 == 0 and time.perf_counter() - began > cap:
-                capped = True
-                break
+        # dicts serialize like events
+        sent, capped = emit_capped(transport.emit, events, began, cap)
     finally:
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
         transport.close(5)

@@ -34,6 +34,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.data import logscrub
+from tests.data.logscrub import trimmed
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 OUT = HERE / "eventlogs" / "lakehouse"
@@ -43,11 +47,7 @@ HOST_PLACEHOLDER = "driver-host"
 ENV = "lakehouse"
 BUNDLES = ("delta", "iceberg", "spark-kafka", "spark-avro", "sqlite-jdbc")
 KEPT_PROPERTIES = {
-    "spark.app.name",
-    "spark.app.id",
-    "spark.master",
-    "spark.sql.warehouse.dir",
-    "spark.sql.catalogImplementation",
+    *logscrub.KEPT_PROPERTIES,
     "spark.sql.extensions",
     "spark.sql.catalog.spark_catalog",
     "spark.sql.catalog.lake",
@@ -67,21 +67,24 @@ METER_READINGS = [  # two windows of stream_kafka_window; the last reading moves
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-sys.path.insert(0, str(ROOT))
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 
 # ---------------------------------------------------------------- the jobs (child process)
 
 
-def session(root: Path, name: str, jars: str, conf: dict[str, str]) -> SparkSession:
+def session(
+    root: Path, name: str, jars: str, conf: dict[str, str], events: Path | None = None
+) -> SparkSession:
+    """Event log in `events` (`root/events` by default), catalog tables in `root/warehouse`."""
     from pyspark.sql import SparkSession
 
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(name)
         .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", str(root / "events"))
+        .config("spark.eventLog.dir", str(events or root / "events"))
         .config("spark.eventLog.rolling.enabled", "false")
         .config("spark.eventLog.compress", "false")
         .config("spark.sql.warehouse.dir", str(root / "warehouse"))
@@ -329,17 +332,15 @@ def stream_file_parquet(spark: SparkSession, root: Path) -> None:
         ]
         (source / f"part-{n}.json").write_text("\n".join(lines) + "\n")
         os.utime(source / f"part-{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))  # the order
-    query = (
+    query = available_now(
         spark.readStream.schema("id LONG, kind STRING")
         .option("maxFilesPerTrigger", 1)
         .json(str(source))
         .where("kind = 'click'")
         .writeStream.format("parquet")
-        .option("path", str(root / "data" / "clicks_parquet"))
-        .option("checkpointLocation", str(root / "checkpoints" / "file_to_parquet"))
-        .queryName("file_to_parquet")
-        .trigger(availableNow=True)
-        .start()
+        .option("path", str(root / "data" / "clicks_parquet")),
+        root,
+        "file_to_parquet",
     )
     query.awaitTermination(300)
 
@@ -365,28 +366,51 @@ def stream_kafka_delta(spark: SparkSession, root: Path) -> None:
             .execute()
         )
 
-    query = (
+    orders_to_delta(spark, servers, "orders", upsert, root)
+
+
+def orders_to_delta(
+    spark: SparkSession,
+    servers: str,
+    topic: str,
+    upsert: Callable[[DataFrame, int], None],
+    root: Path,
+) -> None:
+    """Kafka `topic` from its start, three records a micro-batch (id, body, kafka_offset), each
+    handed to `upsert` by the query `orders_to_delta` (checkpoint under `root/checkpoints`),
+    until it has caught up."""
+    orders = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", "orders")
+        .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", 3)
         .load()
         .selectExpr(
             "CAST(key AS STRING) AS id", "CAST(value AS STRING) AS body", "offset AS kafka_offset"
         )
-        .writeStream.foreachBatch(upsert)
-        .option("checkpointLocation", str(root / "checkpoints" / "orders_to_delta"))
-        .queryName("orders_to_delta")
+    )
+    until_caught_up(orders.writeStream.foreachBatch(upsert), root, "orders_to_delta")
+
+
+def available_now(writer: DataStreamWriter, root: Path, name: str) -> StreamingQuery:
+    """`writer` started as the availableNow query `name`, checkpoint in `root/checkpoints`."""
+    return (
+        writer.option("checkpointLocation", str(root / "checkpoints" / name))
+        .queryName(name)
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(300)
 
 
-def stream_sigterm(spark: SparkSession, root: Path) -> None:
-    """An endless rate -> parquet query; the generator sends SIGTERM to the driver JVM."""
-    query = (
+def until_caught_up(writer: DataStreamWriter, root: Path, name: str) -> None:
+    """`available_now(writer, root, name)`, waited for (300 s at most)."""
+    available_now(writer, root, name).awaitTermination(300)
+
+
+def ticks_forever(spark: SparkSession, root: Path) -> StreamingQuery:
+    """An endless rate -> parquet query (`root/data/ticks`), started."""
+    return (
         spark.readStream.format("rate")
         .option("rowsPerSecond", 5)
         .load()
@@ -397,6 +421,11 @@ def stream_sigterm(spark: SparkSession, root: Path) -> None:
         .trigger(processingTime="1 second")
         .start()
     )
+
+
+def stream_sigterm(spark: SparkSession, root: Path) -> None:
+    """An endless rate -> parquet query; the generator sends SIGTERM to the driver JVM."""
+    query = ticks_forever(spark, root)
     query.awaitTermination(int(CHILD_TIMEOUT))
 
 
@@ -453,16 +482,13 @@ def stream_iceberg(spark: SparkSession, root: Path) -> None:
         .toTable("lake.db.clicks")
         .awaitTermination(300)
     )
-    (
+    until_caught_up(
         spark.readStream.format("iceberg")
         .load("lake.db.clicks")
         .writeStream.format("parquet")
-        .option("path", str(root / "data" / "clicks_from_iceberg"))
-        .option("checkpointLocation", str(root / "checkpoints" / "iceberg_to_parquet"))
-        .queryName("iceberg_to_parquet")
-        .trigger(availableNow=True)
-        .start()
-        .awaitTermination(300)
+        .option("path", str(root / "data" / "clicks_from_iceberg")),
+        root,
+        "iceberg_to_parquet",
     )
 
 
@@ -507,7 +533,7 @@ def stream_kafka_window(spark: SparkSession, root: Path) -> None:
 
     servers = os.environ["LAKEHOUSE_KAFKA"]
     reading = "meter STRING, kwh DOUBLE, read_at TIMESTAMP"
-    (
+    until_caught_up(
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", servers)
         .option("subscribe", "meter-readings")
@@ -521,12 +547,9 @@ def stream_kafka_window(spark: SparkSession, root: Path) -> None:
         .select(F.col("window.start").alias("window_start"), "meter", "total_kwh", "readings")
         .writeStream.format("json")
         .outputMode("append")
-        .option("path", str(root / "data" / "meter_windows"))
-        .option("checkpointLocation", str(root / "checkpoints" / "meter_windows"))
-        .queryName("meter_windows")
-        .trigger(availableNow=True)
-        .start()
-        .awaitTermination(300)
+        .option("path", str(root / "data" / "meter_windows")),
+        root,
+        "meter_windows",
     )
 
 
@@ -558,29 +581,23 @@ def stream_join_delta(spark: SparkSession, root: Path) -> None:
         .json(str(incoming))
     )
     dimension = spark.read.parquet(str(data / "shops"))
-    (
+    until_caught_up(
         sales.join(dimension, "shop_id")
         .select("sale", "shop", "zone", (F.col("euros") * 100).cast("long").alias("cents"))
         .writeStream.format("delta")
-        .option("path", str(data / "sales_by_shop"))
-        .option("checkpointLocation", str(root / "checkpoints" / "sales_by_shop"))
-        .queryName("sales_by_shop")
-        .trigger(availableNow=True)
-        .start()
-        .awaitTermination(300)
+        .option("path", str(data / "sales_by_shop")),
+        root,
+        "sales_by_shop",
     )
-    (
+    until_caught_up(
         spark.readStream.schema("sale LONG, shop_id INT, euros DOUBLE")
         .option("maxFilesPerTrigger", 2)
         .json(str(incoming))
         .select("sale", "euros")
         .writeStream.format("parquet")
-        .option("path", str(data / "sales_copy"))
-        .option("checkpointLocation", str(root / "checkpoints" / "sales_copy"))
-        .queryName("sales_copy")
-        .trigger(availableNow=True)
-        .start()
-        .awaitTermination(300)
+        .option("path", str(data / "sales_copy")),
+        root,
+        "sales_copy",
     )
 
 
@@ -591,18 +608,16 @@ def stream_fail_caught(spark: SparkSession, root: Path) -> None:
     landing = data / "landing"
     landing.mkdir(parents=True)
     (landing / "batch-0.csv").write_text("id,litres\n1,4.5\n2,not-a-number\n")
-    query = (
+    query = available_now(
         spark.readStream.schema("id INT, litres DOUBLE")
         .option("header", "true")
         .option("mode", "FAILFAST")
         .csv(str(landing))
         .selectExpr("id", "litres * 1000 AS millilitres")
         .writeStream.format("parquet")
-        .option("path", str(data / "volumes"))
-        .option("checkpointLocation", str(root / "checkpoints" / "volumes"))
-        .queryName("volumes")
-        .trigger(availableNow=True)
-        .start()
+        .option("path", str(data / "volumes")),
+        root,
+        "volumes",
     )
     try:
         query.awaitTermination(300)
@@ -707,14 +722,7 @@ def child(shape: str, root: Path, jars: str) -> None:
 
 def scrub(raw: str, root: Path, broker: str | None) -> str:
     """One log line made machine-independent: placeholders, trimmed environment."""
-    event = json.loads(raw)
-    if event.get("Event") == "SparkListenerEnvironmentUpdate":
-        props = event.get("Spark Properties", {})
-        event = {
-            "Event": event["Event"],
-            "Spark Properties": {k: v for k, v in props.items() if k in KEPT_PROPERTIES},
-        }
-    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    text = trimmed(raw, KEPT_PROPERTIES)
     for prefix in (str(root.resolve()), str(root), str(ROOT), str(Path.home())):
         text = text.replace(prefix, PLACEHOLDER)
     if broker:

@@ -29,6 +29,10 @@ from typing import TYPE_CHECKING
 
 import zstandard
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.data import logscrub
+from tests.data.logscrub import trimmed
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -36,13 +40,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "eventlogs" / "marquez"
 PLACEHOLDER = "/data/marquez"
 HOST_PLACEHOLDER = "driver-host"
-KEPT_PROPERTIES = {
-    "spark.app.name",
-    "spark.app.id",
-    "spark.master",
-    "spark.sql.warehouse.dir",
-    "spark.sql.catalogImplementation",
-}
+KEPT_PROPERTIES = set(logscrub.KEPT_PROPERTIES)
 CHILD_TIMEOUT = 420.0  # one application, JVM start included, on a shared two-core machine
 #: Datasets (relative to the job's directory) whose first parquet file is kept, by shape.
 FOOTERS: dict[str, tuple[str, ...]] = {
@@ -178,14 +176,7 @@ def child(shape: str, root: Path) -> None:
 
 def scrub(line: str, root: Path) -> str:
     """One log line without the machine: placeholder paths and host, a trimmed environment."""
-    event = json.loads(line)
-    if event.get("Event") == "SparkListenerEnvironmentUpdate":
-        props = event.get("Spark Properties", {})
-        event = {
-            "Event": event["Event"],
-            "Spark Properties": {k: v for k, v in props.items() if k in KEPT_PROPERTIES},
-        }
-    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    text = trimmed(line, KEPT_PROPERTIES)
     for prefix in (str(root.resolve()), str(root)):
         text = text.replace(prefix, PLACEHOLDER)
     return text.replace(socket.gethostname(), HOST_PLACEHOLDER)

@@ -46,18 +46,12 @@ from typing import Any
 
 import zstandard
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.data.logscrub import trimmed
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "eventlogs"
 PLACEHOLDER = "/data/spark-exp"
-NAMES = (
-    "success",
-    "sql_failure",
-    "cancelled",
-    "sigterm",
-    "sigterm_python_parent",
-    "sigterm_spark_submit",
-    "sigkill",
-)
 #: The driver's application name and the stem of its output directories, by sample.
 APPS = {
     "success": ("exp-success", "success"),
@@ -68,6 +62,7 @@ APPS = {
     "sigterm_spark_submit": ("exp-sigterm_submit", "sigterm_submit"),
     "sigkill": ("exp-sigkill", "sigkill"),
 }
+NAMES = tuple(APPS)
 KEPT_PROPERTIES = {
     "spark.app.name",
     "spark.app.id",
@@ -155,14 +150,7 @@ def alive(pid: int) -> bool:
 
 def scrub(raw: str, prefixes: list[tuple[str, str]]) -> str:
     """Make one log line machine-independent: placeholder paths, trimmed environment."""
-    event = json.loads(raw)
-    if event.get("Event") == "SparkListenerEnvironmentUpdate":
-        props = event.get("Spark Properties", {})
-        event = {
-            "Event": event["Event"],
-            "Spark Properties": {k: v for k, v in props.items() if k in KEPT_PROPERTIES},
-        }
-    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    text = trimmed(raw, KEPT_PROPERTIES)
     for prefix, replacement in prefixes:
         text = text.replace(prefix, replacement)
     return text

@@ -65,6 +65,25 @@ def _names(side: Any) -> list[str]:
     return [str(x) for x in side] if isinstance(side, list) else []
 
 
+def _kafka_located(d: Difference) -> bool:
+    """The agent names datasets, every one a Kafka topic on known servers."""
+    names = _names(d.agent)
+    return bool(names) and all(
+        n.startswith("kafka://") and not n.startswith("kafka://unknown:") for n in names
+    )
+
+
+def _merge_relabelled(d: Difference, listener: tuple[str, str], agent: tuple[str, str]) -> bool:
+    """A MERGE whose listener edges are all of kind `listener`: the agent has each of them,
+    as kind `agent`."""
+    edges = [tuple(e) for e in _edges(d.listener)]
+    return (
+        "merge_into_command" in d.listener_job
+        and all(e[4:] == listener for e in edges)
+        and {(*e[:4], *agent) for e in edges} <= {tuple(e) for e in _edges(d.agent)}
+    )
+
+
 def _fields_subset(d: Difference) -> bool:
     """The agent's schema has no field the listener's lacks: the listener has more."""
     return not d.agent and bool(d.listener)
@@ -492,11 +511,7 @@ CLASSES: tuple[Class, ...] = (
         "kafka_listener_joins_topics_named",
         ("inputs",),
         lambda d, _: (
-            bool(_names(d.agent))
-            and all(
-                n.startswith("kafka://") and not n.startswith("kafka://unknown:")
-                for n in _names(d.agent)
-            )
+            _kafka_located(d)
             and any(n.startswith("kafka://") and "," in n for n in _names(d.listener))
         ),
         "agent_right",
@@ -507,15 +522,7 @@ CLASSES: tuple[Class, ...] = (
     Class(
         "kafka_pattern_marked",
         ("inputs",),
-        lambda d, _: (
-            not _streaming(d)
-            and bool(_names(d.agent))
-            and all(
-                n.startswith("kafka://") and not n.startswith("kafka://unknown:")
-                for n in _names(d.agent)
-            )
-            and not _names(d.listener)
-        ),
+        lambda d, _: not _streaming(d) and _kafka_located(d) and not _names(d.listener),
         "agent_right",
         "A Kafka read with `subscribePattern=events-.*`: the log does not list the topics it "
         "matched; the agent names the pattern on the servers the application's Kafka write "
@@ -526,13 +533,7 @@ CLASSES: tuple[Class, ...] = (
         "kafka_topic_column_named",
         ("outputs",),
         lambda d, _: (
-            "save_into_data_source" in d.execution
-            and bool(_names(d.agent))
-            and all(
-                n.startswith("kafka://") and not n.startswith("kafka://unknown:")
-                for n in _names(d.agent)
-            )
-            and not _names(d.listener)
+            "save_into_data_source" in d.execution and _kafka_located(d) and not _names(d.listener)
         ),
         "agent_right",
         "A Kafka write whose topics come from a `topic` column (`CASE WHEN ... THEN "
@@ -999,12 +1000,7 @@ CLASSES: tuple[Class, ...] = (
     Class(
         "merge_copy_is_identity",
         ("columns_direct",),
-        lambda d, _: (
-            "merge_into_command" in d.listener_job
-            and all(tuple(e[4:]) == ("DIRECT", "TRANSFORMATION") for e in _edges(d.listener))
-            and {(*e[:4], "DIRECT", "IDENTITY") for e in map(tuple, _edges(d.listener))}
-            <= set(map(tuple, _edges(d.agent)))
-        ),
+        lambda d, _: _merge_relabelled(d, ("DIRECT", "TRANSFORMATION"), ("DIRECT", "IDENTITY")),
         "agent_right",
         "Delta MERGE `UPDATE SET *` / `INSERT *` from a source column of the same value: the "
         "agent reports the copy as IDENTITY (and the target's own values, see "
@@ -1015,11 +1011,8 @@ CLASSES: tuple[Class, ...] = (
         "merge_source_window",
         ("columns_indirect",),
         lambda d, _: (
-            "merge_into_command" in d.listener_job
-            and bool(_edges(d.listener))
-            and all(tuple(e[4:]) == ("INDIRECT", "WINDOW") for e in _edges(d.listener))
-            and {(*e[:4], "INDIRECT", "FILTER") for e in map(tuple, _edges(d.listener))}
-            <= set(map(tuple, _edges(d.agent)))
+            bool(_edges(d.listener))
+            and _merge_relabelled(d, ("INDIRECT", "WINDOW"), ("INDIRECT", "FILTER"))
         ),
         "both_valid",
         "Delta MERGE from the latest row per key (`row_number() OVER (PARTITION BY item "

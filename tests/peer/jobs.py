@@ -8,14 +8,13 @@ The plan: `{"out", "jars": [...], "postgres": {url, user, password} | null, "sha
 rolling, zstd), the listener of shape S writes `OUT/listener/S.jsonl`, data lands in
 `OUT/data`, catalog tables in `OUT/warehouse/S`. `OUT/manifest.json` is rewritten after every
 application: app id and name per shape, and what the job raised (the failure shapes raise
-by design). Standalone: it imports only PySpark.
+by design). It imports only PySpark and `tests/sparkjobs/local.py`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,10 +22,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark import InheritableThread
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.functions import udf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import (
+    adults_projected,
+    cancelled_write,
+    city_totals,
+    event_log,
+    local_builder,
+    orders_frame,
+    people_frame,
+    sql_settings,
+    started,
+    write_atomic,
+    write_inputs,
+)
 
 LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 NAMESPACE = "spark"
@@ -59,24 +72,17 @@ def session(
 ) -> SparkSession:
     out = Path(plan["out"])
     name = shape["name"]
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(f"peer {name}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.warehouse.dir", str(out / "warehouse" / name))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", (out / "events").as_uri())
-        .config("spark.jars", ",".join(plan["jars"]))
-        .config("spark.extraListeners", LISTENER)
-        .config("spark.openlineage.transport.type", "file")
-        .config("spark.openlineage.transport.location", str(out / "listener" / f"{name}.jsonl"))
-        .config("spark.openlineage.namespace", NAMESPACE)
-    )
+    settings = sql_settings("2", str(out / "warehouse" / name))
+    settings["spark.default.parallelism"] = "2"
+    listener = {
+        "spark.jars": ",".join(plan["jars"]),
+        "spark.extraListeners": LISTENER,
+        "spark.openlineage.transport.type": "file",
+        "spark.openlineage.transport.location": str(out / "listener" / f"{name}.jsonl"),
+        "spark.openlineage.namespace": NAMESPACE,
+    }
+    log = event_log((out / "events").as_uri())
+    builder = local_builder("local[2]", f"peer {name}", settings, log, listener)
     if shape.get("hive"):
         metastore = out / "metastore" / name
         builder = builder.enableHiveSupport().config(
@@ -87,9 +93,7 @@ def session(
         builder = builder.config("spark.sql.catalogImplementation", "in-memory")
     for key, value in {**shape.get("conf", {}), **(extra or {})}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return started(builder)
 
 
 # -- inputs ----------------------------------------------------------------------------------
@@ -100,36 +104,13 @@ def inputs(spark: SparkSession, ctx: Context) -> None:
     the first application (without any lineage interest of its own: it is not compared)."""
     folder = ctx.data / "inputs"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "people.csv").write_text("name,age,city\nada,36,london\nalan,41,wilmslow\n")
-    (folder / "people_new.json").write_text(
-        '{"name": "grace", "city": "arlington"}\n{"name": "edsger", "city": "austin"}\n'
-    )
-    (folder / "events.json").write_text(
-        '{"id": 1, "kind": "click", "score": 1.5}\n{"id": 2, "kind": "view", "score": 0.5}\n'
-    )
-    (folder / "customers.csv").write_text("customer_id,name\n1,ada\n2,alan\n")
-    (folder / "orders.json").write_text(
-        '{"order_id": 10, "customer_id": "1", "amount": 5.0}\n'
-        '{"order_id": 11, "customer_id": "2", "amount": 7.5}\n'
-    )
+    write_inputs(folder)
     (folder / "nested.json").write_text(
         '{"id": 1, "info": {"tags": ["a", "b"], "score": 1.5}, "m": {"k": 2}}\n'
         '{"id": 2, "info": {"tags": [], "score": 2.5}, "m": {}}\n'
     )
     (folder / "words.txt").write_text("alpha beta\ngamma\n")
-    people = spark.createDataFrame(
-        [
-            (1, "ada", 36, "london", 120.0, ["math", "code"]),
-            (2, "alan", 41, "wilmslow", 100.0, ["code"]),
-            (3, "grace", 17, "new york", 90.0, []),
-            (4, "edsger", 72, "rotterdam", None, ["proofs", "code", "go"]),
-        ],
-        "id long, name string, age int, city string, salary double, tags array<string>",
-    )
-    orders = spark.createDataFrame(
-        [(10, 1, 12.5), (11, 1, 3.0), (12, 2, 7.25), (13, 4, 1.0)],
-        "order_id long, customer_id long, amount double",
-    )
+    people, orders = people_frame(spark), orders_frame(spark)
     people.write.mode("overwrite").parquet(ctx.shared("people"))
     people.where("age > 30").write.mode("overwrite").parquet(ctx.shared("people_b"))
     orders.write.mode("overwrite").parquet(ctx.shared("orders"))
@@ -182,27 +163,11 @@ def orders(spark: SparkSession, ctx: Context) -> Any:
 
 
 def projection(spark: SparkSession, ctx: Context) -> None:
-    frame = people(spark, ctx).where("age > 18")
-    frame.select(
-        "id",
-        F.col("name").alias("full_name"),
-        F.upper("name").alias("name_upper"),
-        (F.col("age") + 1).alias("age_next"),
-        F.sha2("name", 256).alias("name_hash"),
-        F.when(F.col("age") > 65, "senior").otherwise(F.col("city")).alias("segment"),
-        F.lit(1).alias("one"),
-    ).write.parquet(ctx.path("projection"))
+    adults_projected(people(spark, ctx)).write.parquet(ctx.path("projection"))
 
 
 def aggregate(spark: SparkSession, ctx: Context) -> None:
-    people(spark, ctx).groupBy("city").agg(
-        F.count("*").alias("people"),
-        F.sum("salary").alias("payroll"),
-        F.avg("age").alias("mean_age"),
-        F.max("name").alias("last_name"),
-        F.collect_list("name").alias("names"),
-        F.countDistinct("age").alias("ages"),
-    ).write.parquet(ctx.path("aggregate"))
+    city_totals(people(spark, ctx)).write.parquet(ctx.path("aggregate"))
 
 
 def join_broadcast(spark: SparkSession, ctx: Context) -> None:
@@ -351,34 +316,8 @@ def udf_failure(spark: SparkSession, ctx: Context) -> None:
 def cancelled(spark: SparkSession, ctx: Context) -> None:
     control = ctx.data / ctx.shape
     control.mkdir(parents=True, exist_ok=True)
-    running, context = control / "running", spark.sparkContext
-    errors: list[BaseException] = []
-
-    @udf("long")
-    def slow(value: int) -> int:
-        running.touch()
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:  # ends when the task is killed
-            time.sleep(0.05)
-        return value
-
-    def write() -> None:
-        context.setJobGroup("peer-group", "cancelled by the driver", True)
-        try:
-            frame = spark.range(0, 4, 1, 2).select(slow("id").alias("id"))
-            frame.write.parquet(ctx.path("cancelled_out"))
-        except Exception as error:
-            errors.append(error)
-
-    thread = InheritableThread(target=write)
-    thread.start()
-    deadline = time.monotonic() + TIMEOUT
-    while not running.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    context.cancelJobGroup("peer-group")
-    thread.join(timeout=TIMEOUT)
-    if errors:
-        raise errors[0]
+    target = ctx.path("cancelled_out")
+    cancelled_write(spark, control, "peer-group", target, TIMEOUT, TIMEOUT, must_run=False)
 
 
 def rdd(spark: SparkSession, ctx: Context) -> None:
@@ -464,12 +403,6 @@ JOBS: dict[str, Callable[[SparkSession, Context], None]] = {
 }
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _with_context(
     job: Callable[[SparkSession, Context], None], ctx: Context, spark: SparkSession
 ) -> None:
@@ -479,7 +412,6 @@ def _with_context(
 def lake_job(name: str, out: Path) -> tuple[Callable[[SparkSession], None], dict[str, str]]:
     """A shape of the lakehouse log generator (`lake:<name>`): its job and Spark conf. Each
     gets a root of its own, laid out as the generator's jobs expect."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.data import make_lakehouse_logs as lake
 
     root = out / "lake" / name

@@ -475,7 +475,7 @@ def source_events(
     from structlog.testing import capture_logs
 
     from agent.config.model import SparkConfig
-    from agent.spark.source import SparkSource
+    from agent.spark.follow.source import SparkSource
     from agent.state.db import StateDB
     from agent.telemetry.metrics import Metrics
 

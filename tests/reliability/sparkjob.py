@@ -16,34 +16,16 @@ import sys
 import time
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_session, sql_settings, wait_for
 
 TIMEOUT = 600.0
 
 
-def wait_for(path: Path) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {path} within {TIMEOUT} s")
-        time.sleep(0.05)
-
-
 def application(name: str, event_dir: Path, work: Path) -> str:
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(f"reliability {name}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", event_dir.as_uri())
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    settings = sql_settings("2", str(work / "warehouse"))
+    log = event_log(event_dir.as_uri())
+    spark = local_session("local[2]", f"reliability {name}", settings, log)
     app_id = spark.sparkContext.applicationId
     data = work / "data" / name
     numbers = spark.range(0, 2000).selectExpr("id", "id % 7 AS k", "CAST(id AS STRING) AS s")
@@ -57,7 +39,7 @@ def application(name: str, event_dir: Path, work: Path) -> str:
 def main(work: Path, apps: list[str]) -> None:
     for spec in apps:
         name, _, event_dir = spec.partition("=")
-        wait_for(work / f"go-{name}")
+        wait_for(work / f"go-{name}", TIMEOUT)
         began = time.monotonic()
         app_id = application(name, Path(event_dir), work)
         seconds = round(time.monotonic() - began, 3)

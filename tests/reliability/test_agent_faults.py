@@ -46,21 +46,13 @@ from tests.reliability.harness import (
     unsigned,
     wait_until,
 )
-from tests.samples import sample_bytes
+from tests.samples import NAMES, sample_bytes
 
 NO_MOUNT = can_mount()
 needs_mount = pytest.mark.skipif(NO_MOUNT is not None, reason=str(NO_MOUNT))
 #: Real logs of complete applications (the SIGKILLed driver's log is complete-named here, so
 #: its runs end FAIL when it is read to its end).
-WORKLOAD = [
-    "success",
-    "sql_failure",
-    "cancelled",
-    "sigterm",
-    "sigterm_python_parent",
-    "sigterm_spark_submit",
-    "sigkill",
-]
+WORKLOAD = list(NAMES)
 
 
 def app_id_of(log: bytes) -> bytes:
@@ -327,17 +319,10 @@ def test_state_database_locked_by_another_process(workdir: Path) -> None:
         finally:
             locker.execute("ROLLBACK")
             locker.close()
-        process.wait_log("state_write_recovered", timeout=PATIENCE)
-        wait_until("every log finished", lambda: finished_logs(workdir / "state") == 7)
-        samples = settle(process, "file")
-        assert drops(samples, "file") == {}
-        assert_healthy(process)
-        stop_and_account(process)
+        recover_and_drain(process, workdir)
     assert sum(line.get("event") == "state_write_failed" for line in process.logs()) == 1
     written = read_jsonl(workdir / "lineage.jsonl")
-    assert_same_events(written, reference_events(events_dir))
-    assert_runs_whole(written)
-    check_events(written, workdir / "ed25519.key")
+    assert_all_written(written, events_dir, workdir)
 
 
 def test_state_database_lost_while_an_application_runs(workdir: Path) -> None:
@@ -369,9 +354,7 @@ def test_state_database_lost_while_an_application_runs(workdir: Path) -> None:
         stop_and_account(process)
     written = read_jsonl(workdir / "lineage.jsonl")
     assert len(written) > len(first_life)
-    assert_same_events(written, reference_events(events_dir))
-    assert_runs_whole(written)
-    check_events(written, workdir / "ed25519.key")
+    assert_all_written(written, events_dir, workdir)
 
 
 def test_events_file_moved_under_a_running_agent(workdir: Path) -> None:
@@ -406,9 +389,7 @@ def test_events_file_moved_under_a_running_agent(workdir: Path) -> None:
         assert_healthy(process)
         stop_and_account(process)
     written = read_jsonl(moved_to) + read_jsonl(written_to)
-    assert_same_events(written, reference_events(events_dir))
-    assert_runs_whole(written)
-    check_events(written, workdir / "ed25519.key")
+    assert_all_written(written, events_dir, workdir)
 
 
 def assert_same_events(written: list[dict[str, Any]], reference: list[dict[str, Any]]) -> None:
@@ -438,19 +419,31 @@ def test_state_directory_full(workdir: Path) -> None:
             time.sleep(2.0)
             assert_healthy(process)
             filler.unlink()
-            process.wait_log("state_write_recovered", timeout=PATIENCE)
-            wait_until("every log finished", lambda: finished_logs(workdir / "state") == 7)
-            samples = settle(process, "file")
-            assert drops(samples, "file") == {}
-            assert_healthy(process)
-            stop_and_account(process)
+            recover_and_drain(process, workdir)
         written = read_jsonl(workdir / "lineage.jsonl")
-        assert_same_events(written, reference_events(events_dir))
-        assert_runs_whole(written)
-        check_events(written, workdir / "ed25519.key")
+        assert_all_written(written, events_dir, workdir)
         with sqlite3.connect(workdir / "state" / "state.sqlite3") as db:
             rows = db.execute("SELECT COUNT(*) FROM ledger WHERE outcome = 'delivered'").fetchone()
         assert rows[0] == len(written)  # the ledger rows held during the outage were kept
+
+
+def recover_and_drain(process: AgentProcess, workdir: Path) -> None:
+    """The agent says its state writes recovered, finishes all seven logs, ships everything
+    without a drop, stays healthy and stops with every event accounted for."""
+    process.wait_log("state_write_recovered", timeout=PATIENCE)
+    wait_until("every log finished", lambda: finished_logs(workdir / "state") == 7)
+    samples = settle(process, "file")
+    assert drops(samples, "file") == {}
+    assert_healthy(process)
+    stop_and_account(process)
+
+
+def assert_all_written(written: list[dict[str, Any]], events_dir: Path, workdir: Path) -> None:
+    """`written` holds the events of the logs in `events_dir`, each once, every run whole,
+    each signed with the key in `workdir`."""
+    assert_same_events(written, reference_events(events_dir))
+    assert_runs_whole(written)
+    check_events(written, workdir / "ed25519.key")
 
 
 def test_corrupt_state_database_refuses_to_start(workdir: Path) -> None:
@@ -535,9 +528,7 @@ def test_state_database_deleted_under_a_running_agent(workdir: Path) -> None:
         assert_healthy(process)
         stop_and_account(process)
     written = read_jsonl(workdir / "lineage.jsonl")
-    assert_same_events(written, reference_events(events_dir))
-    assert_runs_whole(written)
-    check_events(written, workdir / "ed25519.key")
+    assert_all_written(written, events_dir, workdir)
 
     for path in workdir.glob("state/state.sqlite3*"):
         path.unlink()
@@ -600,6 +591,4 @@ def test_state_database_emptied_while_stopped_is_a_lost_one(
     assert recreated[0]["level"] == "warning"
     assert recreated[0]["found"] == found
     assert recreated[0]["eventlogs_skipped"] == 4
-    assert_same_events(written, reference_events(events_dir))
-    assert_runs_whole(written)
-    check_events(written, workdir / "ed25519.key")
+    assert_all_written(written, events_dir, workdir)

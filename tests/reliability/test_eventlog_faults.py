@@ -379,6 +379,24 @@ def test_malformed_events_are_skipped_and_counted_never_acted_on(workdir: Path) 
     ]
 
 
+def skip_one_line(
+    config: Path, staged: Path, log: Path, at: int, workdir: Path, clean: Path
+) -> tuple[int, int]:
+    """An agent on `config` reads `staged`, moved to `log`: it skips the line at index `at` as
+    too long and says so, and what it emits is `clean`'s events. RSS (before, peak)."""
+    with agent(config) as process:
+        before = rss_bytes(process.proc.pid)
+        staged.rename(log)
+        wait_until("the log finished", lambda: finished(process) == 1)
+        peak = peak_rss(process.proc.pid)
+        assert skipped(process, "too_long") == 1
+        line = process.wait_log("eventlog_line_skipped")
+        assert (line["log"], line["line"]) == (str(log), at + 1)
+        events = finish(process, workdir)
+    assert [unsigned(e) for e in events] == reference_events(clean)
+    return before, peak
+
+
 def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> None:
     """A 100 MB line is skipped and counted without ever being held; events unchanged."""
     clean, events_dir = clean_and_events(workdir)
@@ -394,16 +412,7 @@ def test_hundred_megabyte_line_is_skipped_in_bounded_memory(workdir: Path) -> No
         out.write(b"\n".join(lines[at:]))
     del huge
     log = events_dir / SUCCESS_APP.decode()
-    with agent(config) as process:
-        before = rss_bytes(process.proc.pid)
-        staged.rename(log)
-        wait_until("the log finished", lambda: finished(process) == 1)
-        peak = peak_rss(process.proc.pid)
-        assert skipped(process, "too_long") == 1
-        line = process.wait_log("eventlog_line_skipped")
-        assert (line["log"], line["line"]) == (str(log), at + 1)
-        events = finish(process, workdir)
-    assert [unsigned(e) for e in events] == reference_events(clean)
+    before, peak = skip_one_line(config, staged, log, at, workdir, clean)
     # Never the whole line, nor the whole file, in memory: far below 100 MB over the start.
     assert peak - before < 60 * 1024 * 1024, (before, peak)
 
@@ -429,16 +438,7 @@ def test_gigabyte_line_in_a_small_zstd_log_is_skipped_in_bounded_memory(workdir:
         out.write(compressor.compress(b"\n".join(lines[at:])))
     assert staged.stat().st_size < 256 * 1024
     log = events_dir / staged.name
-    with agent(config) as process:
-        before = rss_bytes(process.proc.pid)
-        staged.rename(log)
-        wait_until("the log finished", lambda: finished(process) == 1)
-        peak = peak_rss(process.proc.pid)
-        assert skipped(process, "too_long") == 1
-        line = process.wait_log("eventlog_line_skipped")
-        assert (line["log"], line["line"]) == (str(log), at + 1)
-        events = finish(process, workdir)
-    assert [unsigned(e) for e in events] == reference_events(clean)
+    before, peak = skip_one_line(config, staged, log, at, workdir, clean)
     # Whatever the ratio, a read holds at most the line bound plus one codec block or so.
     assert peak - before < max_line_bytes + 60 * 1024 * 1024, (before, peak)
 

@@ -23,6 +23,17 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import (
+    adults_projected,
+    city_totals,
+    event_log,
+    local_session,
+    orders_frame,
+    people_frame,
+    sql_settings,
+)
+
 WIDE_COLUMNS = 500
 DERBY_URL = "jdbc:derby:memory:columns;create=true"
 JDBC_CATALOG = "org.apache.spark.sql.execution.datasources.v2.jdbc.JDBCTableCatalog"
@@ -31,28 +42,16 @@ JDBC_CATALOG = "org.apache.spark.sql.execution.datasources.v2.jdbc.JDBCTableCata
 def session(out: Path) -> SparkSession:
     events = out / "events"
     events.mkdir(parents=True)
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("columns")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.warehouse.dir", str(out / "warehouse"))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", events.as_uri())
-        .config("spark.eventLog.rolling.enabled", "false")
-        .config("spark.eventLog.compress", "false")
+    settings = sql_settings("2", str(out / "warehouse"))
+    settings["spark.default.parallelism"] = "2"
+    derby = {
         # JDBC urls stay readable, so the JDBC datasets are named
-        .config("spark.sql.redaction.options.regex", "(?i)password")
-        .config("spark.sql.catalog.derby", JDBC_CATALOG)
-        .config("spark.sql.catalog.derby.url", DERBY_URL)
-    )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        "spark.sql.redaction.options.regex": "(?i)password",
+        "spark.sql.catalog.derby": JDBC_CATALOG,
+        "spark.sql.catalog.derby.url": DERBY_URL,
+    }
+    log = event_log(events.as_uri(), compress=False, rolling=False)
+    return local_session("local[2]", "columns", settings, log, derby)
 
 
 class Jobs:
@@ -90,19 +89,7 @@ class Jobs:
 def seed(jobs: Jobs) -> None:
     """The inputs: people and orders as parquet files and as catalog tables."""
     spark = jobs.spark
-    people = spark.createDataFrame(
-        [
-            (1, "ada", 36, "london", 120.0, ["math", "code"]),
-            (2, "alan", 41, "wilmslow", 100.0, ["code"]),
-            (3, "grace", 17, "new york", 90.0, []),
-            (4, "edsger", 72, "rotterdam", None, ["proofs", "code", "go"]),
-        ],
-        "id long, name string, age int, city string, salary double, tags array<string>",
-    )
-    orders = spark.createDataFrame(
-        [(10, 1, 12.5), (11, 1, 3.0), (12, 2, 7.25), (13, 4, 1.0)],
-        "order_id long, customer_id long, amount double",
-    )
+    people, orders = people_frame(spark), orders_frame(spark)
     jobs.write("people", people)
     jobs.write("orders", orders)
     jobs.write("people_b", people.where("age > 30"))
@@ -116,29 +103,8 @@ def queries(jobs: Jobs) -> None:
     orders = spark.read.parquet(jobs.path("orders"))
     no_broadcast = {"spark.sql.autoBroadcastJoinThreshold": "-1"}
 
-    jobs.write(
-        "projection",
-        people.where("age > 18").select(
-            "id",
-            F.col("name").alias("full_name"),
-            F.upper("name").alias("name_upper"),
-            (F.col("age") + 1).alias("age_next"),
-            F.sha2("name", 256).alias("name_hash"),
-            F.when(F.col("age") > 65, "senior").otherwise(F.col("city")).alias("segment"),
-            F.lit(1).alias("one"),
-        ),
-    )
-    jobs.write(
-        "aggregate",
-        people.groupBy("city").agg(
-            F.count("*").alias("people"),
-            F.sum("salary").alias("payroll"),
-            F.avg("age").alias("mean_age"),
-            F.max("name").alias("last_name"),
-            F.collect_list("name").alias("names"),
-            F.countDistinct("age").alias("ages"),
-        ),
-    )
+    jobs.write("projection", adults_projected(people))
+    jobs.write("aggregate", city_totals(people))
     jobs.write(
         "join_broadcast",
         people.join(orders, people.id == orders.customer_id).select("name", "order_id", "amount"),

@@ -14,22 +14,13 @@ import sys
 import time
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_builder, sql_settings
 
 
 def main(events: str, out: str, mode: str) -> None:
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName(f"exec {mode}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", events)
-        .getOrCreate()
-    )
+    builder = local_builder("local[1]", f"exec {mode}", sql_settings("1"), event_log(events))
+    spark = builder.getOrCreate()  # Spark's own log level left as it is
     spark.range(10).write.mode("overwrite").parquet(f"{out}/numbers")
     print(f"wrote {out}/numbers", flush=True)
     holding, go = Path(out, "holding"), Path(out, "go")

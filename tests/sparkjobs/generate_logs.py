@@ -19,6 +19,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_session, sql_settings
+
 CODECS = ("none", "zstd", "lz4", "snappy", "lzf")
 # Spark refuses a smaller rolling size; the writer counts bytes before compression.
 MULTI_MAX_FILE_SIZE = "10m"
@@ -27,23 +30,8 @@ MULTI_JOBS = 4
 
 
 def session(name: str, event_dir: Path, work: Path, conf: dict[str, str]) -> SparkSession:
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", event_dir.as_uri())
-    )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    settings = sql_settings("2", str(work / "warehouse"))
+    return local_session("local[2]", name, settings, event_log(event_dir.as_uri()), conf)
 
 
 def codec_conf(layout: str, codec: str) -> dict[str, str]:

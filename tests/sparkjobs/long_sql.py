@@ -12,25 +12,16 @@ import sys
 import time
 from pathlib import Path
 
-from pyspark.sql import SparkSession
 from pyspark.sql.functions import udf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_session
 
 TIMEOUT = 180.0
 
 
 def main(event_dir: Path, work: Path) -> None:
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("long sql job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", event_dir.as_uri())
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("local[2]", "long sql job", event_log(event_dir.as_uri()))
     release = str(work / "release")
     started = str(work / "started")
     app_id = spark.sparkContext.applicationId

@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_session, sql_settings
 
 CONF = {
     "spark.openlineage.namespace": "team-payments",
@@ -30,23 +31,8 @@ def main() -> None:
     root = Path(sys.argv[1]).resolve()
     events = root / "events"
     events.mkdir(parents=True, exist_ok=True)
-    builder = (
-        SparkSession.builder.master("local[1]")
-        .appName("Ledger Job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", events.as_uri())
-        .config("spark.eventLog.compress", "false")
-        .config("spark.eventLog.rolling.enabled", "false")
-    )
-    for key, value in CONF.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    log = event_log(events.as_uri(), compress=False, rolling=False)
+    spark = local_session("local[1]", "Ledger Job", sql_settings("1"), log, CONF)
     try:
         (root / "app_id").write_text(spark.sparkContext.applicationId)
         frame = spark.createDataFrame([(1, "a"), (2, "b")], "id long, name string")

@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_session
 
 TIMEOUT = 180.0
 
@@ -34,25 +35,12 @@ def wait_for(path: str) -> None:
 
 
 def main(event_dir: str, control: Path, layout: str, codec: str, extra: dict[str, str]) -> None:
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(f"running {layout}-{codec}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.warehouse.dir", str(control / "warehouse"))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", event_dir if "://" in event_dir else Path(event_dir).as_uri())
-        .config("spark.eventLog.rolling.enabled", str(layout == "rolling").lower())
-        .config("spark.eventLog.compress", str(codec != "none").lower())
-    )
+    warehouse = {"spark.sql.warehouse.dir": str(control / "warehouse")}
+    uri = event_dir if "://" in event_dir else Path(event_dir).as_uri()
+    log = event_log(uri, rolling=layout == "rolling", compress=codec != "none")
     if codec != "none":
-        builder = builder.config("spark.eventLog.compression.codec", codec)
-    for key, value in extra.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+        log["spark.eventLog.compression.codec"] = codec
+    spark = local_session("local[2]", f"running {layout}-{codec}", warehouse, log, extra)
     (control / "started").write_text(spark.sparkContext.applicationId)
 
     wait_for(str(control / "go-job"))

@@ -26,7 +26,6 @@ The script gives up after TIMEOUT seconds without a command, so it never outlive
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -34,46 +33,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import udf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs import local
+from tests.sparkjobs.local import (
+    cancelled_write,
+    event_log,
+    local_session,
+    sql_settings,
+    write_atomic,
+    write_inputs,
+)
 
 TIMEOUT = 180.0
 EXIT_CODE = 3  # what the last batch scenario exits with
 
 
 def session(name: str, event_dir: Path, warehouse: Path, conf: dict[str, str]) -> SparkSession:
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", event_dir.as_uri())
-    )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    settings = sql_settings("2", str(warehouse))
+    return local_session("local[2]", name, settings, event_log(event_dir.as_uri()), conf)
 
 
 def wait_for(path: Path, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {path} within {timeout} s")
-        time.sleep(0.05)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    local.wait_for(path, timeout)
 
 
 # -- batch scenarios ----------------------------------------------------------------------
@@ -197,32 +181,8 @@ def cancel_job(spark: SparkSession, batch: Batch) -> None:
     """A write in a job group, cancelled by the driver once its tasks run."""
     control = batch.out / "cancel"
     control.mkdir()
-    running, context = control / "running", spark.sparkContext
-    errors: list[BaseException] = []
-
-    @udf("long")
-    def slow(value: int) -> int:
-        running.touch()
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:  # ends when the task is killed
-            time.sleep(0.05)
-        return value
-
-    def write() -> None:
-        context.setJobGroup("scenario-group", "cancelled by the driver", True)
-        try:
-            frame = spark.range(0, 4, 1, 2).select(slow("id").alias("id"))
-            frame.write.parquet(str(batch.data / "cancelled_out"))
-        except Exception as error:
-            errors.append(error)
-
-    thread = InheritableThread(target=write)
-    thread.start()
-    wait_for(running, timeout=120)
-    context.cancelJobGroup("scenario-group")
-    thread.join(timeout=120)
-    if errors:
-        raise errors[0]
+    target = str(batch.data / "cancelled_out")
+    cancelled_write(spark, control, "scenario-group", target, TIMEOUT, 120, must_run=True)
 
 
 #: A literal with a newline: Spark prints it raw into the plan description, so the line after
@@ -249,18 +209,7 @@ def exit_job(spark: SparkSession, batch: Batch) -> None:
 def inputs(data: Path) -> None:
     """The input files the scenarios read, written by hand."""
     data.mkdir(parents=True)
-    (data / "people.csv").write_text("name,age,city\nada,36,london\nalan,41,wilmslow\n")
-    (data / "people_new.json").write_text(
-        '{"name": "grace", "city": "arlington"}\n{"name": "edsger", "city": "austin"}\n'
-    )
-    (data / "events.json").write_text(
-        '{"id": 1, "kind": "click", "score": 1.5}\n{"id": 2, "kind": "view", "score": 0.5}\n'
-    )
-    (data / "customers.csv").write_text("customer_id,name\n1,ada\n2,alan\n")
-    (data / "orders.json").write_text(
-        '{"order_id": 10, "customer_id": "1", "amount": 5.0}\n'
-        '{"order_id": 11, "customer_id": "2", "amount": 7.5}\n'
-    )
+    write_inputs(data)
 
 
 def batch_main(out: Path, postgres: dict[str, str] | None) -> None:

@@ -28,31 +28,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
-from tests.data.make_lakehouse_logs import bad_cast
-
-
-def session(events: Path, work: Path, jars: str, name: str) -> SparkSession:
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(name)
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", str(events))
-        .config("spark.eventLog.rolling.enabled", "false")
-        .config("spark.eventLog.compress", "false")
-        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.jars", jars)
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+from tests.data.make_lakehouse_logs import (
+    DELTA,
+    bad_cast,
+    orders_to_delta,
+    session,
+    ticks_forever,
+    until_caught_up,
+)
 
 
 def files(directory: Path, bodies: list[str]) -> None:
@@ -78,9 +61,7 @@ def finite(spark: SparkSession, work: Path, servers: str) -> None:
         )
 
     def run(writer: DataStreamWriter, name: str) -> None:
-        writer.option("checkpointLocation", str(work / "checkpoints" / name)).queryName(
-            name
-        ).trigger(availableNow=True).start().awaitTermination(300)
+        until_caught_up(writer, work, name)
 
     run(
         clicks().writeStream.format("parquet").option("path", str(data / "clicks_parquet")),
@@ -112,40 +93,14 @@ def finite(spark: SparkSession, work: Path, servers: str) -> None:
             batch.alias("s"), "t.id = s.id"
         ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
 
-    (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", "stream-live-orders")
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", 3)
-        .load()
-        .selectExpr(
-            "CAST(key AS STRING) AS id", "CAST(value AS STRING) AS body", "offset AS kafka_offset"
-        )
-        .writeStream.foreachBatch(upsert)
-        .option("checkpointLocation", str(work / "checkpoints" / "orders_to_delta"))
-        .queryName("orders_to_delta")
-        .trigger(availableNow=True)
-        .start()
-        .awaitTermination(300)
-    )
+    orders_to_delta(spark, servers, "stream-live-orders", upsert, work)
 
     files(data / "quantities_in", ['{"id": 1, "qty": "3"}\n', '{"id": 2, "qty": "three"}\n'])
     bad_cast(spark, data / "quantities_in", data / "quantities", work / "checkpoints" / "bad_cast")
 
 
 def endless(spark: SparkSession, work: Path) -> None:
-    query = (
-        spark.readStream.format("rate")
-        .option("rowsPerSecond", 5)
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(work / "data" / "ticks"))
-        .option("checkpointLocation", str(work / "checkpoints" / "ticks"))
-        .queryName("ticks_forever")
-        .trigger(processingTime="1 second")
-        .start()
-    )
+    query = ticks_forever(spark, work)
     (work / "started.tmp").write_text(spark.sparkContext.applicationId)
     (work / "started.tmp").rename(work / "started")
     query.awaitTermination(600)
@@ -153,7 +108,7 @@ def endless(spark: SparkSession, work: Path) -> None:
 
 def main(argv: list[str]) -> None:
     mode, events, work, jars = argv[0], Path(argv[1]), Path(argv[2]), argv[3]
-    spark = session(events, work, jars, f"streaming_live_{mode}")
+    spark = session(work, f"streaming_live_{mode}", jars, DELTA, events)
     if mode == "finite":
         finite(spark, work, argv[4])
     else:

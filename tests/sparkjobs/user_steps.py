@@ -27,6 +27,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_session, sql_settings
+
 
 def write_inputs(data: Path) -> None:
     data.mkdir(parents=True, exist_ok=True)
@@ -91,26 +94,15 @@ def main() -> None:
     events.mkdir(parents=True, exist_ok=True)
     data, out = root / "data", root / "out"
     write_inputs(data)
+    settings = sql_settings("1", (root / "warehouse").as_uri())
+    log = event_log(events.as_uri(), compress=False, rolling=False)
+    extra = {
+        "spark.executor.memory": "512m",
+        "spark.test.password": "hunter2-secret",  # never in a facet
+    }
     app_ids = []
     for _ in range(2):
-        spark = (
-            SparkSession.builder.master("local[1]")
-            .appName("User Steps")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.sql.shuffle.partitions", "1")
-            .config("spark.sql.warehouse.dir", (root / "warehouse").as_uri())
-            .config("spark.eventLog.enabled", "true")
-            .config("spark.eventLog.dir", events.as_uri())
-            .config("spark.eventLog.compress", "false")
-            .config("spark.eventLog.rolling.enabled", "false")
-            .config("spark.executor.memory", "512m")
-            .config("spark.test.password", "hunter2-secret")  # never in a facet
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_session("local[1]", "User Steps", settings, log, extra)
         app_ids.append(spark.sparkContext.applicationId)
         try:
             program(spark, data, out, root / "warehouse")

@@ -24,6 +24,7 @@ from agent.delivery.pipeline import Pipeline
 from agent.errors import ControlError
 from agent.service.control.peers import user_name
 from agent.source import ApplicationControl, ApplicationStatus
+from agent.state.reach import Reachable
 from agent.state.store import Leases, StateStore, call
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
@@ -32,6 +33,9 @@ log = structlog.get_logger("agent.control")
 
 #: How long `status` and `describe` wait for a state server before they answer without it.
 STATE_WAIT = 5.0
+#: ... and how long `status` waits for the leases, so that its whole answer comes within
+#: STATE_WAIT: a server known not to answer (`agent.state.reach`) is not asked at all.
+STATUS_STATE_WAIT = 2.0
 
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for `job stop`
 MAX_STOP_GRACE = 3600.0  # the largest grace a request may ask for
@@ -137,15 +141,23 @@ class Handlers:
         state = self.agent.state_db
         if not isinstance(state, Leases):
             return {}
+        reach = state.reach.now() if isinstance(state, Reachable) else None
+        found = {} if reach is None else {"state_store": dataclasses.asdict(reach)}
+        if reach is not None and not reach.reachable:  # answered from memory
+            since = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(reach.since or 0))
+            error = f"the state database is unreachable since {since}: {reach.error}"
+            return {"agent_id": state.owner, **found, "leases_error": error}
         try:
-            async with asyncio.timeout(STATE_WAIT):
+            async with asyncio.timeout(STATUS_STATE_WAIT):
                 held = await call(state, state.leases)
         except TimeoutError:
-            return {"agent_id": state.owner, "leases_error": _no_answer()}
+            wait = f"the state database did not answer within {STATUS_STATE_WAIT:g} s"
+            return {"agent_id": state.owner, **found, "leases_error": wait}
         except state.write_errors as error:
-            return {"agent_id": state.owner, "leases_error": str(error)}
+            return {"agent_id": state.owner, **found, "leases_error": str(error)}
         return {
             "agent_id": state.owner,
+            **found,
             "leases": [
                 {"key": key, "owner": owner, "token": token, "seconds_left": round(left, 1)}
                 for key, (owner, token, left) in sorted(held.items())
@@ -198,7 +210,7 @@ class Handlers:
 
     async def exec_end(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         """How a command run by `lineage-agent exec` ended: kept in the state database until
-        its applications end (see `agent.spark.verdicts`)."""
+        its applications end (see `agent.spark.follow.verdicts`)."""
         exec_id = _exec_id(request)
         status, signame, tail = _exit_status(request)
         state = self.agent.state_db

@@ -37,8 +37,9 @@ from typing import Final
 from agent.errors import CodecError
 from agent.fsutil import file_kind
 from agent.spark.eventlog import stores
+from agent.spark.eventlog.discovery import restat
 from agent.spark.eventlog.filestream import FdHandle, FileStream, Handle
-from agent.spark.eventlog.layout import EventFile, LogRef, restat
+from agent.spark.eventlog.layout import EventFile, LogRef
 
 READ_SIZE: Final = 1024 * 1024  # compressed bytes per read; decoded one block at a time
 BATCH_BYTES: Final = 16 * 1024 * 1024  # decoded bytes per read_available call, about

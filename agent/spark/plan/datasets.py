@@ -7,14 +7,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from agent.spark.plan.columns import ColumnLineage
-from agent.spark.plan.dml import DmlLineage
-from agent.spark.plan.schema import Field
+from agent.spark.plan.attributes.columns import ColumnLineage
+from agent.spark.plan.attributes.dml import DmlLineage
+from agent.spark.plan.syntax.schema import Field
 
 if TYPE_CHECKING:  # naming renders these references
-    from agent.spark.plan.tables import TableIdent
+    from agent.spark.plan.syntax.tables import TableIdent
 
 Role = Literal["input", "output"]
+#: The table formats whose own metadata the agent reads (`agent.spark.tables`).
+TableFormat = Literal["delta", "iceberg"]
+#: What a schema is read from: a table's metadata, or the footer of a dataset's parquet files.
+SchemaSource = Literal["delta", "iceberg", "parquet"]
 
 
 @dataclass(frozen=True, slots=True)

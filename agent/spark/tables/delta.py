@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from agent.spark.plan.schema import Field
+from agent.spark.plan.syntax.schema import Field
 from agent.spark.tables.fields import fields_size, spark_schema
 from agent.spark.tables.jsonstream import Events, JSONError, finish, first_line, following, skip
 from agent.spark.tables.jsonstream import events as json_events

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from agent.spark.plan.schema import Field, spark_struct
+from agent.spark.plan.syntax.schema import Field, spark_struct
 from agent.spark.tables.jsonstream import Budget, check_loads
 
 #: The memory one schema's JSON may take while it is read (about 18 000 columns).

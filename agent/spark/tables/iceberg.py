@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
-from agent.spark.plan.schema import Field, field_of
+from agent.spark.plan.syntax.schema import Field, check_field, field_of
 from agent.spark.tables.fields import SCHEMA_BUDGET, fields_size
 from agent.spark.tables.jsonstream import (
     Budget,
@@ -43,7 +43,6 @@ from agent.spark.tables.jsonstream import (
 #: file under the 32 MiB limit holds fewer; past this the file is a flood.
 MAX_SNAPSHOTS: Final = 500_000
 KEPT_BUDGET: Final = 16 * 1024 * 1024  # the fields of all of a file's schemas
-_MAX_DEPTH: Final = 32  # nesting of a schema's types
 _INT64: Final = range(-(2**63), 2**63)
 #: Iceberg's primitive type names that Spark reads as another type (the rest are alike).
 _ICEBERG_TYPES: Final = {
@@ -257,10 +256,7 @@ def _iceberg_struct(struct: Any, depth: int) -> tuple[Field, ...]:
 
 
 def _iceberg_field(name: str, kind: Any, depth: int) -> Field:
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"schema nested deeper than {_MAX_DEPTH} levels")
-    if not isinstance(name, str):
-        raise TypeError(f"field name {name!r} is not a string")
+    check_field(name, depth)
     if isinstance(kind, str):
         if kind.startswith("fixed["):
             return Field(name, "binary")

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from agent import linear
-from agent.spark.plan.tables import TableIdent, default_table_location
+from agent.spark.plan.syntax.tables import TableIdent, default_table_location
 
 UNKNOWN_NAMESPACE: Final = "unknown"
 KAFKA_UNKNOWN: Final = "kafka://unknown"

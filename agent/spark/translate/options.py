@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent.spark.translate.columnfacet import DEFAULT_MAX_FIELDS
-from agent.spark.translate.events import RunRef, parent_facet
+from agent.spark.translate.datasets.columnfacet import DEFAULT_MAX_FIELDS
+from agent.spark.translate.facets.events import RunRef, parent_facet
+from agent.spark.translate.facets.verdict import PARENT, ROOT_PARENT, scheduler_run
+from agent.spark.translate.facets.verdict import PROPERTIES as EXEC_PROPERTIES
+from agent.spark.translate.model import Run
 from agent.spark.translate.naming import Catalog, IcebergCatalog
-from agent.spark.translate.runs import Run
 from agent.spark.translate.values import as_uuid
-from agent.spark.translate.verdict import PARENT, ROOT_PARENT, scheduler_run
-from agent.spark.translate.verdict import PROPERTIES as EXEC_PROPERTIES
 
 #: The Spark properties the translator keeps from the environment event.
 PROPERTIES: Final = frozenset(

@@ -30,7 +30,7 @@ Events, RUNNING, `job stop`: `lifecycle`; schemas completed from what the applic
 counters: `runs`.
 
 Terminal state of the application: ABORT after `request_stop` (`lineage-agent job stop`),
-else the rules of `runs.application_end` (non-zero ExitCode, work in flight, the last job or
+else the rules of `model.application_end` (non-zero ExitCode, work in flight, the last job or
 execution failed, else COMPLETE), amended by the verdict of `lineage-agent exec` (`verdict`):
 with `await_verdict`, an application run by it is held at ApplicationEnd until `settle`.
 `close(cause="driver_lost")` (no ApplicationEnd will come: the driver died) ends every open
@@ -45,27 +45,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from agent.spark.plan.tables import normalize
-from agent.spark.translate import charges, runids
-from agent.spark.translate.appfacets import DETAIL_PROPERTIES
-from agent.spark.translate.events import MAX_MS
-from agent.spark.translate.jobs import Jobs, rdd_run
-from agent.spark.translate.lifecycle import Lifecycle
-from agent.spark.translate.naming import JobNames, job_name
-from agent.spark.translate.options import PROPERTIES, PROPERTY_PREFIXES, TranslateOptions
-from agent.spark.translate.queries import Queries
-from agent.spark.translate.required import missing_field
-from agent.spark.translate.runs import (
-    AppSummary,
-    Failure,
-    Run,
-    job_failure,
-    summary,
-    terminal_state,
-)
-from agent.spark.translate.statements import Statements
-from agent.spark.translate.values import as_int, as_str, properties
-from agent.spark.translate.verdict import (
+from agent.spark.plan.syntax.tables import normalize
+from agent.spark.translate.facets.appfacets import DETAIL_PROPERTIES
+from agent.spark.translate.facets.events import MAX_MS
+from agent.spark.translate.facets.verdict import (
     CANCELLED_AT_END,
     EXEC,
     AppEnd,
@@ -73,6 +56,23 @@ from agent.spark.translate.verdict import (
     application_state,
     lost_driver,
 )
+from agent.spark.translate.model import (
+    AppSummary,
+    Failure,
+    Run,
+    job_failure,
+    summary,
+    terminal_state,
+)
+from agent.spark.translate.naming import JobNames, job_name
+from agent.spark.translate.options import PROPERTIES, PROPERTY_PREFIXES, TranslateOptions
+from agent.spark.translate.required import missing_field
+from agent.spark.translate.runs import charges, runids
+from agent.spark.translate.runs.jobs import Jobs, rdd_run
+from agent.spark.translate.runs.lifecycle import Lifecycle
+from agent.spark.translate.runs.queries import Queries
+from agent.spark.translate.runs.statements import Statements
+from agent.spark.translate.values import as_int, as_str, properties
 
 Event = dict[str, Any]
 

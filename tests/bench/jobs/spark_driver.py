@@ -32,6 +32,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository, for `tests`
+from tests.sparkjobs.local import event_log, local_session, sql_settings
+
 IDLE_TIMEOUT = 900.0
 POLL = 0.02
 
@@ -43,23 +46,9 @@ def session(
     shuffle_partitions: int,
     conf: dict[str, str] | None = None,
 ) -> SparkSession:
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.warehouse.dir", str(Path(work) / "warehouse"))
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", Path(event_dir).as_uri())
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    settings = sql_settings(str(shuffle_partitions), str(Path(work) / "warehouse"))
+    log = event_log(Path(event_dir).as_uri())
+    return local_session("local[2]", name, settings, log, conf or {})
 
 
 def wide_frame(spark: SparkSession, rows: int, partitions: int, columns: int) -> Any:

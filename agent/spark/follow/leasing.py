@@ -1,0 +1,224 @@
+"""This agent's side of a state several agents share (PostgreSQL): its leases on
+applications, their terms, and the heartbeat that keeps them.
+
+The heartbeat is a task of its own, so that nothing the source's pass waits for (a large
+log, a driver's UI that answers slowly) can let a lease run out. Every third of a lease one
+round trip (in a worker thread, as every call to the server) renews all of them, records how
+many events of each term got an outcome, and reads back what other agents did: applications
+whose owner is gone, stops they recorded, and the events of agents that fell silent without
+an outcome, which this agent adopts and counts.
+
+The heartbeat only marks: a lease it finds taken is `Term.lost` (its events stop leaving at
+once), orphans and stops wake the source, which lets go of lost applications, lists the
+orphans' directories and applies the stops in its own pass, where no worker thread is
+reading or translating the same log.
+
+Every term with events still on their way is renewed, whether or not the source still
+follows its application (finished, or given up after an error): each one's events wait for
+the answer, and the first answer after an outage decides, renewed or lost, however long the
+outage lasted. A finished application's lease is released only once its events all have an
+outcome (else another agent taking it would leave them lost, sent by nobody): until then
+the heartbeat keeps it, and releases it at the first beat after.
+
+A round trip that gets no answer (a server stopped without closing its connections: the
+kernel acknowledges, nothing answers, no socket timeout fires) is waited for a third of a
+lease; the beats that fall due while it still waits start no other (no worker threads pile
+up behind it), and its answer is used by the first beat after it came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Literal
+
+import structlog
+
+from agent.state.store import Heartbeat, Leases, StateStore, Term, call
+from agent.telemetry.metrics import Metrics
+
+log = structlog.get_logger("agent.spark")
+
+#: Events with an outcome since the last heartbeat, per term (key, token).
+Written = dict[tuple[str, int], int]
+#: A heartbeat's round trip still waiting for its answer: (the call, the terms it renews,
+#: the terms the source held then, when it started (monotonic), the outcomes it records).
+Pending = tuple["asyncio.Future[Heartbeat]", list[Term], list[Term], float, Written]
+
+
+class Leasing:
+    """Leases, terms and heartbeats of one agent over one shared state."""
+
+    def __init__(
+        self,
+        state: StateStore,
+        leases: Leases,
+        metrics: Metrics,
+        *,
+        wanted: Callable[[str], bool],
+        wake: Callable[[], None],
+    ) -> None:
+        self.state = state
+        self.leases = leases
+        self.metrics = metrics
+        self._wanted = wanted  # an orphan this agent would take (its directory, not followed)
+        self._wake = wake
+        self.seconds = leases.lease_seconds
+        # Terms of leases taken since this agent started whose outcomes are not all recorded.
+        self.terms: dict[tuple[str, int], Term] = {}
+        self.orphaned = False  # an application whose owner is gone waits to be listed
+        self.stops: Mapping[str, tuple[str, str]] = {}  # stops of the last hour, latest beat
+        self._beating = False  # the heartbeat runs: it keeps what `release` defers
+        self._deferred: dict[tuple[str, int], Term] = {}  # released once their events are
+        # The round trip still waiting for its answer, with what its beat needs to use it.
+        self._call: Pending | None = None
+
+    @property
+    def owner(self) -> str:
+        return self.leases.owner
+
+    def take_orphaned(self) -> bool:
+        """Whether a heartbeat named an orphan since the last call (a listing is due)."""
+        orphaned, self.orphaned = self.orphaned, False
+        return orphaned
+
+    async def take(self, key: str) -> Term | Literal[False]:
+        """A new lease on a log, as its term; False when another agent holds it, another
+        agent finished it, or the database refused (the next listing tries again)."""
+        since = time.monotonic()  # before the request: the local deadline is never late
+        try:
+            token = await call(self.state, self.leases.acquire, key)
+            if token is None:
+                return False
+            position = await call(self.state, self.state.position, key)
+        except self.state.write_errors:
+            self.orphaned = True  # list again at the next pass, not at the next rescan
+            return False
+        if position is not None and position.finished:  # another agent finished it
+            with contextlib.suppress(*self.state.write_errors):
+                await call(self.state, self.leases.release, key, token)
+            return False
+        log.info("lease_taken", key=key, owner=self.owner, token=token)
+        term = Term(key, token, since + self.seconds, self.seconds / 3)
+        self.terms[(key, token)] = term
+        return term
+
+    async def release(self, term: Term) -> None:
+        """Give an application up (finished, or this agent stops): another may take it.
+        While the heartbeat runs and events claimed under it are on their way, the lease is
+        kept instead (renewed with them) and released by the first beat after they all have
+        an outcome."""
+        if self._beating and not term.lost and term.resolved < term.claimed:
+            self._deferred[(term.key, term.token)] = term
+            return
+        with contextlib.suppress(*self.state.write_errors):
+            await call(self.state, self.leases.release, term.key, term.token)
+
+    async def run(self, held: Callable[[], list[Term]], stop: asyncio.Event) -> None:
+        """Beat every third of a lease until `stop`."""
+        self._beating = True
+        try:
+            while not stop.is_set():
+                try:
+                    await self.beat(held())
+                except Exception as error:  # a bug must not let every lease run out unsaid
+                    log.error("heartbeat_failed", error=repr(error), exc_info=error)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.seconds / 3)
+        finally:
+            self._beating = False
+
+    async def beat(self, held: list[Term]) -> None:
+        """One heartbeat for the leases `held` and every term whose events are still on
+        their way (see the module's docstring)."""
+        if self._call is not None:
+            future, renewing, was_held, since, sent = self._call
+            if not future.done():
+                return  # the last round trip still waits for its answer: no second one
+            self._call = None
+            error = future.exception()
+            if error is None:
+                self._use(future.result(), renewing, was_held, since, sent)
+            elif not isinstance(error, self.state.write_errors):  # refused: nothing written
+                log.error("heartbeat_failed", error=repr(error), exc_info=error)
+        now = time.monotonic()
+        written = {
+            (term.key, term.token): term.resolved - term.written
+            for term in self.terms.values()
+            if term.resolved > term.written
+        }
+        keys = {term.key: term for term in held}
+        for term in self.terms.values():
+            if not term.lost and term.resolved < term.claimed and term.key not in keys:
+                keys[term.key] = term  # not followed any more, its events on their way
+        renewing = list(keys.values())
+        future = asyncio.ensure_future(
+            call(
+                self.state,
+                self.leases.heartbeat,
+                {term.key: term.token for term in renewing},
+                written,
+            )
+        )
+        try:
+            beat = await asyncio.wait_for(asyncio.shield(future), self.seconds / 3)
+        except TimeoutError:
+            # No answer yet (the server stopped without closing): the events wait, and the
+            # first beat after the answer came uses it.
+            self._call = (future, renewing, held, now, written)
+            return
+        except self.state.write_errors:
+            # Not renewed: the events wait (`Term.holds`), claims are fenced, and a lease
+            # taken meanwhile is found lost at the next answer.
+            return
+        self._use(beat, renewing, held, now, written)
+        await self._release_deferred()
+
+    async def _release_deferred(self) -> None:
+        """Give up the finished applications whose events all have an outcome now."""
+        ready = []
+        for ident, term in list(self._deferred.items()):
+            if term.lost or term.resolved >= term.claimed:
+                del self._deferred[ident]
+                if not term.lost:
+                    ready.append(term)
+        if ready:  # the server just answered; still, never wait on it past a beat
+            releases = asyncio.gather(*(self.release(term) for term in ready))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(releases), self.seconds / 3)
+
+    def _use(
+        self, beat: Heartbeat, renewing: list[Term], held: list[Term], now: float, written: Written
+    ) -> None:
+        """What one heartbeat's answer says: leases renewed or lost, outcomes recorded,
+        events handed over, orphans and stops."""
+        for ident, count in written.items():
+            if ident in self.terms:
+                self.terms[ident].written += count
+        for term in renewing:
+            if term.key in beat.held:
+                term.deadline = max(term.deadline, now + self.seconds)
+            else:
+                term.lost = True
+        for ident, term in list(self.terms.items()):
+            if term.done and (term.lost or term not in held):
+                del self.terms[ident]
+        for key, token, owner, events in beat.adopted:
+            self.metrics.handed_over.inc(events)
+            log.warning(
+                "events_handed_over",
+                key=key,
+                token=token,
+                owner=owner,
+                events=events,
+                detail="an agent fell silent with events whose outcome it never recorded: "
+                "the collector may have them; counted here, never sent again",
+            )
+        news = beat.stops.keys() - self.stops.keys()
+        self.stops = beat.stops
+        if any(self._wanted(key) for key in beat.orphans):
+            self.orphaned = True
+        if news or self.orphaned or any(term.lost for term in held):
+            self._wake()
