@@ -20,7 +20,8 @@ from prometheus_client import CollectorRegistry
 from agent.delivery.pipeline import Pipeline
 from agent.delivery.queue import BoundedQueue
 from agent.delivery.shipping import Delivery
-from agent.delivery.spool import SUFFIX, Recovered, Spool, records
+from agent.delivery.spool import SUFFIX, Recovered, Spool
+from agent.delivery.spoolrecords import RESOLVED, mark_record, records
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 from agent.testing import RecordingTransport, sample_run_events
@@ -260,8 +261,6 @@ def test_a_stop_after_any_sequence_of_marks_recovers_exactly_what_is_owed(
 
 def test_records_reads_back_what_it_framed() -> None:
     """The framing round-trips and a stretch of garbage is one skip."""
-    from agent.delivery.spool import RESOLVED, mark_record
-
     one = mark_record(RESOLVED, "http", [1, 2])
     assert list(records(one + b"junk" + one)) == [
         (RESOLVED, b'["http",[1,2]]'),

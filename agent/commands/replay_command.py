@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Final, TextIO
 
-from agent.commands.replay import replay, replay_send
+from agent.commands.replay import replay
 from agent.commands.replay_report import ReplayReport
+from agent.commands.replay_send import replay_send
 from agent.errors import ReplayError
 
 _EPILOG = """\

@@ -11,13 +11,10 @@ which events never left, which may have left, and which are done:
 * marked in flight and never resolved: they may have reached the collector, so they are
   counted unconfirmed and never sent again (at most once).
 
-Files: segments `<first seq>.spool` in one directory, each a run of records framed as
-`MAGIC kind length(u32 BE) crc32(u32 BE) body`. Kinds: `E` an event (its sequence number,
-the transports that took it, its run, type, application and payload), `S` sent (a transport's
-batch is about to leave), `N` not sent (it provably never left), `R` resolved (an outcome).
-A record whose frame or checksum is wrong (a torn tail after a crash, a flipped byte) is
-counted and skipped: reading resynchronises at the next frame that checks, and the agent
-starts whatever the spool holds.
+Files: segments `<first seq>.spool` in one directory, each a run of framed records
+(`agent.delivery.spoolrecords`): `E` an event, `S` sent, `N` not sent, `R` resolved. A record
+whose frame or checksum is wrong (a torn tail after a crash, a flipped byte) is counted and
+skipped, and the agent starts whatever the spool holds.
 
 Appends are `write(2)`s, which the kernel keeps when the process dies. With `fsync`, the
 in-flight mark is made durable (off the event loop) before the batch leaves, and a dirty
@@ -39,7 +36,6 @@ import asyncio
 import contextlib
 import os
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,29 +44,23 @@ from typing import Final
 import orjson
 import structlog
 
+from agent.delivery.spoolrecords import (
+    EVENT,
+    NOT_SENT,
+    RESOLVED,
+    SENT,
+    SpooledEvent,
+    event_record,
+    mark_record,
+    parse_event,
+    records,
+)
+
 log = structlog.get_logger("agent.pipeline")
 
-MAGIC: Final = 0xA7
-_HEAD: Final = struct.Struct(">BBII")  # magic, kind, body length, crc32 of kind+body
-_SEQ: Final = struct.Struct(">QI")  # an event's sequence number, its header's length
-EVENT, SENT, NOT_SENT, RESOLVED = b"E", b"S", b"N", b"R"
-KINDS: Final = frozenset(EVENT + SENT + NOT_SENT + RESOLVED)
 #: A segment is closed past this size; a smaller spool uses smaller segments.
 SEGMENT_BYTES: Final = 4 * 1024 * 1024
-#: A record longer than this is no record (a frame read from garbage).
-MAX_RECORD: Final = 1 << 30
 SUFFIX: Final = ".spool"
-
-
-@dataclass(frozen=True, slots=True)
-class SpooledEvent:
-    """One event as the spool keeps it."""
-
-    seq: int
-    run_id: str
-    event_type: str
-    app_id: str
-    payload: bytes
 
 
 @dataclass(slots=True)
@@ -94,60 +84,6 @@ class _Entry:
     segment: int  # first seq of the segment holding its newest copy
     owed: set[str]
     flying: set[str]
-
-
-def frame(kind: bytes, body: bytes) -> bytes:
-    crc = zlib.crc32(body, zlib.crc32(kind))
-    return _HEAD.pack(MAGIC, kind[0], len(body), crc) + body
-
-
-def event_record(event: SpooledEvent, transports: Sequence[str]) -> bytes:
-    header = orjson.dumps([event.run_id, event.event_type, event.app_id, list(transports)])
-    return frame(EVENT, _SEQ.pack(event.seq, len(header)) + header + event.payload)
-
-
-def mark_record(kind: bytes, transport: str, seqs: Sequence[int]) -> bytes:
-    return frame(kind, orjson.dumps([transport, list(seqs)]))
-
-
-def _frame_at(data: bytes, at: int) -> tuple[bytes, bytes, int] | None:
-    """The record that starts at `at` when its frame and checksum hold: (kind, body, end)."""
-    if len(data) - at < _HEAD.size:
-        return None
-    magic, kind, length, crc = _HEAD.unpack_from(data, at)
-    stop = at + _HEAD.size + length
-    if magic != MAGIC or kind not in KINDS or length > MAX_RECORD or stop > len(data):
-        return None
-    body = data[at + _HEAD.size : stop]
-    if zlib.crc32(body, zlib.crc32(bytes((kind,)))) != crc:
-        return None
-    return bytes((kind,)), body, stop
-
-
-def records(data: bytes) -> Iterator[tuple[bytes, bytes] | None]:
-    """(kind, body) of each record that checks, in order; one None for each stretch of bytes
-    skipped, after which reading resumes at the next frame that checks."""
-    at, skipping = 0, False
-    while at < len(data):
-        found = _frame_at(data, at)
-        if found is not None:
-            kind, body, at = found
-            skipping = False
-            yield kind, body
-            continue
-        if not skipping:
-            skipping = True
-            yield None
-        following = data.find(MAGIC, at + 1)
-        at = len(data) if following < 0 else following
-
-
-def parse_event(body: bytes) -> tuple[SpooledEvent, list[str]]:
-    seq, size = _SEQ.unpack_from(body)
-    start = _SEQ.size
-    run_id, event_type, app_id, transports = orjson.loads(body[start : start + size])
-    payload = body[start + size :]
-    return SpooledEvent(seq, run_id, event_type, app_id, payload), list(transports)
 
 
 class Spool:
