@@ -85,7 +85,7 @@ async def test_retries_spent_drop_the_batch_as_http_status() -> None:
     dropped = "lineage_events_dropped_by_reason_total"
     assert sample(metrics, dropped, transport="http", reason="http_503") == 2
     assert sample(metrics, "lineage_events_dropped_total") == 2
-    assert pipeline.deliveries["http"].status().last_error == "http_503"
+    assert pipeline.deliveries["http"].last_error == "http_503"
     identity_holds(pipeline)
 
 

@@ -27,7 +27,6 @@ import asyncio
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
 
 import structlog
@@ -50,15 +49,6 @@ RETRY_FIRST: Final = 0.2
 RETRY_CAP: Final = 5.0
 #: How often a batch whose lease is due for renewal looks again whether it may leave.
 FENCE_WAIT: Final = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryStatus:
-    transport: str
-    depth: int
-    capacity: int
-    last_error: str | None
-    last_error_time: float | None
 
 
 class Delivery(Outcomes):
@@ -123,15 +113,6 @@ class Delivery(Outcomes):
         self._metrics.restored.labels(transport=self.name).inc()
         if not self.queue.offer(envelope):
             self.drop([envelope], "queue_full", f"queue full ({self.queue.capacity} events)")
-
-    def status(self) -> DeliveryStatus:
-        return DeliveryStatus(
-            self.name,
-            self.queue.depth,
-            self.queue.capacity,
-            self.last_error,
-            self.last_error_time,
-        )
 
     async def swap(self, transport: Transport) -> None:
         """Use `transport` for every batch from now on; close the old one once idle."""

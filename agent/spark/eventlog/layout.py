@@ -129,23 +129,11 @@ def rolling_ref(
 ) -> LogRef:
     """The rolling log from what its directory listed: files, appstatus names, codecs, and
     the entries whose names Spark does not write (`left_out`)."""
-    ref = _rolling_ref(path, key, statuses, files, codecs, mtime_ns)
-    return replace(ref, ignored=tuple(left_out)) if left_out else ref
-
-
-def _rolling_ref(
-    path: str,
-    key: str,
-    statuses: list[bool],
-    files: list[EventFile],
-    codecs: set[str],
-    mtime_ns: int,
-) -> LogRef:
+    others = tuple(left_out or ())
     complete = any(statuses)
     if len(codecs) > 1:
-        return failed(
-            key, "rolling", path, "event files use different codecs: " + ", ".join(sorted(codecs))
-        )
+        mixed = "event files use different codecs: " + ", ".join(sorted(codecs))
+        return failed(key, "rolling", path, mixed, ignored=others)
     codec = next(iter(codecs), "none")
     ordered, compacted, gap = _order(files)
     problem = _codec_error(codec)
@@ -155,7 +143,7 @@ def _rolling_ref(
         problem = "complete, but no event files"
     problem = problem or gap
     if problem:
-        return failed(key, "rolling", path, problem, codec=codec)
+        return failed(key, "rolling", path, problem, codec=codec, ignored=others)
     return LogRef(
         key=key,
         layout="rolling",
@@ -166,6 +154,7 @@ def _rolling_ref(
         size=sum(f.size for f in ordered),
         mtime_ns=mtime_ns,
         compacted=compacted,
+        ignored=others,
     )
 
 
@@ -189,7 +178,15 @@ def _codec_error(codec: str) -> str | None:
     return f"unknown codec {codec!r}"
 
 
-def failed(key: str, layout: Layout, path: str, error: str, *, codec: str = "none") -> LogRef:
+def failed(
+    key: str,
+    layout: Layout,
+    path: str,
+    error: str,
+    *,
+    codec: str = "none",
+    ignored: tuple[str, ...] = (),
+) -> LogRef:
     return LogRef(
         key=key,
         layout=layout,
@@ -200,6 +197,7 @@ def failed(key: str, layout: Layout, path: str, error: str, *, codec: str = "non
         size=0,
         mtime_ns=0,
         error=error,
+        ignored=ignored,
     )
 
 
