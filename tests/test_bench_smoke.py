@@ -70,6 +70,10 @@ FIGURES = {
     ],
     "state": ["claims_per_second", "failover_seconds"],
     "stores": ["first_scan_requests", "steady_requests_per_minute", "rss_mib"],
+    "spool": [
+        "submit_to_delivery_cpu_per_event_with_spool",
+        "submit_to_delivery_cpu_per_event_with_fsync",
+    ],
 }
 
 
@@ -111,7 +115,8 @@ def check(result: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["shipping", "shipping_kafka", "canonical", "memory", "scale", "state", "stores"]
+    "name",
+    ["shipping", "shipping_kafka", "canonical", "memory", "scale", "state", "stores", "spool"],
 )
 def test_benchmark_runs_in_tiny_configuration(name: str, tmp_path: Path) -> None:
     """A benchmark without Spark runs end to end and reports every figure it promises."""

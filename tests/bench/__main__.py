@@ -40,6 +40,7 @@ BENCHMARKS = {
     "scale": "tests.bench.scale",
     "state": "tests.bench.state",
     "stores": "tests.bench.stores",
+    "spool": "tests.bench.spool",
 }
 
 
