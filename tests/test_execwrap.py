@@ -130,6 +130,7 @@ def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
                 break
             output += chunk
     finally:
+        stop.touch()  # also when a wait above failed: the command ends, then exec
         _, status = os.waitpid(pid, 0)
         os.close(terminal)
     assert os.waitstatus_to_exitcode(status) == 5, output
