@@ -211,7 +211,10 @@ WORST_CASES: dict[str, tuple[Callable[..., object], Callable[[int], tuple[object
 }
 
 
-def assert_linear(timer: Timer, call: Callable[..., object], args: Callable[[int], tuple]) -> None:
+Sized = Callable[[int], tuple[object, ...]]
+
+
+def assert_linear(timer: Timer, call: Callable[..., object], args: Sized) -> None:
     """`call` on the input at `GROWTH` times its size takes at most `GROWTH` times as long,
     plus noise; the smaller input first, so that a hang is caught at the size it was found."""
     small = timer.seconds(call, *args(1))
