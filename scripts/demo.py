@@ -168,15 +168,14 @@ def main() -> int:
         stop(daemon)
         raise
     if args.keep_running:
-        print(
-            f"\n== the agent keeps running (pid {daemon.pid}, log {out / 'agent.log'}); try\n"
-            f"   {sys.executable} -m agent status --socket {out / 'control.sock'}\n"
-            "   Ctrl-C stops it.",
-            flush=True,
-        )
-        try:
-            while daemon.poll() is None:
-                time.sleep(0.5)
+        try:  # from before the prompt: a Ctrl-C right after it is answered too
+            print(
+                f"\n== the agent keeps running (pid {daemon.pid}, log {out / 'agent.log'}); try\n"
+                f"   {sys.executable} -m agent status --socket {out / 'control.sock'}\n"
+                "   Ctrl-C stops it.",
+                flush=True,
+            )
+            daemon.wait()
         except KeyboardInterrupt:
             pass
         code = stop(daemon) if daemon.poll() is None else daemon.returncode

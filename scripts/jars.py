@@ -14,6 +14,7 @@ Standard library only, so it runs before the project's virtual environment exist
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -174,12 +175,22 @@ SETTINGS = (
 
 
 def fetch(name: str) -> Path:
-    """The bundle's directory of jars, resolved through `mvn` unless already cached."""
+    """The bundle's directory of jars, resolved through `mvn` unless already cached; one
+    process at a time (test workers ask at once: the others wait, then find it cached)."""
     bundle = BUNDLES[name]
     target = CACHE / name
     stamp = target / ".bundle"
     if stamp.is_file() and stamp.read_text() == bundle.key():
         return target
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f".{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text() == bundle.key():
+            return target
+        return _resolve(name, bundle, target, stamp)
+
+
+def _resolve(name: str, bundle: Bundle, target: Path, stamp: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "pom.xml").write_text(_pom(bundle))
         (Path(tmp) / "settings.xml").write_text(SETTINGS)

@@ -1,3 +1,22 @@
-"""Shared fixtures: real Spark event logs generated once per session, a Kafka broker."""
+"""Shared fixtures: real Spark event logs generated once per session, a Kafka broker.
+
+The run itself, whoever started it: SIGINT is the terminal's Ctrl-C for every process the
+tests start (the demo, `lineage-agent exec`, shells). A shell without job control starts its
+background commands (`./run test &`, some CI runners) with SIGINT ignored, children inherit
+that, and a shell cannot trap a signal ignored at its start: tests of Ctrl-C would see
+nothing arrive. So the session takes Python's own handler back, as an interactive start
+would have it, and its children start with the default disposition.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
 
 pytest_plugins = ("tests.spark_logs", "tests.kafka_plugin", "tests.otheruser", "tests.pg_plugin")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

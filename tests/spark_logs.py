@@ -7,6 +7,13 @@ through `pytest_plugins = ("tests.spark_logs",)` in a conftest, or wrap the cach
 `session_spark_logs(tmp_path_factory)` in a module's own session fixture (importing the
 fixture by name into a test module trips pyflakes' redefinition check).
 
+Generation takes a JVM a minute or more, so the logs are kept in `build/spark-logs/<key>/`,
+keyed by a hash of the generating program and the PySpark and Python versions: pytest-xdist's
+workers (and the next run) take them from there under a file lock, and the first to come
+generates them. A digest of the event files is checked on every reuse (a test that changed
+them makes the next session generate them again), and a new run shifts their mtimes to now so
+that the replay horizon (a day by default) treats them as new logs, as fresh ones would be.
+
 `running_app(work, layout, codec)`: a context manager around a live application in another
 process that advances one step per signal file, to watch an in-progress log grow.
 
@@ -16,15 +23,19 @@ ids), so attempt-id names are tested by renaming real logs the way Spark would n
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -32,6 +43,9 @@ import pytest
 from tests.agentproc import stop_process
 
 JOBS = Path(__file__).resolve().parent / "sparkjobs"
+CACHE = Path(__file__).resolve().parents[1] / "build" / "spark-logs"
+#: What makes the logs: their program, the helpers it imports, the versions running it.
+PROGRAM = (JOBS / "generate_logs.py", JOBS / "local.py")
 LAYOUTS = ("rolling", "single")
 CODECS = ("none", "zstd", "lz4", "snappy", "lzf")
 GENERATE_TIMEOUT = 600.0
@@ -82,9 +96,72 @@ def generate(out: Path) -> SparkLogs:
     if result.returncode != 0:
         tail = log.read_text(errors="replace")[-4000:]
         raise RuntimeError(f"generate_logs.py exited {result.returncode}:\n{tail}")
+    return load(out)
+
+
+def load(out: Path) -> SparkLogs:
+    """The logs generated into `out`, from its manifest."""
     manifest = json.loads((out / "manifest.json").read_text())
     app_ids = {name: variant["app_id"] for name, variant in manifest["variants"].items()}
     return SparkLogs(root=out, seconds=float(manifest["seconds"]), app_ids=app_ids)
+
+
+def program_key() -> str:
+    """What the cached logs depend on, hashed."""
+    digest = hashlib.sha256()
+    for path in PROGRAM:
+        digest.update(path.read_bytes())
+    digest.update(f"pyspark {metadata.version('pyspark')} python {sys.version}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _event_files(out: Path) -> list[Path]:
+    """The manifest and every file of the variants' event-log directories, in order."""
+    manifest = out / "manifest.json"
+    if not manifest.is_file():
+        return []
+    variants = json.loads(manifest.read_text())["variants"]
+    files = [p for name in sorted(variants) for p in sorted((out / name).rglob("*"))]
+    return [manifest, *(p for p in files if p.is_file())]
+
+
+def tree_digest(out: Path) -> str:
+    """A hash of the names and contents of what the tests read of `out`."""
+    digest = hashlib.sha256()
+    for path in _event_files(out):
+        digest.update(str(path.relative_to(out)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _renew_mtimes(out: Path) -> None:
+    """Shift the files' mtimes so that the newest is now, keeping their order."""
+    files = _event_files(out)
+    shift = time.time_ns() - max(p.stat().st_mtime_ns for p in files)
+    for path in files:
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns + shift, stat.st_mtime_ns + shift))
+
+
+def cached(cache: Path = CACHE) -> SparkLogs:
+    """The logs from `cache`, generated there first when missing, stale or changed; one
+    process at a time (the others wait on the lock, then reuse what it made)."""
+    key = program_key()
+    entry, run = cache / key, os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out, digest, owner = entry / "out", entry / "digest", entry / "run"
+        if digest.is_file() and digest.read_text() == tree_digest(out):
+            if not run or not owner.is_file() or owner.read_text() != run:
+                _renew_mtimes(out)  # once per run: the run's other workers may be reading
+                owner.write_text(run)
+            return load(out)
+        shutil.rmtree(entry, ignore_errors=True)
+        logs = generate(out)
+        digest.write_text(tree_digest(out))
+        owner.write_text(run)
+        return logs
 
 
 _generated: dict[Path, SparkLogs | BaseException] = {}
@@ -95,7 +172,7 @@ def session_spark_logs(tmp_path_factory: pytest.TempPathFactory) -> SparkLogs:
     base = tmp_path_factory.getbasetemp()
     if base not in _generated:
         try:
-            _generated[base] = generate(tmp_path_factory.mktemp("spark-logs") / "out")
+            _generated[base] = cached()
         except (RuntimeError, OSError, subprocess.SubprocessError) as error:
             _generated[base] = error
     result = _generated[base]

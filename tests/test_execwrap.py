@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from agent.commands.exec_wrap import command_env
@@ -19,6 +20,14 @@ NOT_TOLD = (
     "lineage-agent: exec: the agent was not told how the command ended (/nonexistent/"
     "control.sock: no agent is listening (is lineage-agent running?))\n"
 )
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Until `condition()` holds; fails with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:
@@ -61,15 +70,13 @@ def test_signals_sent_to_exec_reach_the_command(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    assert proc.stdout is not None
+    wait_for(ready.exists, "the command did not start")
     proc.send_signal(signal.SIGUSR1)
-    time.sleep(0.5)
+    assert proc.stdout.readline() == "usr1\n"  # handled: only then the next one
     proc.send_signal(signal.SIGTERM)
     stdout, _ = proc.communicate(timeout=30)
-    assert (proc.returncode, stdout) == (42, "usr1\nterm\n")
+    assert (proc.returncode, stdout) == (42, "term\n")
 
 
 def test_spark_properties_go_through_spark_submit_opts() -> None:
@@ -90,10 +97,17 @@ def test_spark_properties_go_through_spark_submit_opts() -> None:
 
 def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
     """Ctrl-C on a real terminal (a pty) signals the whole foreground process group: the
-    command gets one SIGINT, handles it and goes on; exec, signalled too, does not end."""
+    command gets one SIGINT, handles it and goes on; exec, signalled too, does not end.
+
+    Waits on what the command did, not on time: the terminal turns the character into a
+    signal asynchronously, later still on a busy machine. Once the command handled SIGINT,
+    a SIGUSR1 sent to exec (forwarded, since no terminal sent it) marks the end: exec takes
+    pending signals lowest number first and the shell runs its traps in the same order, so a
+    second SIGINT passed on by exec would have been counted before the SIGUSR1's trap runs."""
     ready, stop = tmp_path / "ready", tmp_path / "stop"
+    interrupted, marked = tmp_path / "interrupted", tmp_path / "marked"
     script = (
-        "n=0; trap 'n=$((n+1))' INT; "
+        f"n=0; trap 'n=$((n+1)); touch {interrupted}' INT; trap 'touch {marked}' USR1; "
         f"touch {ready}; while [ ! -e {stop} ]; do sleep 0.05; done; echo count $n; exit 5"
     )
     pid, terminal = pty.fork()
@@ -101,12 +115,11 @@ def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
         os.execv(sys.executable, [sys.executable, *EXEC_NO_RETRY[1:], "sh", "-c", script])
     output = b""
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert time.monotonic() < deadline, "the command did not start"
-            time.sleep(0.02)
+        wait_for(ready.exists, "the command did not start")
         os.write(terminal, b"\x03")  # the terminal's VINTR character
-        time.sleep(1.0)
+        wait_for(interrupted.exists, "the command got no SIGINT")
+        os.kill(pid, signal.SIGUSR1)
+        wait_for(marked.exists, "the command got no SIGUSR1")
         stop.touch()
         while True:
             try:
@@ -117,6 +130,7 @@ def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
                 break
             output += chunk
     finally:
+        stop.touch()  # also when a wait above failed: the command ends, then exec
         _, status = os.waitpid(pid, 0)
         os.close(terminal)
     assert os.waitstatus_to_exitcode(status) == 5, output
@@ -127,12 +141,14 @@ def test_a_signal_after_the_command_ended_keeps_its_status() -> None:
     """While exec still copies what the command left behind on stderr, a SIGTERM or SIGHUP
     to exec changes nothing: it exits with the command's status."""
     proc = subprocess.Popen(
-        [*EXEC_NO_RETRY, "sh", "-c", "echo started >&2; (sleep 2) & exit 4"],
+        [*EXEC_NO_RETRY, "sh", "-c", "echo started $$ >&2; (sleep 2) & exit 4"],
         stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
-    assert proc.stderr.readline() == b"started\n"
-    time.sleep(0.5)  # the command has ended; its background sleep holds stderr open
+    started, command = proc.stderr.readline().split()
+    assert started == b"started"
+    # The command has ended once exec reaped it; its background sleep holds stderr open.
+    wait_for(lambda: not Path(f"/proc/{int(command)}").exists(), "the command did not end")
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGHUP)
     proc.stderr.read()
