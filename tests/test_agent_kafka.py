@@ -166,7 +166,7 @@ def test_sasl_password_passed_through_and_never_logged(workdir: Path, kafka_brok
 
 def test_stop_with_broker_down_is_bounded_and_counted(workdir: Path) -> None:
     """With no broker, a stop takes the drain timeout plus the producer's bounded flush; the
-    records awaited are unconfirmed, the events still queued dropped, all of them counted."""
+    records awaited are unconfirmed, the events still queued kept in the spool, all counted."""
     lineage = kafka_lineage(f"127.0.0.1:{closed_port()}", "down", **{"message.timeout.ms": "60000"})
     config = write_config(workdir, {**lineage, "drain_timeout": "1s"})
     with run_agent(config, events=100) as agent:
@@ -185,9 +185,9 @@ def test_stop_with_broker_down_is_bounded_and_counted(workdir: Path) -> None:
     counts = stopped["accounting"]["kafka"]
     assert counts["offered"] == 100
     assert counts["delivered"] == 0
-    assert counts["queued"] == 0
+    assert counts["dropped"] == 0 == stopped["undelivered"]["kafka"]
     assert counts["unconfirmed"] > 0  # one awaited record per lane in use
-    assert counts["dropped"] == 100 - counts["unconfirmed"] == stopped["undelivered"]["kafka"]
+    assert counts["queued"] == 100 - counts["unconfirmed"] == stopped["kept"]["kafka"]
 
 
 def test_reload_mid_stream_swaps_the_producer_without_loss(

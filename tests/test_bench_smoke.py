@@ -149,7 +149,7 @@ def test_benchmark_names_are_checked(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1] == (
         "python -m tests.bench: error: unknown benchmark 'speed'; choose from shipping, "
-        "shipping_kafka, canonical, ingest, latency, overhead, memory, scale, state, stores"
+        "shipping_kafka, canonical, ingest, latency, overhead, memory, scale, state, stores, spool"
     )
 
 

@@ -150,6 +150,7 @@ RANGES = {
     "lineage.http.retry.backoff_jitter": "a duration from 0s to 1h",
     "lineage.spool.max_size_mb": "a number from 1 to 1048576",
     "lineage.file.rotation_size_mb": "a number from 0 to 1048576",
+    "liveness.max_requests_per_second": "a number from 0.1 to 1000",
     "spark.poll_interval": "a duration > 0s and <= 1h",
     "spark.stale_after": "a duration > 0s and <= 30d",
     "spark.running_interval": "a duration from 0s to 1d",
