@@ -32,6 +32,7 @@ from agent.spark.plan.syntax.text import (
     parse_description,
 )
 from agent.spark.plan.touched import lineage
+from agent.spark.plan.touched.reading import Reading
 from agent.spark.plan.touched.scans import (
     DELTA_LOG,
     delta_index,
@@ -69,13 +70,14 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
     described = parse_description(text)
     types = _attribute_types(described)
     notes: list[str] = []
+    reading = Reading(described, types, notes)
     datasets: list[DatasetRef] = []
     logs: list[str] = []
     for node in _walk(plan_info, notes):
         name = node.get("nodeName")
         if not isinstance(name, str) or not name.strip():
             continue
-        datasets.extend(_node_datasets(node, name, described, types, notes))
+        datasets.extend(_node_datasets(node, name, reading))
         logs.extend(_delta_logs(node, name))
     datasets = [delta_save_query(ref, text) for ref in datasets]
     with_lineage = lineage.attach(datasets, text, types, scan_datasets, notes)
@@ -180,18 +182,12 @@ def _command(plan_info: object) -> str | None:
     return None
 
 
-def _node_datasets(
-    node: Mapping[str, Any],
-    name: str,
-    described: Sequence[Block],
-    types: Mapping[int, Field],
-    notes: list[str],
-) -> list[DatasetRef]:
+def _node_datasets(node: Mapping[str, Any], name: str, reading: Reading) -> list[DatasetRef]:
     stripped = name.strip()
-    written = write_datasets(node, stripped, described, types, notes)
+    written = write_datasets(node, stripped, reading)
     if written is not None:
         return written
-    return node_scans(node, stripped, described, types, notes)
+    return node_scans(node, stripped, reading)
 
 
 def _attribute_types(described: Sequence[Block]) -> dict[int, Field]:

@@ -6,7 +6,7 @@ with). Delta's reads of its own transaction log are no datasets (`delta_index`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 from agent import linear
@@ -17,7 +17,8 @@ from agent.spark.plan.formats.kafka import kafka_scan
 from agent.spark.plan.syntax.cuts import cut
 from agent.spark.plan.syntax.schema import Field, parse_struct, split_top
 from agent.spark.plan.syntax.tables import TableIdent, parse_table_ident
-from agent.spark.plan.syntax.text import Block, PlanNode, block_list, parse_attribute
+from agent.spark.plan.syntax.text import PlanNode, block_list, parse_attribute
+from agent.spark.plan.touched.reading import Reading
 from agent.spark.plan.touched.writes import format_name, metrics_of, typed
 
 #: Scan-like leaves that read no external dataset.
@@ -59,13 +60,7 @@ _V2_JDBC_SCAN: Final = linear.compile(
 )
 
 
-def node_scans(
-    node: Mapping[str, Any],
-    stripped: str,
-    described: Sequence[Block],
-    types: Mapping[int, Field],
-    notes: list[str],
-) -> list[DatasetRef]:
+def node_scans(node: Mapping[str, Any], stripped: str, reading: Reading) -> list[DatasetRef]:
     """The datasets a `sparkPlanInfo` node reads when it is a scan; none for other nodes."""
     scan = stripped.startswith(("Scan ", "BatchScan", "FileScan", "HiveTableScan"))
     if not scan or stripped.startswith(_NOT_DATASETS):
@@ -75,16 +70,16 @@ def node_scans(
     simple = node.get("simpleString")
     simple = simple if isinstance(simple, str) else ""
     raw_format = text_of(meta.get("Format"))
-    hive_attrs = map(parse_attribute, block_list(described, stripped, "Output"))
+    hive_attrs = map(parse_attribute, block_list(reading.described, stripped, "Output"))
     location = text_of(meta.get("Location")) or _search(_LOCATION_TEXT, simple)
     return _scan(
         stripped,
         location_paths(location),
         text_of(meta.get("ReadSchema")) or _search(_READ_SCHEMA_TEXT, simple),
         delta_index(location) or raw_format,
-        tuple(typed(a.name, a, types) for a in hive_attrs if a is not None),
+        tuple(typed(a.name, a, reading.types) for a in hive_attrs if a is not None),
         metrics_of(node, _INPUT_METRICS),
-        notes,
+        reading.notes,
         simple,
     )
 

@@ -29,6 +29,7 @@ from agent.spark.plan.formats.kafka import kafka_save
 from agent.spark.plan.syntax.schema import Field, split_top
 from agent.spark.plan.syntax.tables import TableIdent, parse_table_ident
 from agent.spark.plan.syntax.text import Attribute, Block, block_detail, block_list, parse_attribute
+from agent.spark.plan.touched.reading import Reading
 
 #: V2 writes (the first word of the node); named when they write a JDBC table.
 V2_WRITES: Final = frozenset(
@@ -74,22 +75,17 @@ _JDBC_TABLE = linear.compile(r"JDBCTable\((?P<table>[^,()]+),")
 _HIVE_CTAS = linear.compile(r"Database: ([^,\]]+), TableName: ([^,\]]+)")
 
 
-def write_datasets(
-    node: Mapping[str, Any],
-    name: str,
-    described: Sequence[Block],
-    types: Mapping[int, Field],
-    notes: list[str],
-) -> list[DatasetRef] | None:
+def write_datasets(node: Mapping[str, Any], name: str, reading: Reading) -> list[DatasetRef] | None:
     """The dataset a write node writes; None when the node is no write."""
+    described, notes = reading.described, reading.notes
     stripped = name.strip()
     if stripped == "Execute InsertIntoHadoopFsRelationCommand":
-        return [_insert_into_hadoop_fs(node, described, types, notes)]
+        return [_insert_into_hadoop_fs(node, reading)]
     command = stripped.removeprefix("Execute ")
     if command in _CTAS:
         return [_ctas(node, command, described, notes)]
     if command == "InsertIntoHiveTable":
-        return [_insert_into_hive(node, described, types, notes)]
+        return [_insert_into_hive(node, reading)]
     if command == "SaveIntoDataSourceCommand":
         return _save_into_data_source(node, described, notes)
     if command in DELTA_COMMANDS:  # the table is the command's or its ResolvedTable child's
@@ -190,17 +186,12 @@ def _v2_write(
     ]
 
 
-def _insert_into_hadoop_fs(
-    node: Mapping[str, Any],
-    described: Sequence[Block],
-    types: Mapping[int, Field],
-    notes: list[str],
-) -> DatasetRef:
+def _insert_into_hadoop_fs(node: Mapping[str, Any], reading: Reading) -> DatasetRef:
     name = "Execute InsertIntoHadoopFsRelationCommand"
     simple = node.get("simpleString")
     args = simple.removeprefix(name).strip() if isinstance(simple, str) else ""
     if not args:
-        args = block_detail(described, name, "Arguments") or ""
+        args = block_detail(reading.described, name, "Arguments") or ""
     tokens = [t.strip() for t in split_top(args)]
     location = tokens[0] if tokens and tokens[0] else None
     mode = next((t for t in tokens if t in _MODES), None)
@@ -209,9 +200,9 @@ def _insert_into_hadoop_fs(
         None,
     )
     fmt = next((format_name(t) for t in tokens[1:] if format_name(t)), None)
-    columns = _written_columns(tokens, described, types, notes)
+    columns = _written_columns(tokens, reading)
     if location is None:
-        notes.append(f"no output path in {name!r}")
+        reading.notes.append(f"no output path in {name!r}")
         return DatasetRef("output", name, unknown_reason="output path missing from the plan")
     return DatasetRef(
         "output",
@@ -225,25 +216,23 @@ def _insert_into_hadoop_fs(
     )
 
 
-def _written_columns(
-    tokens: Sequence[str],
-    described: Sequence[Block],
-    types: Mapping[int, Field],
-    notes: list[str],
-) -> tuple[Field, ...]:
+def _written_columns(tokens: Sequence[str], reading: Reading) -> tuple[Field, ...]:
     """Output column names from the command, types from the attributes `WriteFiles` feeds it.
 
     The command's list is cut at `spark.sql.debug.maxToStringFields`; the `WriteFiles` input
     list never is, so it wins when the two disagree in length.
     """
     names = _column_list(tokens)
-    attrs = [a for a in map(parse_attribute, block_list(described, "WriteFiles", "Input")) if a]
+    written = block_list(reading.described, "WriteFiles", "Input")
+    attrs = [a for a in map(parse_attribute, written) if a]
     if names and attrs and len(names) == len(attrs):
-        return tuple(typed(n, a, types) for n, a in zip(names, attrs, strict=True))
+        return tuple(typed(n, a, reading.types) for n, a in zip(names, attrs, strict=True))
     if attrs:
         if names:
-            notes.append("output column list truncated in the plan; names taken from WriteFiles")
-        return tuple(typed(a.name, a, types) for a in attrs)
+            reading.notes.append(
+                "output column list truncated in the plan; names taken from WriteFiles"
+            )
+        return tuple(typed(a.name, a, reading.types) for a in attrs)
     return tuple(Field(n) for n in names if "more field" not in n)
 
 
@@ -285,21 +274,18 @@ def _ctas(
     return DatasetRef("output", command, table=table, fields=columns, lifecycle="CREATE")
 
 
-def _insert_into_hive(
-    node: Mapping[str, Any],
-    described: Sequence[Block],
-    types: Mapping[int, Field],
-    notes: list[str],
-) -> DatasetRef:
+def _insert_into_hive(node: Mapping[str, Any], reading: Reading) -> DatasetRef:
     simple = node.get("simpleString")
     args = simple.split("InsertIntoHiveTable", 1)[-1] if isinstance(simple, str) else ""
-    args = args.strip() or block_detail(described, "InsertIntoHiveTable", "Arguments") or ""
+    args = args.strip() or (
+        block_detail(reading.described, "InsertIntoHiveTable", "Arguments") or ""
+    )
     tokens = [t.strip() for t in split_top(args.strip())]
     table = parse_table_ident(tokens[0]) if tokens else None
     if table is None:
-        notes.append("no table in 'InsertIntoHiveTable'")
+        reading.notes.append("no table in 'InsertIntoHiveTable'")
         return DatasetRef("output", "InsertIntoHiveTable", unknown_reason="table missing")
-    columns = _written_columns(tokens, described, types, notes)
+    columns = _written_columns(tokens, reading)
     # Spark 3.4+ prints the table's location as `HiveTempPath(file:/warehouse/t)`
     located = next((t[13:-1] for t in tokens if t.startswith("HiveTempPath(")), None)
     return DatasetRef(
