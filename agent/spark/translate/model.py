@@ -23,7 +23,7 @@ the plan nodes' SQL metrics, on terminal events.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from agent import linear
@@ -49,8 +49,10 @@ _SHUTDOWN_CHILD: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Counters:
+    """A run's counters (`lineageAgent_run`): live on its `Run`, a copy in its summary."""
+
     records_in: int = 0
     records_out: int = 0
     bytes_in: int = 0
@@ -84,17 +86,6 @@ class AppSummary:
     stop_requested: bool
     exec_id: str | None = None  # the `lineage-agent exec` run that started it
     awaiting_verdict: bool = False  # its end waits for that command's verdict
-
-
-@dataclass(slots=True)
-class Tally:
-    """A run's live counters (`lineageAgent_run`)."""
-
-    records_in: int = 0
-    records_out: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    failed_tasks: int = 0
 
 
 @dataclass(slots=True)
@@ -177,7 +168,7 @@ class Run:
     job_type: str
     start_ms: int
     job_name: str = ""
-    tally: Tally = field(default_factory=Tally)
+    tally: Counters = field(default_factory=Counters)
     started: bool = False
     state: str = "RUNNING"
     end_ms: int | None = None
@@ -207,7 +198,6 @@ class Job:
 
 
 def summary(run: Run) -> RunSummary:
-    tally = run.tally
     return RunSummary(
         run_id=run.run_id,
         job_name=run.job_name,
@@ -217,13 +207,7 @@ def summary(run: Run) -> RunSummary:
         end_ms=run.end_ms,
         inputs=run.inputs,
         outputs=run.outputs,
-        counters=Counters(
-            tally.records_in,
-            tally.records_out,
-            tally.bytes_in,
-            tally.bytes_out,
-            tally.failed_tasks,
-        ),
+        counters=replace(run.tally),
         error=run.error,
     )
 
@@ -289,7 +273,9 @@ def application_end(
 
 
 def count_stage(
-    accumulables: Sequence[Mapping[str, Any]], tallies: Sequence[Tally], execution: Execution | None
+    accumulables: Sequence[Mapping[str, Any]],
+    tallies: Sequence[Counters],
+    execution: Execution | None,
 ) -> None:
     """Add a completed stage's task metrics to `tallies`, and record the SQL metrics of the
     execution's dataset nodes (the values of `inputStatistics` / `outputStatistics`)."""
