@@ -6,8 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TypeAlias
 
 DEFAULT_CONFIG = "/etc/lineage-agent/config.yaml"
+#: The `lineage-agent` command's subcommands, as a module that adds one (`register`) gets them.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+#: What runs a subcommand: its arguments in, its exit status out.
+Command: TypeAlias = Callable[[argparse.Namespace], int]
 
 
 def seconds_argument(maximum: float) -> Callable[[str], float]:

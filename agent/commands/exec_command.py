@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Final
 
-from agent.commands.arguments import duration_option, socket_options
+from agent.commands.arguments import Command, Subparsers, duration_option, socket_options
 from agent.commands.exec_wrap import report, report_later, run
 from agent.errors import AgentError
 
@@ -21,10 +21,7 @@ RETRY_FOR: Final = 600.0
 MAX_RETRY_FOR: Final = 86400.0
 
 
-def register(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-    func: Callable[[argparse.Namespace], int],
-) -> argparse.ArgumentParser:
+def register(subparsers: Subparsers, func: Command) -> argparse.ArgumentParser:
     """Add `exec` to the `lineage-agent` command, run by `func`."""
     parser = subparsers.add_parser(
         "exec",

@@ -11,9 +11,9 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Callable
 from typing import Final, TextIO
 
+from agent.commands.arguments import Command, Subparsers
 from agent.commands.replay import replay
 from agent.commands.replay_report import ReplayReport
 from agent.commands.replay_send import replay_send
@@ -35,10 +35,7 @@ exit status:
 _MIB: Final = 1024 * 1024
 
 
-def register(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-    func: Callable[[argparse.Namespace], int],
-) -> argparse.ArgumentParser:
+def register(subparsers: Subparsers, func: Command) -> argparse.ArgumentParser:
     """Add `replay` to the `lineage-agent` command, run by `func`."""
     parser = subparsers.add_parser(
         "replay",
