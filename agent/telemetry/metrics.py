@@ -8,6 +8,7 @@ labelled counter shows each of its documented label values at 0 from the start, 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import threading
 from collections.abc import Callable, Iterable
@@ -68,85 +69,75 @@ class Metrics:
         self.registry = registry
         # process_open_fds / process_max_fds: the alert on the open-files limit of the unit.
         ProcessCollector(registry=registry)
-        self.dropped = Counter(
+        counter = functools.partial(Counter, registry=registry)
+        gauge = functools.partial(Gauge, registry=registry)
+        self.dropped = counter(
             "lineage_events_dropped",
             "Events that will never be delivered, for any reason (one per event and transport).",
-            registry=registry,
         )
-        self.dropped_by_reason = Counter(
+        self.dropped_by_reason = counter(
             "lineage_events_dropped_by_reason",
             "Dropped events by transport and reason.",
             ["transport", "reason"],
-            registry=registry,
         )
-        self.unconfirmed = Counter(
+        self.unconfirmed = counter(
             "lineage_events_unconfirmed",
             "Events whose request left without an answer (timeout, broken connection): the "
             "collector may have stored them; never sent again and not counted as dropped.",
             ["transport", "reason"],
-            registry=registry,
         )
-        self.not_sent = Counter(
+        self.not_sent = counter(
             "lineage_delivery_not_sent",
             "Requests that provably never left (no connection, no TLS session); their events "
             "stayed queued and went again. Counts attempts, not events.",
             ["transport", "reason"],
-            registry=registry,
         )
-        self.retries = Counter(
+        self.retries = counter(
             "lineage_delivery_retries",
             "Requests sent again because the collector answered that it did not store them "
             "(429, 500, 502, 503, 504 by default), by the status it answered. Counts attempts, "
             "not events.",
             ["transport", "status"],
-            registry=registry,
         )
-        self.resent = Counter(
+        self.resent = counter(
             "lineage_events_resent",
             "Events sent a second time, byte-identical: a run's terminal event whose request "
             "got no answer (unconfirmed_terminal). Its outcome is counted once, as usual.",
             ["transport", "reason"],
-            registry=registry,
         )
-        self.late_answers = Counter(
+        self.late_answers = counter(
             "lineage_http_late_answers",
             "Answers that came after the request's timeout, within the late-answer wait (the "
             "run's next event waited for them).",
             ["transport"],
-            registry=registry,
         )
-        self.emitted = Counter(
+        self.emitted = counter(
             "lineage_events_emitted",
             "RunEvents produced and signed by the agent, by OpenLineage event type.",
             ["event_type"],
-            registry=registry,
         )
-        self.offered = Counter(
+        self.offered = counter(
             "lineage_events_offered",
             "Events offered to a transport's queue: those produced while it was configured. "
             "Per transport, offered = delivered + dropped + unconfirmed + queue depth at every "
             "scrape.",
             ["transport"],
-            registry=registry,
         )
-        self.delivered = Counter(
+        self.delivered = counter(
             "lineage_events_delivered",
             "Events accepted by a transport (HTTP 2xx or written to the file).",
             ["transport"],
-            registry=registry,
         )
-        self.queue_depth = Gauge(
+        self.queue_depth = gauge(
             "lineage_queue_depth",
             "Events accepted and not yet resolved (waiting, in flight, or waiting for a "
             "collector that did not answer to try again).",
             ["transport"],
-            registry=registry,
         )
-        self.queue_capacity = Gauge(
+        self.queue_capacity = gauge(
             "lineage_queue_capacity",
             "Capacity of the bounded queue in events.",
             ["transport"],
-            registry=registry,
         )
         self.latency = Histogram(
             "lineage_delivery_latency_seconds",
@@ -155,95 +146,81 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.reloads = Counter(
+        self.reloads = counter(
             "lineage_config_reloads",
             "Configuration reloads by result.",
             ["result"],
-            registry=registry,
         )
-        self.applications = Gauge(
+        self.applications = gauge(
             "lineage_applications_tracked",
             "Spark applications the agent is following.",
-            registry=registry,
         )
-        self.leases_held = Gauge(
+        self.leases_held = gauge(
             "lineage_state_leases_held",
             "Spark applications this agent owns through a lease in the shared state database.",
-            registry=registry,
         )
-        self.restored = Counter(
+        self.restored = counter(
             "lineage_events_restored",
             "Events an earlier run of the agent left in the spool unsent, offered again at "
             "start (counted in lineage_events_offered_total too).",
             ["transport"],
-            registry=registry,
         )
-        self.spool_bytes = Gauge(
+        self.spool_bytes = gauge(
             "lineage_spool_bytes",
             "Bytes the spool of events not yet resolved holds on disk.",
-            registry=registry,
         )
-        self.spool_capacity = Gauge(
+        self.spool_capacity = gauge(
             "lineage_spool_capacity_bytes",
             "The spool's size bound; an event past it is dropped as spool_full.",
-            registry=registry,
         )
-        self.spool_corrupt = Counter(
+        self.spool_corrupt = counter(
             "lineage_spool_corrupt_records",
             "Stretches of the spool skipped at start because their frame or checksum was wrong "
             "(a torn write, a damaged disk).",
-            registry=registry,
         )
-        self.handed_over = Counter(
+        self.handed_over = counter(
             "lineage_events_handed_over",
             "Events another agent claimed and fell silent without recording an outcome for, "
             "taken over by this one (a shared state): the collector may have them; never sent "
             "again.",
-            registry=registry,
         )
-        self.eventlog_bytes = Counter(
+        self.eventlog_bytes = counter(
             "lineage_eventlog_read_bytes",
             "Bytes read from Spark event-log files (as stored, before decompression).",
-            registry=registry,
         )
-        self.eventlog_lines_skipped = Counter(
+        self.eventlog_lines_skipped = counter(
             "lineage_eventlog_lines_skipped",
             "Event-log lines skipped: corrupt JSON, malformed events, over the length bound, or "
             "unreadable.",
             ["reason"],
-            registry=registry,
         )
-        self.applications_ended = Counter(
+        self.applications_ended = counter(
             "lineage_applications_ended",
             "Spark applications whose runs the agent ended itself, without an ApplicationEnd: "
             "driver_lost (stale in-progress log, no driver alive), log_ended (the log ended).",
             ["cause"],
-            registry=registry,
         )
-        self.store_requests = Counter(
+        self.store_requests = counter(
             "lineage_eventlog_store_requests",
             "Requests to the stores holding event logs (S3, GCS, Azure, HDFS) by kind: list, "
             "head (a file's size) and get (a range of bytes).",
             ["request"],
-            registry=registry,
         )
         for request in ("list", "head", "get"):
             self.store_requests.labels(request=request)
-        self.liveness_refused = Counter(
+        self.liveness_refused = counter(
             "lineage_liveness_refused",
             "Liveness lookups refused before any request: a driver or manager address from an "
             "event log that is more than a host and a port, forbidden (link-local, cloud "
             "metadata), outside liveness.allowed_hosts, unresolved, or over the rate limit.",
             ["reason"],
-            registry=registry,
         )
         for reason in LIVENESS_REFUSALS:
             self.liveness_refused.labels(reason=reason)
-        self.eventlog_files_ignored = Counter(
+        self.eventlog_files_ignored = counter(
             "lineage_eventlog_files_ignored",
             "Files and directories in event-log directories whose names Spark does not write "
             "(each counted once): they change no application's state.",
-            registry=registry,
         )
         self.build = Info("lineage_build", "Build information.", registry=registry)
         self.build.info({"version": __version__})
