@@ -1,4 +1,5 @@
-"""Signature checks with libraries independent of the agent: `cryptography` and `rfc8785`."""
+"""Signature checks with libraries independent of the agent (`cryptography` and `rfc8785`), and
+what they check written apart from the agent's code."""
 
 from __future__ import annotations
 
@@ -33,3 +34,12 @@ def verify(event: dict[str, Any], key: Ed25519PublicKey) -> None:
     assert facet["algorithm"] == "Ed25519"
     assert facet["canonicalization"] == "RFC8785"
     key.verify(base64.b64decode(facet["signature"]), rfc8785.dumps(unsigned))
+
+
+def stripped(value: Any) -> Any:
+    """`value` without null-valued members, written apart from the agent's code."""
+    if isinstance(value, dict):
+        return {name: stripped(item) for name, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [stripped(item) for item in value]
+    return value

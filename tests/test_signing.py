@@ -35,6 +35,7 @@ from agent.delivery.signing import (
 from agent.delivery.verify import Problem, Verified, verify_event, verify_file, verify_files
 from agent.errors import KeyFileError, SignatureError
 from agent.facets import FACET_URLS, PRODUCER
+from tests.independent import stripped
 from tests.olschema import (
     AGENT_SCHEMAS,
     SchemaViolation,
@@ -407,15 +408,6 @@ def with_nulls_added(event: dict[str, Any]) -> dict[str, Any]:
     nulled["outputs"][0]["facets"]["documentation"] = None
     nulled["extra"] = {"nested": {"deeper": None}}
     return nulled
-
-
-def stripped(value: Any) -> Any:
-    """`value` without null-valued members, written apart from the agent's code."""
-    if isinstance(value, dict):
-        return {name: stripped(item) for name, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [stripped(item) for item in value]
-    return value
 
 
 def test_null_members_read_as_absent(shipped: dict[str, Any], key: SigningKey) -> None:

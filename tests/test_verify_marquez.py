@@ -33,7 +33,7 @@ from tests.agentproc import keygen
 from tests.applog import unpacked
 from tests.collector import Collector, closed_port
 from tests.identity import fixture_logs
-from tests.independent import public_key, verify
+from tests.independent import public_key, stripped, verify
 from tests.marquez import MarquezLike, marquez_form
 from tests.olschema import validate_run_event
 
@@ -139,15 +139,6 @@ def label(event: dict[str, Any]) -> str:
     """How `verify --marquez` names an event."""
     job = event["job"]
     return f"run {event['run']['runId']} {event['eventType']} job {job['namespace']}/{job['name']}"
-
-
-def stripped(value: Any) -> Any:
-    """`value` without null-valued members, written apart from the agent's code."""
-    if isinstance(value, dict):
-        return {name: stripped(item) for name, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [stripped(item) for item in value]
-    return value
 
 
 def post(server: MarquezLike, event: dict[str, Any]) -> None:
