@@ -14,20 +14,7 @@ from typing import Any
 
 from tests.agentproc import metric
 from tests.collector import Behaviour, Request, per_request, reply, slow, timeline
-from tests.reliability.harness import (
-    TallyCollector,
-    assert_healthy,
-    assert_runs_whole,
-    check_events,
-    config_file,
-    drops,
-    event_index,
-    http_lineage,
-    memory_agent,
-    settle,
-    stop_and_account,
-    unconfirmed,
-)
+from tests.reliability import harness
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 
@@ -38,8 +25,8 @@ def event_type(request: Request) -> str:
 
 def stored_once_in_order(events: list[dict[str, Any]], count: int) -> dict[str, list[str]]:
     """Every one of `count` events stored exactly once; each run START first, terminal last."""
-    assert sorted(event_index(event) for event in events) == list(range(count))
-    return assert_runs_whole(events)
+    assert sorted(harness.event_index(event) for event in events) == list(range(count))
+    return harness.assert_runs_whole(events)
 
 
 def test_a_collector_not_storing_for_20s_loses_nothing(workdir: Path) -> None:
@@ -48,19 +35,19 @@ def test_a_collector_not_storing_for_20s_loses_nothing(workdir: Path) -> None:
     counted by status and nothing is dropped."""
     events = 300
     failing = timeline((7.0, 503), (7.0, 500), (6.0, reply(429, "2")))
-    with TallyCollector(failing) as collector:
-        config = config_file(workdir, http_lineage(collector.url, timeout="2s"))
-        with memory_agent(config, events, 15.0) as process:  # 20 s of events
-            samples = settle(process, "http", events)
-            assert_healthy(process)
-            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
+    with harness.TallyCollector(failing) as collector:
+        config = harness.config_file(workdir, harness.http_lineage(collector.url, timeout="2s"))
+        with harness.memory_agent(config, events, 15.0) as process:  # 20 s of events
+            samples = harness.settle(process, "http", events)
+            harness.assert_healthy(process)
+            assert harness.drops(samples, "http") == harness.unconfirmed(samples, "http") == {}
             retried = {
                 status: metric(
                     samples, "lineage_delivery_retries_total", transport="http", status=status
                 )
                 for status in ("429", "500", "502", "503", "504")
             }
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     assert retried["503"] > 0 and retried["500"] > 0 and retried["429"] > 0, retried
     assert retried["502"] == retried["504"] == 0
     assert sum(retried.values()) == collector.tally(503, 500, 429)
@@ -72,7 +59,7 @@ def test_a_collector_not_storing_for_20s_loses_nothing(workdir: Path) -> None:
         "queued": 0,
     }
     stored_once_in_order(collector.events, events)
-    assert check_events(collector.events, workdir / "ed25519.key") == events
+    assert harness.check_events(collector.events, workdir / "ed25519.key") == events
 
 
 def test_starts_answered_15s_late_are_stored_before_their_runs_end(workdir: Path) -> None:
@@ -84,16 +71,16 @@ def test_starts_answered_15s_late_are_stored_before_their_runs_end(workdir: Path
     def late_starts(request: Request) -> Behaviour:
         return slow(15.0) if event_type(request) == "START" else 201
 
-    with TallyCollector(per_request(late_starts)) as collector:
-        lineage = http_lineage(collector.url, timeout="2s", concurrency=8)
-        config = config_file(workdir, lineage)
-        with memory_agent(config, events) as process:
-            samples = settle(process, "http", events)
-            assert_healthy(process)
-            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
+    with harness.TallyCollector(per_request(late_starts)) as collector:
+        lineage = harness.http_lineage(collector.url, timeout="2s", concurrency=8)
+        config = harness.config_file(workdir, lineage)
+        with harness.memory_agent(config, events) as process:
+            samples = harness.settle(process, "http", events)
+            harness.assert_healthy(process)
+            assert harness.drops(samples, "http") == harness.unconfirmed(samples, "http") == {}
             late = metric(samples, "lineage_http_late_answers_total", transport="http")
             slow_lines = [line for line in process.logs() if line["event"] == "collector_slow"]
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     assert late == events // 2
     assert slow_lines and slow_lines[0]["late"] >= 10.0
     assert accounting["http"]["delivered"] == events
@@ -117,12 +104,12 @@ def test_a_terminal_event_cut_mid_request_is_resent_once(workdir: Path) -> None:
                 return "reset"
         return 201
 
-    with TallyCollector(per_request(reset_first_complete)) as collector:
-        config = config_file(workdir, http_lineage(collector.url, timeout="2s"))
-        with memory_agent(config, events, 50.0) as process:
-            samples = settle(process, "http", events)
-            assert_healthy(process)
-            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
+    with harness.TallyCollector(per_request(reset_first_complete)) as collector:
+        config = harness.config_file(workdir, harness.http_lineage(collector.url, timeout="2s"))
+        with harness.memory_agent(config, events, 50.0) as process:
+            samples = harness.settle(process, "http", events)
+            harness.assert_healthy(process)
+            assert harness.drops(samples, "http") == harness.unconfirmed(samples, "http") == {}
             resent = metric(
                 samples,
                 "lineage_events_resent_total",
@@ -130,11 +117,11 @@ def test_a_terminal_event_cut_mid_request_is_resent_once(workdir: Path) -> None:
                 reason="unconfirmed_terminal",
             )
             line = process.wait_log("terminal_event_resent", timeout=5)
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     assert resent == 1
     assert (line["event_type"], line["after"]) == ("COMPLETE", "network")
     assert collector.tally("reset") == 1
     assert accounting["http"]["delivered"] == events
     stored_once_in_order(collector.events, events)
     assert [r.content for r in collector.requests].count(cut[0]) == 2  # byte-identical
-    assert check_events(collector.events, workdir / "ed25519.key") == events
+    assert harness.check_events(collector.events, workdir / "ed25519.key") == events

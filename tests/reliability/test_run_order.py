@@ -13,19 +13,7 @@ import pytest
 from tests.agentproc import AgentProcess, keygen, metric
 from tests.applog import unpacked
 from tests.collector import slow
-from tests.reliability.harness import (
-    TallyCollector,
-    agent,
-    assert_healthy,
-    assert_runs_whole,
-    check_events,
-    config_file,
-    drops,
-    http_lineage,
-    settle,
-    stop_and_account,
-    unconfirmed,
-)
+from tests.reliability import harness
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "eventlogs"
 APPLICATIONS = ("success", "sql_failure", "cancelled")
@@ -42,9 +30,9 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def daemon_config(workdir: Path, url: str, **http: Any) -> Path:
-    return config_file(
+    return harness.config_file(
         workdir,
-        http_lineage(url, **http),
+        harness.http_lineage(url, **http),
         spark={"event_log_dirs": [str(workdir / "events")], "replay_horizon": 0},
     )
 
@@ -68,40 +56,40 @@ def emitted_order(events: list[dict[str, Any]]) -> dict[str, list[str]]:
 def test_a_collector_taking_4s_per_post_gets_every_run_in_order(workdir: Path) -> None:
     """With the default timeout a collector that takes 4 s per POST gets every event once,
     each run START first and one terminal last: nothing unconfirmed, nothing dropped."""
-    with TallyCollector(slow(4.0)) as collector:
-        with agent(daemon_config(workdir, collector.url)) as process:
+    with harness.TallyCollector(slow(4.0)) as collector:
+        with harness.agent(daemon_config(workdir, collector.url)) as process:
             wait_finished(process, len(APPLICATIONS))
-            samples = settle(process, "http", 1)
-            assert_healthy(process)
+            samples = harness.settle(process, "http", 1)
+            harness.assert_healthy(process)
             made = metric(samples, "lineage_events_delivered_total", transport="http")
-            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
-            accounting = stop_and_account(process)
+            assert harness.drops(samples, "http") == harness.unconfirmed(samples, "http") == {}
+            accounting = harness.stop_and_account(process)
         events = collector.events
     assert accounting["http"]["delivered"] == made == len(events) > 10
     assert len({e["run"]["facets"]["lineageAgent_signature"]["signature"] for e in events}) == made
-    assert_runs_whole(events)
-    assert check_events(events, workdir / "ed25519.key") == made
+    harness.assert_runs_whole(events)
+    assert harness.check_events(events, workdir / "ed25519.key") == made
 
 
 def test_a_collector_restarting_mid_application_loses_nothing(workdir: Path) -> None:
     """A collector that restarts while the applications' events flow (it answers what it
     read, is down 5 s, comes back on its port) gets every run whole: the events made while
     it was down waited, in order."""
-    first = TallyCollector(slow(0.3)).start()
-    second: TallyCollector | None = None
+    first = harness.TallyCollector(slow(0.3)).start()
+    second: harness.TallyCollector | None = None
     try:
-        with agent(daemon_config(workdir, first.url)) as process:
+        with harness.agent(daemon_config(workdir, first.url)) as process:
             first.wait_for(3, timeout=60)
             wait_finished(process, len(APPLICATIONS))
             port = first.port
             first.stop(graceful=True)
             time.sleep(5)
-            assert drops(process.scrape(), "http") == {}
-            second = TallyCollector(port=port).start()
-            samples = settle(process, "http", 1)
-            assert_healthy(process)
-            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
-            accounting = stop_and_account(process)
+            assert harness.drops(process.scrape(), "http") == {}
+            second = harness.TallyCollector(port=port).start()
+            samples = harness.settle(process, "http", 1)
+            harness.assert_healthy(process)
+            assert harness.drops(samples, "http") == harness.unconfirmed(samples, "http") == {}
+            accounting = harness.stop_and_account(process)
     finally:
         first.stop()
         if second is not None:
@@ -112,6 +100,6 @@ def test_a_collector_restarting_mid_application_loses_nothing(workdir: Path) -> 
     assert len({e["run"]["facets"]["lineageAgent_signature"]["signature"] for e in events}) == len(
         events
     )
-    runs = assert_runs_whole(events)
+    runs = harness.assert_runs_whole(events)
     assert emitted_order(events) == runs
-    assert check_events(events, workdir / "ed25519.key") == len(events)
+    assert harness.check_events(events, workdir / "ed25519.key") == len(events)

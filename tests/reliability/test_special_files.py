@@ -15,22 +15,7 @@ from typing import Any
 
 from agent.service.control.client import request
 from tests.agentproc import metric
-from tests.reliability.harness import (
-    PATIENCE,
-    ROOT,
-    agent,
-    assert_healthy,
-    check_events,
-    config_file,
-    drops,
-    file_lineage,
-    read_jsonl,
-    reference_events,
-    settle,
-    stop_and_account,
-    unsigned,
-    wait_until,
-)
+from tests.reliability import harness
 from tests.samples import sample_bytes
 
 SUCCESS = sample_bytes("success")
@@ -44,8 +29,8 @@ def config_check(path: Path) -> tuple[subprocess.CompletedProcess[str], float]:
         [sys.executable, "-m", "agent", "config", "check", str(path)],
         capture_output=True,
         text=True,
-        timeout=PATIENCE,
-        cwd=ROOT,
+        timeout=harness.PATIENCE,
+        cwd=harness.ROOT,
     )
     return result, time.monotonic() - started
 
@@ -88,15 +73,15 @@ def test_fifo_config_on_sighup_and_fifos_in_the_event_log_directory(workdir: Pat
     rolling.mkdir()
     (rolling / "appstatus_local-1000000000002.inprogress").touch()
     os.mkfifo(rolling / "events_1_local-1000000000002")
-    config = config_file(
+    config = harness.config_file(
         workdir,
-        file_lineage(workdir / "lineage.jsonl", rotation_size_mb=0),
+        harness.file_lineage(workdir / "lineage.jsonl", rotation_size_mb=0),
         spark={"event_log_dirs": [str(events_dir)]},
     )
     saved = config.read_bytes()
-    with agent(config) as process:
+    with harness.agent(config) as process:
         (events_dir / SUCCESS_APP).write_bytes(SUCCESS)
-        wait_until("the real log finished", lambda: finished(process) == 1)
+        harness.wait_until("the real log finished", lambda: finished(process) == 1)
         unreadable = sorted(
             (line["log"], line["error"])
             for line in process.logs()
@@ -114,26 +99,26 @@ def test_fifo_config_on_sighup_and_fifos_in_the_event_log_directory(workdir: Pat
         config.unlink()
         os.mkfifo(config)
         process.signal(signal.SIGHUP)
-        failed = process.wait_log("reload_failed", timeout=PATIENCE)
+        failed = process.wait_log("reload_failed", timeout=harness.PATIENCE)
         assert failed["error"] == f"{config}: cannot read: not a regular file (a FIFO)"
         answer: dict[str, Any] = request(str(workdir / "control.sock"), {"command": "status"})
         assert answer["ok"], answer
-        assert_healthy(process)
-        samples = settle(process, "file")
-        assert drops(samples, "file") == {}
+        harness.assert_healthy(process)
+        samples = harness.settle(process, "file")
+        assert harness.drops(samples, "file") == {}
         delivered = metric(samples, "lineage_events_delivered_total", transport="file")
-        accounting = stop_and_account(process, timeout=PATIENCE)
+        accounting = harness.stop_and_account(process, timeout=harness.PATIENCE)
     config.unlink()
     config.write_bytes(saved)
-    events = read_jsonl(workdir / "lineage.jsonl")
+    events = harness.read_jsonl(workdir / "lineage.jsonl")
     assert len(events) == delivered == accounting["file"]["delivered"]
     assert accounting["file"]["offered"] == (
         accounting["file"]["delivered"]
         + accounting["file"]["dropped"]
         + accounting["file"]["queued"]
     )
-    check_events(events, workdir / "ed25519.key")
-    assert [unsigned(e) for e in events] == reference_events(clean)
+    harness.check_events(events, workdir / "ed25519.key")
+    assert [harness.unsigned(e) for e in events] == harness.reference_events(clean)
 
 
 def finished(process: Any) -> int:
