@@ -20,6 +20,21 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def cli(
+    *args: str, check: bool = False, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`lineage-agent ARGS...` as a child process run from the checkout, its output as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
+
+
 def keygen(directory: Path) -> Path:
     """A fresh signing key made with the agent's own command."""
     key = directory / "ed25519.key"

@@ -7,28 +7,14 @@ import json
 import os
 import signal
 import stat
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import yaml
 
 from agent.service.nodekey import make_key
-from tests.agentproc import run_agent, write_config
+from tests.agentproc import cli, run_agent, write_config
 from tests.independent import public_key, verify
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
 
 
 def keyed_config(tmp_path: Path, key: Path) -> Path:

@@ -17,9 +17,9 @@ from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
 from agent.state.db import StateDB
+from tests.agentproc import cli
 from tests.olschema import validate_run_event
 from tests.spark_scenarios import daemon_config, spark_daemon, wait_events
-from tests.test_control import cli
 from tests.test_plans import load_lines
 
 Event = dict[str, Any]

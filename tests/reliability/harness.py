@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent.errors import DROP_REASONS, UNCONFIRMED_REASONS
 from tests.agentproc import AgentProcess, accounting
+from tests.agentproc import cli as agent_cli
 from tests.collector import Behaviour, Collector, Reply, Request, Slow
 from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
@@ -128,6 +129,11 @@ def memory_agent(
         str(rate),
         **kwargs,
     )
+
+
+def cli(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`lineage-agent ARGS...` as a child process, given PATIENCE to end."""
+    return agent_cli(*args, env=env, timeout=PATIENCE)
 
 
 def healthz(process: AgentProcess) -> dict[str, Any]:

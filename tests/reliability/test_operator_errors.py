@@ -30,6 +30,7 @@ from tests.reliability.harness import (
     ROOT,
     agent,
     assert_healthy,
+    cli,
     config_file,
     file_lineage,
     memory_agent,
@@ -38,19 +39,6 @@ from tests.reliability.harness import (
     stop_and_account,
     wait_until,
 )
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`lineage-agent ARGS...` as a child process."""
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        timeout=PATIENCE,
-        cwd=ROOT,
-        env=env,
-    )
-
 
 # -- pubkey ------------------------------------------------------------------------------------
 
