@@ -22,23 +22,11 @@ import pytest
 import yaml
 
 from agent.service.control.server import ControlServer
-from tests.agentproc import AgentProcess, keygen, stop_process
+from tests.agentproc import AgentProcess, cli, keygen
 from tests.independent import public_key, verify
 from tests.olschema import validate_run_event
 from tests.spark_logs import JOBS, spark_env
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        check=check,
-        cwd=ROOT,
-        timeout=120,
-    )
+from tests.spark_scenarios import spark_daemon, wait_events
 
 
 @contextmanager
@@ -72,39 +60,8 @@ def spark_agent(
             }
         )
     )
-    log_path = work / "agent.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agent", "run", "--config", str(config)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    agent = AgentProcess(proc, log_path)
-    try:
-        agent.wait_started()
+    with spark_daemon(config) as agent:
         yield agent, config, out
-    finally:
-        stop_process(proc)
-
-
-def events_in(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
-
-
-def wait_events(path: Path, predicate: Any, seconds: float = 90) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        events = events_in(path)
-        if predicate(events):
-            return events
-        time.sleep(0.1)
-    raise AssertionError(
-        f"condition not met within {seconds}s; events: "
-        f"{[(e['eventType'], e['job']['name']) for e in events_in(path)]}"
-    )
 
 
 @pytest.mark.spark

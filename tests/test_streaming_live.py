@@ -26,10 +26,12 @@ import pytest
 from agent.spark.translate.listener import wanted
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
+from tests.agentproc import cli
 from tests.independent import public_key, verify
 from tests.kafka import Kafka
 from tests.olschema import validate_run_event
-from tests.test_control import cli, spark_agent, wait_events
+from tests.spark_scenarios import wait_events
+from tests.test_control import spark_agent
 
 pytestmark = pytest.mark.spark
 

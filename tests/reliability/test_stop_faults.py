@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from tests.reliability.harness import (
-    PATIENCE,
-    ROOT,
     agent,
     assert_runs_whole,
     check_events,
+    cli,
     config_file,
     file_lineage,
     kill,
@@ -30,16 +29,6 @@ from tests.reliability.harness import (
 from tests.spark_logs import JOBS, spark_env
 
 pytestmark = pytest.mark.spark
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=PATIENCE,
-    )
 
 
 def written(out: Path) -> list[dict[str, Any]]:
