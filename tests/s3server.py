@@ -2,7 +2,8 @@
 store-discovery benchmark, with the AWS variables that point clients at it.
 
 `running_s3(bucket)`: a context manager that starts `moto.server` on a free loopback port,
-creates `bucket`, yields an `S3Server` and stops the process (SIGTERM, then SIGKILL). The
+creates `bucket`, yields an `S3Server` and stops the process (SIGTERM, then SIGKILL);
+`aws_environment(server)` points this process's `AWS_*` variables at it for a while. The
 credentials are moto's dummies, passed only through the standard `AWS_*` variables, the way a
 deployment passes real ones: the agent itself never sees them.
 """
@@ -51,6 +52,22 @@ class S3Server:
             if path.is_file():
                 key = f"{prefix.rstrip('/')}/{path.relative_to(local).as_posix()}"
                 client.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+
+
+@contextmanager
+def aws_environment(server: S3Server) -> Iterator[None]:
+    """The `AWS_*` variables of this process point at `server` (the agent's credentials chain
+    reads them) until the block ends; then they are as they were."""
+    saved = {name: os.environ.get(name) for name in server.env}
+    os.environ.update(server.env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def free_port() -> int:

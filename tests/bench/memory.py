@@ -24,23 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.agentproc import AgentProcess
+from tests.bench import harness
 from tests.bench.corpus import populate
-from tests.bench.harness import (
-    CollectorProcess,
-    Context,
-    Figure,
-    LogTail,
-    Result,
-    Target,
-    agent_config,
-    agent_process,
-    cpu_seconds,
-    peak_rss_mib,
-    rss_mib,
-    scrape,
-    total,
-    wait_until,
-)
 from tests.collector import closed_port
 
 
@@ -61,34 +46,34 @@ SMOKE = Params(events=5_000, completed=4, running=2, window=2.0, settle_timeout=
 # -- overflow ----------------------------------------------------------------------------------
 
 
-def overflow(context: Context, params: Params, result: Result) -> None:
+def overflow(context: harness.Context, params: Params, result: harness.Result) -> None:
     base = context.directory("memory-overflow")
     endpoint = f"http://127.0.0.1:{closed_port()}/api/v1/lineage"
-    config = agent_config(base, endpoint=endpoint)
+    config = harness.agent_config(base, endpoint=endpoint)
     delay = 3.0
     samples: list[tuple[float, float]] = []  # (events produced, RSS MiB)
-    with agent_process(
+    with harness.agent_process(
         config,
         module=("tests.bench.agent_child",),
         args=["--events", str(params.events), "--start-delay", str(delay)],
     ) as agent:
         pid = agent.proc.pid
         time.sleep(delay * 0.7)
-        idle = rss_mib(pid)
+        idle = harness.rss_mib(pid)
         deadline = time.monotonic() + params.overflow_timeout
         last: dict[str, float] = {}
         while time.monotonic() < deadline:
-            rss = rss_mib(pid)
-            scraped = scrape(agent)
+            rss = harness.rss_mib(pid)
+            scraped = harness.scrape(agent)
             if scraped:
                 last = scraped
-                produced = total(last, "lineage_events_emitted_total")
+                produced = harness.total(last, "lineage_events_emitted_total")
                 samples.append((produced, rss))
                 if produced >= params.events and _settled(last):
                     break
             time.sleep(0.25)
-        final, peak = rss_mib(pid), peak_rss_mib(pid)
-        produced = total(last, "lineage_events_emitted_total")
+        final, peak = harness.rss_mib(pid), harness.peak_rss_mib(pid)
+        produced = harness.total(last, "lineage_events_emitted_total")
         dropped = _dropped(last)
         delivered = last.get("lineage_events_delivered_total{transport=http}", 0.0)
         queued = last.get("lineage_queue_depth{transport=http}", 0.0)
@@ -106,13 +91,13 @@ def overflow(context: Context, params: Params, result: Result) -> None:
         for share in range(1, 11)
     }
     result.add(
-        Figure(
+        harness.Figure(
             "overflow_rss_mib",
             final,
             "MiB",
             "the same daemon before its first event",
             idle,
-            Target("<=", 100.0, on="value"),
+            harness.Target("<=", 100.0, on="value"),
             {
                 "peak_rss_mib": round(peak, 1),
                 "rss_at_share_of_events": checkpoints,
@@ -121,26 +106,26 @@ def overflow(context: Context, params: Params, result: Result) -> None:
         )
     )
     result.add(
-        Figure(
+        harness.Figure(
             "overflow_rss_growth",
             final,
             "MiB",
             "RSS after the first 10% of the events",
             at_tenth,
-            Target("<=", 1.05),
+            harness.Target("<=", 1.05),
             {"what": "flat: the last 90% of the events may add at most 5%"},
         )
     )
     # Nothing listens, so nothing ever leaves: the queue holds what it can (never sent, so
     # kept for when the collector answers) and every event past it is dropped and counted.
     result.add(
-        Figure(
+        harness.Figure(
             "overflow_drops_counted",
             dropped + queued,
             "events",
             "events offered",
             produced,
-            Target(">=", 1.0),
+            harness.Target(">=", 1.0),
             {
                 "delivered": delivered,
                 "queued": queued,
@@ -165,7 +150,7 @@ def _dropped(samples: dict[str, float]) -> float:
 
 def _settled(samples: dict[str, float]) -> bool:
     """Every event produced is accounted for: delivered, dropped, or waiting in the queue."""
-    produced = total(samples, "lineage_events_emitted_total")
+    produced = harness.total(samples, "lineage_events_emitted_total")
     delivered = samples.get("lineage_events_delivered_total{transport=http}", 0.0)
     queued = samples.get("lineage_queue_depth{transport=http}", 0.0)
     return produced == delivered + _dropped(samples) + queued
@@ -182,14 +167,14 @@ class Idle:
 
 
 def idle_cost(base: Path, dirs: list[Path], finished: int, following: int, params: Params) -> Idle:
-    with CollectorProcess.standard() as collector:
-        config = agent_config(
+    with harness.CollectorProcess.standard() as collector:
+        config = harness.agent_config(
             base, endpoint=collector.url, event_dirs=dirs, spark={"replay_horizon": 0}
         )
         began = time.monotonic()
-        with agent_process(config) as agent:
-            tail = LogTail(agent.log_path)
-            wait_until(
+        with harness.agent_process(config) as agent:
+            tail = harness.LogTail(agent.log_path)
+            harness.wait_until(
                 lambda: _following(agent, tail, finished, following),
                 params.settle_timeout,
                 f"the agent to finish {finished} logs and follow {following}",
@@ -198,24 +183,24 @@ def idle_cost(base: Path, dirs: list[Path], finished: int, following: int, param
             settled = time.monotonic() - began
             time.sleep(2.0)  # let the last deliveries and the ledger flush pass
             pid = agent.proc.pid
-            before, start = cpu_seconds(pid), time.monotonic()
+            before, start = harness.cpu_seconds(pid), time.monotonic()
             time.sleep(params.window)
-            used, elapsed = cpu_seconds(pid) - before, time.monotonic() - start
-            rss = rss_mib(pid)
+            used, elapsed = harness.cpu_seconds(pid) - before, time.monotonic() - start
+            rss = harness.rss_mib(pid)
             agent.stop()
     return Idle(100 * used / elapsed, rss, settled)
 
 
-def _following(agent: AgentProcess, tail: LogTail, finished: int, following: int) -> bool:
+def _following(agent: AgentProcess, tail: harness.LogTail, finished: int, following: int) -> bool:
     tail.poll()
-    samples = scrape(agent)
+    samples = harness.scrape(agent)
     return (
         tail.count("eventlog_finished") >= finished
         and samples.get("lineage_applications_tracked") == following
     )
 
 
-def idle(context: Context, params: Params, result: Result) -> None:
+def idle(context: harness.Context, params: Params, result: harness.Result) -> None:
     base = context.directory("memory-idle")
     empty = [base / "empty-a", base / "empty-b"]
     for directory in empty:
@@ -234,13 +219,13 @@ def idle(context: Context, params: Params, result: Result) -> None:
     loaded = idle_cost(base / "agent-logs", busy, params.completed, params.running, params)
     result.setup["idle_logs"] = layout
     result.add(
-        Figure(
+        harness.Figure(
             "idle_cpu_percent_of_a_core",
             loaded.cpu_percent,
             "% of a core",
             "the same daemon watching two empty directories",
             baseline.cpu_percent,
-            Target("<=", 1.0, on="value"),
+            harness.Target("<=", 1.0, on="value"),
             {
                 "window_seconds": params.window,
                 "completed_logs": params.completed,
@@ -250,7 +235,7 @@ def idle(context: Context, params: Params, result: Result) -> None:
         )
     )
     result.add(
-        Figure(
+        harness.Figure(
             "idle_rss_mib",
             loaded.rss_mib,
             "MiB",
@@ -261,9 +246,9 @@ def idle(context: Context, params: Params, result: Result) -> None:
     )
 
 
-def run(context: Context) -> Result:
+def run(context: harness.Context) -> harness.Result:
     params = SMOKE if context.smoke else FULL
-    result = Result("memory", "python -m tests.bench memory")
+    result = harness.Result("memory", "python -m tests.bench memory")
     result.setup = {
         "overflow_events": params.events,
         "queue_size": 1024,

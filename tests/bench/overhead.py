@@ -23,20 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.agentproc import AgentProcess
-from tests.bench.harness import (
-    CollectorProcess,
-    Context,
-    Figure,
-    LogTail,
-    Result,
-    Target,
-    agent_config,
-    agent_process,
-    cpu_seconds,
-    median,
-    spread,
-    wait_until,
-)
+from tests.bench import harness
 
 
 @dataclass(frozen=True)
@@ -69,12 +56,12 @@ class AgentSwitch:
         self.agent: AgentProcess | None = None
         self.finished = 0  # application logs the agent must have finished
         self._stack = contextlib.ExitStack()
-        self._tail: LogTail | None = None
+        self._tail: harness.LogTail | None = None
 
     def on(self) -> AgentProcess:
         if self.agent is None:
-            self.agent = self._stack.enter_context(agent_process(self.config))
-            self._tail = LogTail(self.agent.log_path)
+            self.agent = self._stack.enter_context(harness.agent_process(self.config))
+            self._tail = harness.LogTail(self.agent.log_path)
             self.finished = 0  # a restarted agent remembers finished logs; counts new ones
         return self.agent
 
@@ -86,7 +73,7 @@ class AgentSwitch:
             tail.poll()
             return tail.count("eventlog_finished") >= self.finished
 
-        wait_until(done, 60, "the agent to read the application's log to its end", 0.05)
+        harness.wait_until(done, 60, "the agent to read the application's log to its end", 0.05)
 
     def off(self) -> None:
         if self.agent is not None:
@@ -102,9 +89,9 @@ class AgentSwitch:
         self._stack.close()
 
 
-def run(context: Context) -> Result:
+def run(context: harness.Context) -> harness.Result:
     params = SMOKE if context.smoke else FULL
-    result = Result("overhead", "python -m tests.bench overhead")
+    result = harness.Result("overhead", "python -m tests.bench overhead")
     base = context.directory("overhead")
     watched, unwatched = base / "events-watched", base / "events-unwatched"
     watched.mkdir()
@@ -135,8 +122,8 @@ def run(context: Context) -> Result:
     rounds_with: list[dict[str, float]] = []
     rounds_without: list[dict[str, float]] = []
     agent_cpu: list[float] = []
-    with CollectorProcess.standard() as collector:
-        config = agent_config(base / "agent", endpoint=collector.url, event_dirs=[watched])
+    with harness.CollectorProcess.standard() as collector:
+        config = harness.agent_config(base / "agent", endpoint=collector.url, event_dirs=[watched])
         with AgentSwitch(config) as switch:
             for number, watching in enumerate(plan, start=1):
                 if not watching:
@@ -144,45 +131,45 @@ def run(context: Context) -> Result:
                     rounds_without.append(spark_round(number, unwatched))
                     continue
                 agent = switch.on()
-                before = cpu_seconds(agent.proc.pid)
+                before = harness.cpu_seconds(agent.proc.pid)
                 rounds_with.append(spark_round(number, watched))
                 switch.finished += 1
                 switch.wait_caught_up()
-                agent_cpu.append(cpu_seconds(agent.proc.pid) - before)
+                agent_cpu.append(harness.cpu_seconds(agent.proc.pid) - before)
             switch.off()
     with_agent = [r["seconds"] for r in rounds_with]
     without = [r["seconds"] for r in rounds_without]
     phases = {
         arm: {
-            phase: round(median([r[f"{phase}_seconds"] for r in rounds]), 3)
+            phase: round(harness.median([r[f"{phase}_seconds"] for r in rounds]), 3)
             for phase in ("start", "work", "stop")
         }
         for arm, rounds in (("with", rounds_with), ("without", rounds_without))
     }
     result.add(
-        Figure(
+        harness.Figure(
             "wall_time_with_agent",
-            median(with_agent),
+            harness.median(with_agent),
             "s",
             "the same application without an agent (median)",
-            median(without),
-            Target("<=", 1.02),
+            harness.median(without),
+            harness.Target("<=", 1.02),
             {
                 "with_agent_seconds": [round(s, 3) for s in with_agent],
                 "without_seconds": [round(s, 3) for s in without],
-                "spread_with": round(spread(with_agent), 3),
-                "spread_without": round(spread(without), 3),
+                "spread_with": round(harness.spread(with_agent), 3),
+                "spread_without": round(harness.spread(without), 3),
                 "median_seconds_by_phase": phases,
             },
         )
     )
     result.add(
-        Figure(
+        harness.Figure(
             "agent_cpu_per_round",
-            median(agent_cpu),
+            harness.median(agent_cpu),
             "s",
             "wall time of the application (median, with agent)",
-            median(with_agent),
+            harness.median(with_agent),
             None,
             {
                 "agent_cpu_seconds": [round(s, 3) for s in agent_cpu],
@@ -192,23 +179,25 @@ def run(context: Context) -> Result:
     )
     cores = os.cpu_count() or 1
     result.add(
-        Figure(
+        harness.Figure(
             "wall_time_bound_from_agent_cpu",
-            median(without) + median(agent_cpu),
+            harness.median(without) + harness.median(agent_cpu),
             "s",
             "the same application without an agent (median)",
-            median(without),
-            Target("<=", 1.02),
+            harness.median(without),
+            harness.Target("<=", 1.02),
             {
                 "what": "worst case: every CPU second the agent uses delays the application "
                 "by a second (it always displaces the application's critical thread)",
-                "fair_share_ratio": round(1 + median(agent_cpu) / (cores * median(without)), 4),
+                "fair_share_ratio": round(
+                    1 + harness.median(agent_cpu) / (cores * harness.median(without)), 4
+                ),
                 "fair_share_what": f"the agent's CPU spread over the {cores} cores the "
                 "application keeps busy",
             },
         )
     )
-    if max(spread(with_agent), spread(without)) > 0.02:
+    if max(harness.spread(with_agent), harness.spread(without)) > 0.02:
         result.notes.append(
             "rounds of one arm differ by more than 2% among themselves (interquartile range "
             "over median): the machine's noise exceeds the effect the target asks to see; "

@@ -15,28 +15,14 @@ Requests are the agent's own count (`lineage_eventlog_store_requests_total`).
 from __future__ import annotations
 
 import math
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.bench.harness import (
-    CollectorProcess,
-    Context,
-    Figure,
-    LogTail,
-    Result,
-    Target,
-    agent_config,
-    agent_process,
-    peak_rss_mib,
-    rss_mib,
-    scrape,
-    wait_until,
-)
-from tests.s3server import S3Server, running_s3
+from tests.bench import harness
+from tests.s3server import S3Server, aws_environment, running_s3
 
 POLL = 2.0  # spark.store_poll_interval of the run
 
@@ -76,8 +62,8 @@ def requests(samples: dict[str, float], kind: str) -> float:
 def follow(base: Path, url: str, apps: int, steady: float) -> dict[str, Any]:
     """Run the daemon over `url` until its first scan handled `apps` applications, then for
     `steady` seconds; the request counts and memory."""
-    with CollectorProcess.standard() as collector:
-        config = agent_config(
+    with harness.CollectorProcess.standard() as collector:
+        config = harness.agent_config(
             base,
             endpoint=collector.url,
             spark={
@@ -86,22 +72,22 @@ def follow(base: Path, url: str, apps: int, steady: float) -> dict[str, Any]:
                 "replay_horizon": "1s",
             },
         )
-        with agent_process(config) as agent:
-            tail = LogTail(agent.log_path)
+        with harness.agent_process(config) as agent:
+            tail = harness.LogTail(agent.log_path)
 
             def scanned() -> bool:
                 tail.poll(keep=lambda line: line.get("event") == "eventlogs_skipped_by_horizon")
                 return apps == 0 or tail.count("eventlogs_skipped_by_horizon") > 0
 
             began = time.monotonic()
-            wait_until(scanned, 900, f"the first scan of {apps} applications", 0.1)
+            harness.wait_until(scanned, 900, f"the first scan of {apps} applications", 0.1)
             first_scan_seconds = time.monotonic() - began
             time.sleep(POLL)  # the first scan's LISTs are all counted
-            first = scrape(agent)
+            first = harness.scrape(agent)
             time.sleep(steady)
-            later = scrape(agent)
+            later = harness.scrape(agent)
             pid = agent.proc.pid
-            rss, peak = rss_mib(pid), peak_rss_mib(pid)
+            rss, peak = harness.rss_mib(pid), harness.peak_rss_mib(pid)
             agent.stop()
     kinds = ("list", "head", "get")
     return {
@@ -113,29 +99,19 @@ def follow(base: Path, url: str, apps: int, steady: float) -> dict[str, Any]:
     }
 
 
-def run(context: Context) -> Result:
+def run(context: harness.Context) -> harness.Result:
     params = SMOKE if context.smoke else FULL
-    result = Result("stores", "python -m tests.bench stores")
+    result = harness.Result("stores", "python -m tests.bench stores")
     base = context.directory("stores-runs")
-    with running_s3("bench-logs", log=base / "moto.log") as s3:
-        saved = {name: os.environ.get(name) for name in s3.env}
-        os.environ.update(s3.env)  # the agent's credentials chain: AWS_* variables
-        try:
-            began = time.monotonic()
-            populate(s3, "apps", params.apps)
-            s3.client().put_object(Bucket=s3.bucket, Key="empty/", Body=b"")
-            made = time.monotonic() - began
-            time.sleep(2.0)  # older than the 1s start horizon
-            empty = follow(base / "empty", f"s3a://{s3.bucket}/empty", 0, params.steady_seconds)
-            full = follow(
-                base / "full", f"s3a://{s3.bucket}/apps", params.apps, params.steady_seconds
-            )
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    # the agent's credentials chain reads the AWS_* variables
+    with running_s3("bench-logs", log=base / "moto.log") as s3, aws_environment(s3):
+        began = time.monotonic()
+        populate(s3, "apps", params.apps)
+        s3.client().put_object(Bucket=s3.bucket, Key="empty/", Body=b"")
+        made = time.monotonic() - began
+        time.sleep(2.0)  # older than the 1s start horizon
+        empty = follow(base / "empty", f"s3a://{s3.bucket}/empty", 0, params.steady_seconds)
+        full = follow(base / "full", f"s3a://{s3.bucket}/apps", params.apps, params.steady_seconds)
     rolling = params.apps // 2
     entries = params.apps  # names directly under the prefix: one per application
     floor_first = math.ceil(entries / 1000) + rolling
@@ -152,35 +128,35 @@ def run(context: Context) -> Result:
         "replay_horizon": "1s (every application is older)",
     }
     result.add(
-        Figure(
+        harness.Figure(
             "first_scan_requests",
             sum(full["first"].values()),
             "requests",
             "LIST pages of the directory + one LIST per rolling directory",
             floor_first,
-            Target("<=", 1.05),
+            harness.Target("<=", 1.05),
             {**full["first"], "seconds": round(full["first_scan_seconds"], 1)},
         )
     )
     result.add(
-        Figure(
+        harness.Figure(
             "steady_requests_per_minute",
             steady_per_minute,
             "requests/min",
             "the directory's LIST pages once per poll",
             floor_steady,
-            Target("<=", 1.2),
+            harness.Target("<=", 1.2),
             {**full["steady"], "measured_seconds": params.steady_seconds},
         )
     )
     result.add(
-        Figure(
+        harness.Figure(
             "rss_mib",
             full["rss_mib"],
             "MiB",
             "RSS over an empty prefix",
             empty["rss_mib"],
-            Target("<=", 1.5),
+            harness.Target("<=", 1.5),
             {"peak_rss_mib": round(full["peak_rss_mib"], 1)},
         )
     )
