@@ -32,11 +32,12 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -165,20 +166,33 @@ def cached(cache: Path = CACHE) -> SparkLogs:
 
 
 _generated: dict[Path, SparkLogs | BaseException] = {}
+Built = TypeVar("Built")
+
+
+def once_per_session(
+    built: dict[Path, Built | BaseException],
+    tmp_path_factory: pytest.TempPathFactory,
+    build: Callable[[], Built],
+    failures: tuple[type[BaseException], ...],
+) -> Built:
+    """What `build` makes, on the session's first use (kept in `built`); a failure of the kinds
+    in `failures` is remembered and raised again, not retried."""
+    base = tmp_path_factory.getbasetemp()
+    if base not in built:
+        try:
+            built[base] = build()
+        except failures as error:
+            built[base] = error
+    result = built[base]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def session_spark_logs(tmp_path_factory: pytest.TempPathFactory) -> SparkLogs:
     """The session's logs, generated on first use; a failure is remembered, not retried."""
-    base = tmp_path_factory.getbasetemp()
-    if base not in _generated:
-        try:
-            _generated[base] = cached()
-        except (RuntimeError, OSError, subprocess.SubprocessError) as error:
-            _generated[base] = error
-    result = _generated[base]
-    if isinstance(result, BaseException):
-        raise result
-    return result
+    failures = (RuntimeError, OSError, subprocess.SubprocessError)
+    return once_per_session(_generated, tmp_path_factory, cached, failures)
 
 
 @pytest.fixture(scope="session")
@@ -187,13 +201,59 @@ def spark_logs(tmp_path_factory: pytest.TempPathFactory) -> SparkLogs:
     return session_spark_logs(tmp_path_factory)
 
 
-class RunningApp:
-    """A live Spark application in another process; see tests/sparkjobs/running_app.py."""
+class SteeredJob:
+    """A PySpark program in another process that a test steers through files in its control
+    directory: the program writes one to say where it is, the test one to let it go on."""
+
+    program = ""  # as error messages name it
+    step_timeout = STEP_TIMEOUT  # how long one step may take
 
     def __init__(self, event_dir: Path, control: Path, process: subprocess.Popen[bytes]):
         self.event_dir = event_dir
         self.control = control
         self.process = process
+
+    def wait_file(self, name: str, timeout: float | None = None) -> Path:
+        """Block until the program wrote `CONTROL/name` (within `step_timeout` by default)."""
+        timeout = self.step_timeout if timeout is None else timeout
+        path = self.control / name
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{self.program} exited {self.process.returncode} before {name!r}:\n"
+                    f"{self.output()}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {name!r} from {self.program} within {timeout} s")
+            time.sleep(0.05)
+        return path
+
+    def output(self) -> str:
+        """The end of what the program printed."""
+        return (self.control / "output.log").read_text(errors="replace")[-4000:]
+
+
+def start_steered(work: Path, control: Path, program: Path, *args: str) -> subprocess.Popen[bytes]:
+    """Start the PySpark `program` in `work`, its output into CONTROL/output.log."""
+    control.mkdir(parents=True)
+    with (control / "output.log").open("wb") as output:
+        return subprocess.Popen(
+            [sys.executable, str(program), *args],
+            cwd=work,
+            env=spark_env(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+
+
+class RunningApp(SteeredJob):
+    """A live Spark application in another process; see tests/sparkjobs/running_app.py."""
+
+    program = "running_app.py"
+
+    def __init__(self, event_dir: Path, control: Path, process: subprocess.Popen[bytes]):
+        super().__init__(event_dir, control, process)
         self.app_id = ""
 
     def signal(self, name: str) -> None:
@@ -202,19 +262,16 @@ class RunningApp:
 
     def wait(self, name: str, timeout: float = STEP_TIMEOUT) -> None:
         """Block until the application wrote the signal file `name`."""
-        deadline = time.monotonic() + timeout
-        while not (self.control / name).exists():
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"running_app.py exited {self.process.returncode} before "
-                    f"{name!r}:\n{self.output()}"
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {name!r} from running_app.py within {timeout} s")
-            time.sleep(0.05)
+        self.wait_file(name, timeout)
 
-    def output(self) -> str:
-        return (self.control / "output.log").read_text(errors="replace")[-4000:]
+    def finish(self) -> None:
+        """Let the application run its job and stop: `go-job` and `release` until `job-done`,
+        then `go-stop` until `stopped`."""
+        self.signal("go-job")
+        self.signal("release")
+        self.wait("job-done")
+        self.signal("go-stop")
+        self.wait("stopped")
 
 
 @contextmanager
@@ -232,23 +289,16 @@ def running_app(
     event_dir, control = work / "events", work / "control"
     if event_url is None:
         event_dir.mkdir(parents=True)
-    control.mkdir(parents=True)
-    with (control / "output.log").open("wb") as output:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                str(JOBS / "running_app.py"),
-                event_url or str(event_dir),
-                str(control),
-                layout,
-                codec,
-                *(f"{key}={value}" for key, value in (confs or {}).items()),
-            ],
-            cwd=work,
-            env=spark_env(),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_steered(
+        work,
+        control,
+        JOBS / "running_app.py",
+        event_url or str(event_dir),
+        str(control),
+        layout,
+        codec,
+        *(f"{key}={value}" for key, value in (confs or {}).items()),
+    )
     app = RunningApp(event_dir, control, process)
     try:
         app.wait("started")

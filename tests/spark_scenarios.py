@@ -39,7 +39,7 @@ from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.agentproc import AgentProcess, keygen, stop_process
 from tests.pg import JDBC_JAR, postgres_skip_reason, start_postgres
-from tests.spark_logs import JOBS, spark_env
+from tests.spark_logs import JOBS, SteeredJob, once_per_session, spark_env, start_steered
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = JOBS / "scenarios.py"
@@ -202,16 +202,12 @@ _built: dict[Path, Scenarios | BaseException] = {}
 
 def session_scenarios(tmp_path_factory: pytest.TempPathFactory) -> Scenarios:
     """The session's scenarios, built on first use; a failure is remembered, not retried."""
-    base = tmp_path_factory.getbasetemp()
-    if base not in _built:
-        try:
-            _built[base] = build(tmp_path_factory.mktemp("spark-scenarios"))
-        except (RuntimeError, OSError, subprocess.SubprocessError, TimeoutError) as error:
-            _built[base] = error
-    result = _built[base]
-    if isinstance(result, BaseException):
-        raise result
-    return result
+
+    def built() -> Scenarios:
+        return build(tmp_path_factory.mktemp("spark-scenarios"))
+
+    failures = (RuntimeError, OSError, subprocess.SubprocessError, TimeoutError)
+    return once_per_session(_built, tmp_path_factory, built, failures)
 
 
 # -- checks shared by the tests ----------------------------------------------------------
@@ -338,29 +334,15 @@ def spark_daemon(config: Path) -> Iterator[AgentProcess]:
         stop_process(proc)
 
 
-class LiveApps:
+class LiveApps(SteeredJob):
     """A scenarios.py `live` process: applications that advance one command at a time."""
 
-    def __init__(self, event_dir: Path, control: Path, process: subprocess.Popen[bytes]) -> None:
-        self.event_dir = event_dir
-        self.control = control
-        self.process = process
-        self._seq = 0
+    program = "scenarios.py live"
+    step_timeout = STEP_TIMEOUT
 
-    def wait_file(self, name: str, timeout: float = STEP_TIMEOUT) -> Path:
-        """Block until the process wrote `CONTROL/name`."""
-        path = self.control / name
-        deadline = time.monotonic() + timeout
-        while not path.exists():
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"scenarios.py live exited {self.process.returncode} before {name!r}:\n"
-                    f"{self.output()}"
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {name!r} from scenarios.py live within {timeout} s")
-            time.sleep(0.05)
-        return path
+    def __init__(self, event_dir: Path, control: Path, process: subprocess.Popen[bytes]) -> None:
+        super().__init__(event_dir, control, process)
+        self._seq = 0
 
     def started(self, index: int) -> dict[str, Any]:
         """`{"app_id", "jvm_pid"}` of the index-th application (from 1), once it runs."""
@@ -387,9 +369,6 @@ class LiveApps:
         self.process.kill()
         self.process.wait(30)
 
-    def output(self) -> str:
-        return (self.control / "output.log").read_text(errors="replace")[-4000:]
-
 
 @contextmanager
 def live_apps(work: Path, *names: str) -> Iterator[LiveApps]:
@@ -397,15 +376,7 @@ def live_apps(work: Path, *names: str) -> Iterator[LiveApps]:
     the process is stopped (SIGTERM, then SIGKILL) if it is still alive."""
     event_dir, control = work / "events", work / "control"
     event_dir.mkdir(parents=True, exist_ok=True)
-    control.mkdir(parents=True)
-    with (control / "output.log").open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, str(SCENARIOS), "live", str(event_dir), str(control), *names],
-            cwd=work,
-            env=spark_env(),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_steered(work, control, SCENARIOS, "live", str(event_dir), str(control), *names)
     apps = LiveApps(event_dir, control, process)
     try:
         yield apps

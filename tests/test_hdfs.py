@@ -46,10 +46,7 @@ async def test_spark_writes_to_hdfs_and_the_agent_follows_in_progress(
             async with asyncio.timeout(60):  # read while the application runs
                 while application_events(emitted) != ["START"]:
                     await asyncio.sleep(0.05)
-            for step, done in (("go-job", None), ("release", "job-done"), ("go-stop", "stopped")):
-                app.signal(step)
-                if done:
-                    await asyncio.to_thread(app.wait, done)
+            await asyncio.to_thread(app.finish)
             async with asyncio.timeout(60):
                 while application_events(emitted) != ["START", "COMPLETE"]:
                     await asyncio.sleep(0.05)

@@ -4,7 +4,6 @@ server mode) and read through the Spark source, against the same logs read from 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from agent.spark.follow import liveness
 from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
-from tests.s3server import S3Server, running_s3
+from tests.s3server import S3Server, aws_environment, running_s3
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app
 from tests.spark_scenarios import source_running
 from tests.test_watcher import run_until, settled
@@ -36,17 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """One S3 server for the session, with the AWS variables pointing at it."""
-    with running_s3(log=tmp_path_factory.mktemp("s3") / "moto.log") as server:
-        saved = {name: os.environ.get(name) for name in server.env}
-        os.environ.update(server.env)
-        try:
-            yield server
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    log = tmp_path_factory.mktemp("s3") / "moto.log"
+    with running_s3(log=log) as server, aws_environment(server):
+        yield server
 
 
 def url(s3: S3Server, prefix: str) -> str:
@@ -293,10 +284,7 @@ async def test_spark_writes_to_s3_and_the_agent_follows(s3: S3Server, tmp_path: 
             async with asyncio.timeout(60):  # appstatus_*.inprogress shows the application
                 while not source.apps:
                     await asyncio.sleep(0.05)
-            for step, done in (("go-job", None), ("release", "job-done"), ("go-stop", "stopped")):
-                app.signal(step)
-                if done:
-                    await asyncio.to_thread(app.wait, done)
+            await asyncio.to_thread(app.finish)
             async with asyncio.timeout(60):
                 while not any(
                     e["eventType"] == "COMPLETE" and "parent" not in e["run"]["facets"]
