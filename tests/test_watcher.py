@@ -168,11 +168,7 @@ async def test_live_application_is_followed(tmp_path: Path, layout: str) -> None
                     await asyncio.sleep(0.05)
             assert [e["eventType"] for _, e in emitted] == ["START"]
             assert emitted[0][0] == app.app_id
-            app.signal("go-job")
-            app.signal("release")
-            await asyncio.to_thread(app.wait, "job-done")
-            app.signal("go-stop")
-            await asyncio.to_thread(app.wait, "stopped")
+            await asyncio.to_thread(app.finish)
             async with asyncio.timeout(60):
                 while emitted[-1][1]["eventType"] == "START":
                     await asyncio.sleep(0.05)
