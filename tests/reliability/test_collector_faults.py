@@ -23,26 +23,7 @@ import yaml
 
 from tests.agentproc import AgentProcess, keygen, metric
 from tests.collector import Behaviour, closed_port, slow
-from tests.reliability.harness import (
-    PATIENCE,
-    TallyCollector,
-    agent,
-    assert_healthy,
-    assert_runs_whole,
-    check_events,
-    config_file,
-    drops,
-    event_index,
-    http_lineage,
-    memory_agent,
-    produced,
-    restart_on_same_port,
-    settle,
-    stop_and_account,
-    unconfirmed,
-    wait_produced,
-    wait_until,
-)
+from tests.reliability import harness
 from tests.spark_logs import spark_env
 
 EVENTS = 450
@@ -52,7 +33,7 @@ RATE = 300.0
 
 
 def run_phases(
-    process: AgentProcess, collector: TallyCollector, phases: list[Behaviour]
+    process: AgentProcess, collector: harness.TallyCollector, phases: list[Behaviour]
 ) -> tuple[dict[str, float], int]:
     """Switch the collector through `phases`, one per equal share of the events; return the
     settled scrape and how many events had been produced when the last phase began."""
@@ -60,10 +41,10 @@ def run_phases(
     last_began = 0
     for number, behaviour in enumerate(phases):
         collector.set_behaviour(behaviour)
-        last_began = wait_produced(process, number * share) if number else 0
+        last_began = harness.wait_produced(process, number * share) if number else 0
         if number < len(phases) - 1:
-            wait_produced(process, (number + 1) * share)
-    return settle(process, "http", EVENTS), last_began
+            harness.wait_produced(process, (number + 1) * share)
+    return harness.settle(process, "http", EVENTS), last_began
 
 
 #: Without retries (`retry: {total: 0}`) an answer "not stored" drops at once; without the
@@ -91,15 +72,15 @@ def test_fault_then_recovery_is_counted_exactly(
     """A fault between healthy phases, retries off: what the collector refused is dropped,
     what it took without answering is unconfirmed, one each per request (a terminal event's
     one resend included); recovery delivers all."""
-    with TallyCollector(validate=False) as collector:
-        lineage = http_lineage(collector.url, timeout="1500ms", **AT_ONCE)
-        config = config_file(workdir, lineage)
-        with memory_agent(config, EVENTS, RATE) as process:
+    with harness.TallyCollector(validate=False) as collector:
+        lineage = harness.http_lineage(collector.url, timeout="1500ms", **AT_ONCE)
+        config = harness.config_file(workdir, lineage)
+        with harness.memory_agent(config, EVENTS, RATE) as process:
             samples, recovered_at = run_phases(process, collector, [201, fault, 201])
-            assert_healthy(process)
+            harness.assert_healthy(process)
             delivered = metric(samples, "lineage_events_delivered_total", transport="http")
             resent = metric(samples, RESENT, transport="http", reason="unconfirmed_terminal")
-            counted = {"dropped": drops, "unconfirmed": unconfirmed}
+            counted = {"dropped": harness.drops, "unconfirmed": harness.unconfirmed}
             lost = collector.tally(tallied) - resent  # a resend is a request, not an event
             assert counted[outcome](samples, "http") == {reason: lost}
             other = "unconfirmed" if outcome == "dropped" else "dropped"
@@ -109,7 +90,7 @@ def test_fault_then_recovery_is_counted_exactly(
             assert 0 < lost < EVENTS
             if outcome == "dropped":
                 assert resent == 0
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     assert accounting == {
         "http": {
             "offered": EVENTS,
@@ -119,42 +100,42 @@ def test_fault_then_recovery_is_counted_exactly(
             "queued": 0,
         }
     }
-    arrived = {event_index(event) for event in collector.events}
+    arrived = {harness.event_index(event) for event in collector.events}
     assert set(range(recovered_at, EVENTS)) <= arrived
-    assert check_events(collector.events, workdir / "ed25519.key") == delivered
+    assert harness.check_events(collector.events, workdir / "ed25519.key") == delivered
 
 
 def test_slow_collector_overflows_the_queue_never_the_source(workdir: Path) -> None:
     """A slow collector overflows the queue as queue_full, never blocks, then recovers."""
     capacity = 100
-    with TallyCollector(validate=False) as collector:
+    with harness.TallyCollector(validate=False) as collector:
         lineage = {
-            **http_lineage(collector.url, timeout="3s", concurrency=2),
+            **harness.http_lineage(collector.url, timeout="3s", concurrency=2),
             "queue_size": capacity,
         }
-        config = config_file(workdir, lineage)
-        with memory_agent(config, EVENTS, RATE) as process:
-            wait_produced(process, EVENTS // 5)
+        config = harness.config_file(workdir, lineage)
+        with harness.memory_agent(config, EVENTS, RATE) as process:
+            harness.wait_produced(process, EVENTS // 5)
             collector.set_behaviour(slow(0.4))
-            wait_produced(process, EVENTS // 2)
+            harness.wait_produced(process, EVENTS // 2)
             collector.set_behaviour(201)
             # Requests already waiting for their slow answer hold the queue a moment longer.
-            wait_until(
+            harness.wait_until(
                 "the queue has room again",
                 lambda: (
                     metric(process.scrape(), "lineage_queue_depth", transport="http") < capacity
                 ),
             )
-            samples = settle(process, "http", EVENTS)
-            assert_healthy(process)
+            samples = harness.settle(process, "http", EVENTS)
+            harness.assert_healthy(process)
             delivered = metric(samples, "lineage_events_delivered_total", transport="http")
-            lost = drops(samples, "http")
+            lost = harness.drops(samples, "http")
             assert set(lost) == {"queue_full"}
             assert delivered == collector.accepted == collector.tally(201)
             assert delivered + lost["queue_full"] == EVENTS
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     assert accounting["http"]["dropped"] == lost["queue_full"]
-    assert check_events(collector.events, workdir / "ed25519.key") == delivered
+    assert harness.check_events(collector.events, workdir / "ed25519.key") == delivered
 
 
 def test_collector_down_from_the_start_then_up(workdir: Path) -> None:
@@ -162,14 +143,14 @@ def test_collector_down_from_the_start_then_up(workdir: Path) -> None:
     it gets every one, each run's in order."""
     port = closed_port()
     url = f"http://127.0.0.1:{port}/api/v1/lineage"
-    config = config_file(workdir, http_lineage(url, timeout="1s"))
-    with memory_agent(config, EVENTS, RATE) as process:
-        wait_produced(process, EVENTS // 3)
-        assert drops(process.scrape(), "http") == {}
-        with TallyCollector(port=port) as collector:
-            samples = settle(process, "http", EVENTS)
-            assert_healthy(process)
-            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
+    config = harness.config_file(workdir, harness.http_lineage(url, timeout="1s"))
+    with harness.memory_agent(config, EVENTS, RATE) as process:
+        harness.wait_produced(process, EVENTS // 3)
+        assert harness.drops(process.scrape(), "http") == {}
+        with harness.TallyCollector(port=port) as collector:
+            samples = harness.settle(process, "http", EVENTS)
+            harness.assert_healthy(process)
+            assert harness.drops(samples, "http") == harness.unconfirmed(samples, "http") == {}
             assert (
                 metric(
                     samples, "lineage_delivery_not_sent_total", transport="http", reason="connect"
@@ -177,7 +158,7 @@ def test_collector_down_from_the_start_then_up(workdir: Path) -> None:
                 > 0
             )
             assert collector.accepted == collector.tally(201) == EVENTS
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     assert accounting["http"] == {
         "offered": EVENTS,
         "delivered": EVENTS,
@@ -185,70 +166,72 @@ def test_collector_down_from_the_start_then_up(workdir: Path) -> None:
         "unconfirmed": 0,
         "queued": 0,
     }
-    assert {event_index(event) for event in collector.events} == set(range(EVENTS))
-    assert_runs_whole(collector.events)
-    assert check_events(collector.events, workdir / "ed25519.key") == EVENTS
+    assert {harness.event_index(event) for event in collector.events} == set(range(EVENTS))
+    harness.assert_runs_whole(collector.events)
+    assert harness.check_events(collector.events, workdir / "ed25519.key") == EVENTS
 
 
 def test_collector_restarts_mid_stream_and_loses_nothing(workdir: Path) -> None:
     """A collector that restarts (answers what it read, then is down 20 s) loses nothing: the
     events made meanwhile wait and arrive, each run's START first, nothing twice."""
-    first = TallyCollector().start()
-    second: TallyCollector | None = None
+    first = harness.TallyCollector().start()
+    second: harness.TallyCollector | None = None
     try:
-        config = config_file(workdir, http_lineage(first.url, timeout="1s"))
-        with memory_agent(config, EVENTS, RATE / 15) as process:  # 30 s of events
-            wait_produced(process, EVENTS // 6)
+        config = harness.config_file(workdir, harness.http_lineage(first.url, timeout="1s"))
+        with harness.memory_agent(config, EVENTS, RATE / 15) as process:  # 30 s of events
+            harness.wait_produced(process, EVENTS // 6)
             port = first.port
             first.stop(graceful=True)
             time.sleep(20)
-            assert drops(process.scrape(), "http") == {}
-            second = TallyCollector(port=port).start()
-            samples = settle(process, "http", EVENTS)
-            assert_healthy(process)
-            assert drops(samples, "http") == unconfirmed(samples, "http") == {}
+            assert harness.drops(process.scrape(), "http") == {}
+            second = harness.TallyCollector(port=port).start()
+            samples = harness.settle(process, "http", EVENTS)
+            harness.assert_healthy(process)
+            assert harness.drops(samples, "http") == harness.unconfirmed(samples, "http") == {}
             assert first.accepted + second.accepted == EVENTS
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     finally:
         first.stop()
         if second is not None:
             second.stop()
     assert accounting["http"]["delivered"] == EVENTS
     events = first.events + second.events
-    assert sorted(event_index(event) for event in events) == list(range(EVENTS))
-    assert_runs_whole(events)
-    assert check_events(events, workdir / "ed25519.key") == EVENTS
+    assert sorted(harness.event_index(event) for event in events) == list(range(EVENTS))
+    harness.assert_runs_whole(events)
+    assert harness.check_events(events, workdir / "ed25519.key") == EVENTS
 
 
 def test_collector_dies_mid_stream_and_comes_back(workdir: Path) -> None:
     """A collector killed mid-stream (connections cut) and back on its port: requests cut
     in flight are unconfirmed, the rest waits and arrives; nothing is dropped."""
-    first = TallyCollector().start()
-    second: TallyCollector | None = None
+    first = harness.TallyCollector().start()
+    second: harness.TallyCollector | None = None
     try:
-        config = config_file(workdir, http_lineage(first.url, timeout="1s"))
-        with memory_agent(config, EVENTS, RATE) as process:
-            wait_produced(process, EVENTS // 3)
+        config = harness.config_file(workdir, harness.http_lineage(first.url, timeout="1s"))
+        with harness.memory_agent(config, EVENTS, RATE) as process:
+            harness.wait_produced(process, EVENTS // 3)
             first.stop()
-            wait_produced(process, EVENTS // 2)
-            second = restart_on_same_port(first)
-            samples = settle(process, "http", EVENTS)
-            assert_healthy(process)
+            harness.wait_produced(process, EVENTS // 2)
+            second = harness.restart_on_same_port(first)
+            samples = harness.settle(process, "http", EVENTS)
+            harness.assert_healthy(process)
             delivered = metric(samples, "lineage_events_delivered_total", transport="http")
-            assert drops(samples, "http") == {}
-            cut = unconfirmed(samples, "http")
+            assert harness.drops(samples, "http") == {}
+            cut = harness.unconfirmed(samples, "http")
             assert set(cut) <= {"network"}
             assert delivered == first.accepted + second.accepted
             assert delivered + sum(cut.values()) == EVENTS
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     finally:
         first.stop()
         if second is not None:
             second.stop()
     assert accounting["http"]["delivered"] == delivered
     events = first.events + second.events
-    assert len({event_index(event) for event in events}) == len(events) == delivered  # once each
-    assert check_events(events, workdir / "ed25519.key") == delivered
+    assert (
+        len({harness.event_index(event) for event in events}) == len(events) == delivered
+    )  # once each
+    assert harness.check_events(events, workdir / "ed25519.key") == delivered
 
 
 def test_untrusted_certificate_until_the_ca_is_configured(workdir: Path) -> None:
@@ -259,10 +242,10 @@ def test_untrusted_certificate_until_the_ca_is_configured(workdir: Path) -> None
     ca.issue_cert("127.0.0.1").configure_cert(context)
     ca_file = workdir / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
-    with TallyCollector(tls=context) as collector:
-        config = config_file(workdir, http_lineage(collector.url, timeout="1s"))
-        with memory_agent(config, EVENTS, RATE) as process:
-            wait_produced(process, EVENTS // 3)
+    with harness.TallyCollector(tls=context) as collector:
+        config = harness.config_file(workdir, harness.http_lineage(collector.url, timeout="1s"))
+        with harness.memory_agent(config, EVENTS, RATE) as process:
+            harness.wait_produced(process, EVENTS // 3)
             assert collector.requests == []  # nothing was sent before the handshake failed
             attempts = process.scrape()
             assert metric(
@@ -273,14 +256,14 @@ def test_untrusted_certificate_until_the_ca_is_configured(workdir: Path) -> None
             config.write_text(yaml.safe_dump(document))
             process.signal(signal.SIGHUP)
             process.wait_log("reload_ok")
-            samples = settle(process, "http", EVENTS)
-            assert_healthy(process)
-            assert drops(samples, "http") == {}
+            samples = harness.settle(process, "http", EVENTS)
+            harness.assert_healthy(process)
+            assert harness.drops(samples, "http") == {}
             assert collector.accepted == collector.tally(201) == EVENTS
-            accounting = stop_and_account(process)
+            accounting = harness.stop_and_account(process)
     assert accounting["http"]["delivered"] == EVENTS
-    assert {event_index(event) for event in collector.events} == set(range(EVENTS))
-    assert check_events(collector.events, workdir / "ed25519.key") == EVENTS
+    assert {harness.event_index(event) for event in collector.events} == set(range(EVENTS))
+    assert harness.check_events(collector.events, workdir / "ed25519.key") == EVENTS
 
 
 # -- one real PySpark pipeline --------------------------------------------------------------
@@ -303,7 +286,7 @@ def queued_still(process: AgentProcess) -> dict[str, float]:
     """Scrape until two scrapes in a row agree and the collector was tried and not reached:
     the events made so far wait in the queue."""
     before: dict[str, float] | None = None
-    deadline = time.monotonic() + PATIENCE
+    deadline = time.monotonic() + harness.PATIENCE
     while True:
         samples = process.scrape()
         tried = metric(samples, NOT_SENT, transport="http", reason="connect")
@@ -342,14 +325,17 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
         directory.mkdir()
     port = closed_port()
     url = f"http://127.0.0.1:{port}/api/v1/lineage"
-    config = config_file(
+    config = harness.config_file(
         tmp_path,
-        {**http_lineage(url, timeout="1s", **AT_ONCE), "resend_unconfirmed_terminal": False},
+        {
+            **harness.http_lineage(url, timeout="1s", **AT_ONCE),
+            "resend_unconfirmed_terminal": False,
+        },
         spark={"event_log_dirs": [str(watched)]},
     )
-    collector: TallyCollector | None = None
+    collector: harness.TallyCollector | None = None
     output = work / "sparkjob.log"
-    with agent(config) as process, output.open("wb") as log:
+    with harness.agent(config) as process, output.open("wb") as log:
         specs = [f"{name}={watched if seen else quiet}" for name, seen, _ in PHASES]
         job = subprocess.Popen(
             [sys.executable, str(JOB), str(work), *specs],
@@ -364,32 +350,39 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
             for name, seen, behaviour in PHASES:
                 if behaviour is not None:
                     if collector is None:
-                        collector = TallyCollector(behaviour, port=port).start()
+                        collector = harness.TallyCollector(behaviour, port=port).start()
                     collector.set_behaviour(behaviour)
                 (work / f"go-{name}").touch()
                 done = wait_file(work / f"done-{name}", job, output)
                 phases[name] = done
                 if not seen:
                     continue
-                process.wait_log("eventlog_finished", timeout=PATIENCE, app_id=done["app_id"])
+                process.wait_log(
+                    "eventlog_finished", timeout=harness.PATIENCE, app_id=done["app_id"]
+                )
                 # With nothing listening the events wait in the queue.
-                samples = queued_still(process) if behaviour is None else settle(process, "http")
+                samples = (
+                    queued_still(process) if behaviour is None else harness.settle(process, "http")
+                )
                 now = {
-                    "produced": produced(samples),
+                    "produced": harness.produced(samples),
                     "delivered": metric(
                         samples, "lineage_events_delivered_total", transport="http"
                     ),
                     "queued": metric(samples, "lineage_queue_depth", transport="http"),
-                    **{f"drop:{k}": v for k, v in drops(samples, "http").items()},
-                    **{f"unconfirmed:{k}": v for k, v in unconfirmed(samples, "http").items()},
+                    **{f"drop:{k}": v for k, v in harness.drops(samples, "http").items()},
+                    **{
+                        f"unconfirmed:{k}": v
+                        for k, v in harness.unconfirmed(samples, "http").items()
+                    },
                 }
                 done["delta"] = {
                     k: v - before.get(k, 0) for k, v in now.items() if v != before.get(k, 0)
                 }
                 before = now
             assert job.wait(60) == 0, output.read_text()[-3000:]
-            assert_healthy(process)
-            accounting = stop_and_account(process)
+            harness.assert_healthy(process)
+            accounting = harness.stop_and_account(process)
         finally:
             if job.poll() is None:
                 job.kill()
@@ -429,8 +422,8 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
     # What arrived is the healthy application's whole lineage: valid, verified, each run
     # START then exactly one terminal event; the application run ends COMPLETE.
     events = collector.events
-    assert check_events(events, tmp_path / "ed25519.key") == per_app
-    runs = assert_runs_whole(events)
+    assert harness.check_events(events, tmp_path / "ed25519.key") == per_app
+    runs = harness.assert_runs_whole(events)
     assert all(types[-1] == "COMPLETE" for types in runs.values()), runs
 
     # The ledger in the state database tells the same story, event by event.

@@ -18,23 +18,7 @@ import pytest
 import zstandard
 
 from tests.agentproc import AgentProcess, metric
-from tests.reliability.harness import (
-    PATIENCE,
-    agent,
-    assert_healthy,
-    assert_runs_whole,
-    check_events,
-    config_file,
-    drops,
-    file_lineage,
-    read_jsonl,
-    reference_events,
-    rss_bytes,
-    settle,
-    stop_and_account,
-    unsigned,
-    wait_until,
-)
+from tests.reliability import harness
 from tests.samples import block_encoded, sample_bytes, sample_path
 from tests.spark_logs import SparkLogs, codec_params
 
@@ -44,9 +28,9 @@ ENDED = "the event log ended without ApplicationEnd for this run"
 
 
 def spark_agent_config(workdir: Path, *directories: Path, **spark: Any) -> Path:
-    return config_file(
+    return harness.config_file(
         workdir,
-        file_lineage(workdir / "lineage.jsonl", rotation_size_mb=0),
+        harness.file_lineage(workdir / "lineage.jsonl", rotation_size_mb=0),
         spark={"event_log_dirs": [str(d) for d in directories], **spark},
     )
 
@@ -57,14 +41,14 @@ def skipped(process: AgentProcess, reason: str) -> float:
 
 def finish(process: AgentProcess, workdir: Path) -> list[dict[str, Any]]:
     """Healthy, exact accounting, stopped; the delivered events, all valid and verified."""
-    samples = settle(process, "file")
-    assert_healthy(process)
-    assert drops(samples, "file") == {}
+    samples = harness.settle(process, "file")
+    harness.assert_healthy(process)
+    assert harness.drops(samples, "file") == {}
     delivered = metric(samples, "lineage_events_delivered_total", transport="file")
-    accounting = stop_and_account(process)
-    events = read_jsonl(workdir / "lineage.jsonl")
+    accounting = harness.stop_and_account(process)
+    events = harness.read_jsonl(workdir / "lineage.jsonl")
     assert len(events) == delivered == accounting["file"]["delivered"]
-    check_events(events, workdir / "ed25519.key")
+    harness.check_events(events, workdir / "ed25519.key")
     return events
 
 
@@ -104,13 +88,13 @@ def test_damaged_compressed_logs(spark_logs: SparkLogs, workdir: Path, how: str)
         first.write_bytes(damage(first.read_bytes(), how))
         damaged_logs = 4
     config = spark_agent_config(workdir, events_dir)
-    with agent(config) as process:
-        wait_until("every damaged log finished", lambda: finished(process) == damaged_logs)
+    with harness.agent(config) as process:
+        harness.wait_until("every damaged log finished", lambda: finished(process) == damaged_logs)
         read_errors = skipped(process, "read_error")
         corrupt_lines = skipped(process, "corrupt_json")
         events = finish(process, workdir)
 
-    runs = assert_runs_whole(events)
+    runs = harness.assert_runs_whole(events)
     assert len(app_ids_of(events)) == damaged_logs
     if how == "corrupt":
         # Where the bad bytes land decides how they surface: a codec check fails (read_error)
@@ -120,9 +104,9 @@ def test_damaged_compressed_logs(spark_logs: SparkLogs, workdir: Path, how: str)
     assert (read_errors, corrupt_lines) == (damaged_logs, 0)
     assert sum(types[-1] == "FAIL" for types in runs.values()) >= damaged_logs
     clean = [clean_dir / name for name in sorted(p.name for p in clean_dir.iterdir())]
-    reference = {(e["run"]["runId"], e["eventType"]): e for e in reference_events(*clean)}
+    reference = {(e["run"]["runId"], e["eventType"]): e for e in harness.reference_events(*clean)}
     for event in events:
-        plain = unsigned(event)
+        plain = harness.unsigned(event)
         if event["eventType"] == "FAIL":  # a run the damage cut short
             assert plain["run"]["facets"]["errorMessage"]["message"] == ENDED
         else:  # everything read before the cut is exactly what the clean log gives
@@ -190,15 +174,15 @@ def test_damage_inside_a_block_keeps_the_lines_before_it(workdir: Path, codec: s
     mtime = log.stat().st_mtime_ns
     os.utime(clean / SUCCESS_APP.decode(), ns=(mtime, mtime))  # the FAIL's time: the log's end
     config = spark_agent_config(workdir, events_dir)
-    with agent(config) as process:
-        wait_until("the log finished", lambda: finished(process) == 1)
+    with harness.agent(config) as process:
+        harness.wait_until("the log finished", lambda: finished(process) == 1)
         assert skipped(process, "read_error") == 1
         assert skipped(process, "corrupt_json") == 0
         error = process.wait_log("eventlog_read_error")
         assert (error["log"], error["detail"]) == (str(log), DAMAGED_DETAIL[codec])
         events = finish(process, workdir)
-    assert [unsigned(e) for e in events] == reference_events(clean)
-    assert_runs_whole(events)
+    assert [harness.unsigned(e) for e in events] == harness.reference_events(clean)
+    harness.assert_runs_whole(events)
     insert = "exp_success.execute_insert_into_hadoop_fs_relation_command.data_success_"
     cut_short = [(insert + "agg_json", kind) for kind in ("START", "FAIL") if codec != "zstd"]
     assert [(e["job"]["name"], e["eventType"]) for e in events] == [
@@ -263,15 +247,15 @@ def test_corrupt_strange_and_future_lines(workdir: Path) -> None:
     lines[3:3] = STRANGE_BUT_JSON  # before the application started, too
     (events_dir / SUCCESS_APP.decode()).write_bytes(b"\n".join(lines))
     config = spark_agent_config(workdir, events_dir)
-    with agent(config) as process:
-        wait_until("the log finished", lambda: finished(process) == 1)
+    with harness.agent(config) as process:
+        harness.wait_until("the log finished", lambda: finished(process) == 1)
         assert skipped(process, "corrupt_json") == len(BAD_LINES)
         assert skipped(process, "malformed_event") == 2  # the JobEnd with a Job ID "zero"
         assert process.wait_log("eventlog_corrupt_line")["log"] == str(
             events_dir / SUCCESS_APP.decode()
         )
         events = finish(process, workdir)
-    assert [unsigned(e) for e in events] == reference_events(clean)
+    assert [harness.unsigned(e) for e in events] == harness.reference_events(clean)
 
 
 # -- malformed events --------------------------------------------------------------------------
@@ -347,8 +331,8 @@ def test_malformed_events_are_skipped_and_counted_never_acted_on(workdir: Path) 
     lines[at:at] = [line for line, _, _ in MALFORMED]
     (events_dir / SUCCESS_APP.decode()).write_bytes(b"\n".join(lines))
     config = spark_agent_config(workdir, events_dir)
-    with agent(config) as process:
-        wait_until("the log finished", lambda: finished(process) == 1)
+    with harness.agent(config) as process:
+        harness.wait_until("the log finished", lambda: finished(process) == 1)
         assert skipped(process, "malformed_event") == len(MALFORMED)
         assert skipped(process, "corrupt_json") == 0
         end = process.wait_log(
@@ -366,8 +350,8 @@ def test_malformed_events_are_skipped_and_counted_never_acted_on(workdir: Path) 
         ]
         assert sorted(logged) == sorted((kind, field) for _, kind, field in MALFORMED)
         events = finish(process, workdir)
-    assert [unsigned(e) for e in events] == reference_events(clean)
-    assert_runs_whole(events)
+    assert [harness.unsigned(e) for e in events] == harness.reference_events(clean)
+    harness.assert_runs_whole(events)
     insert = "exp_success.execute_insert_into_hadoop_fs_relation_command.data_success_"
     assert [(e["job"]["name"], e["eventType"]) for e in events] == [
         ("exp_success", "START"),
@@ -384,16 +368,16 @@ def skip_one_line(
 ) -> tuple[int, int]:
     """An agent on `config` reads `staged`, moved to `log`: it skips the line at index `at` as
     too long and says so, and what it emits is `clean`'s events. RSS (before, peak)."""
-    with agent(config) as process:
-        before = rss_bytes(process.proc.pid)
+    with harness.agent(config) as process:
+        before = harness.rss_bytes(process.proc.pid)
         staged.rename(log)
-        wait_until("the log finished", lambda: finished(process) == 1)
+        harness.wait_until("the log finished", lambda: finished(process) == 1)
         peak = peak_rss(process.proc.pid)
         assert skipped(process, "too_long") == 1
         line = process.wait_log("eventlog_line_skipped")
         assert (line["log"], line["line"]) == (str(log), at + 1)
         events = finish(process, workdir)
-    assert [unsigned(e) for e in events] == reference_events(clean)
+    assert [harness.unsigned(e) for e in events] == harness.reference_events(clean)
     return before, peak
 
 
@@ -462,19 +446,19 @@ def test_in_progress_log_deleted_while_tailed(workdir: Path) -> None:
     growing = events_dir / (SUCCESS_APP.decode() + ".inprogress")
     growing.write_bytes(b"\n".join(lines[:cut]) + b"\n")
     config = spark_agent_config(workdir, events_dir)
-    with agent(config) as process:
-        wait_until("two STARTs", lambda: delivered_count(process) >= 2)
+    with harness.agent(config) as process:
+        harness.wait_until("two STARTs", lambda: delivered_count(process) >= 2)
         growing.unlink()
-        process.wait_log("eventlog_gone", timeout=PATIENCE, log=str(growing))
-        settle(process, "file")
-        gone = read_jsonl(workdir / "lineage.jsonl")
+        process.wait_log("eventlog_gone", timeout=harness.PATIENCE, log=str(growing))
+        harness.settle(process, "file")
+        gone = harness.read_jsonl(workdir / "lineage.jsonl")
         other = SUCCESS.replace(SUCCESS_APP, b"local-1795324432999")
         staged = workdir / "local-1795324432999"
         staged.write_bytes(other)
         staged.rename(events_dir / staged.name)  # a complete log appears whole, as Spark's does
-        wait_until("the next log finished", lambda: finished(process) == 2)
+        harness.wait_until("the next log finished", lambda: finished(process) == 2)
         events = finish(process, workdir)
-    runs = assert_runs_whole(events)
+    runs = harness.assert_runs_whole(events)
     assert events[: len(gone)] == gone
     terminals = [e for e in gone if e["eventType"] != "START"]
     assert terminals and all(e["eventType"] == "FAIL" for e in terminals)
@@ -498,14 +482,14 @@ def test_rolling_log_gains_files_mid_read(spark_logs: SparkLogs, workdir: Path) 
     rolling.mkdir(parents=True)
     (rolling / f"appstatus_{name}.inprogress").touch()
     config = spark_agent_config(workdir, events_dir)
-    with agent(config) as process:
+    with harness.agent(config) as process:
         for file in files:
             shutil.copy(file, rolling / file.name)
             time.sleep(0.3)
         (rolling / f"appstatus_{name}.inprogress").rename(rolling / f"appstatus_{name}")
-        wait_until("the log finished", lambda: finished(process) == 1)
+        harness.wait_until("the log finished", lambda: finished(process) == 1)
         events = finish(process, workdir)
-    assert [unsigned(e) for e in events] == reference_events(spark_logs.multi)
+    assert [harness.unsigned(e) for e in events] == harness.reference_events(spark_logs.multi)
 
 
 # -- many logs at once -------------------------------------------------------------------------
@@ -543,16 +527,16 @@ def test_missing_directory_then_thousands_of_logs_at_once(workdir: Path) -> None
         (staging / name).write_bytes(small_log(app_id, app_id in complete_ids))
     events_dir = workdir / "events"
     config = spark_agent_config(workdir, events_dir, poll_interval="1s")
-    with agent(config, preexec_fn=_service_fd_limit) as process:
+    with harness.agent(config, preexec_fn=_service_fd_limit) as process:
         process.wait_log("eventlog_dir_missing", directory=str(events_dir))
         staging.rename(events_dir)
         process.wait_log("eventlog_dir_found", directory=str(events_dir))
         expected = MANY + len(complete_ids)
-        samples = settle(process, "file", expected)
+        samples = harness.settle(process, "file", expected)
         assert metric(samples, "lineage_eventlog_lines_skipped_total", reason="read_error") == 0
         assert metric(samples, "lineage_applications_tracked") == MANY - len(complete_ids)
-        assert_healthy(process)
-        accounting = stop_and_account(process)
+        harness.assert_healthy(process)
+        accounting = harness.stop_and_account(process)
     assert accounting["file"] == {
         "offered": expected,
         "delivered": expected,
@@ -560,7 +544,7 @@ def test_missing_directory_then_thousands_of_logs_at_once(workdir: Path) -> None
         "unconfirmed": 0,
         "queued": 0,
     }
-    events = read_jsonl(workdir / "lineage.jsonl")
+    events = harness.read_jsonl(workdir / "lineage.jsonl")
     runs: dict[str, list[str]] = {}
     for event in events:
         runs.setdefault(event["run"]["runId"], []).append(event["eventType"])
@@ -568,4 +552,6 @@ def test_missing_directory_then_thousands_of_logs_at_once(workdir: Path) -> None
     assert sorted(map(tuple, runs.values())) == sorted(
         [("START", "COMPLETE")] * len(complete_ids) + [("START",)] * (MANY - len(complete_ids))
     )
-    check_events(events[:: MANY // 20], workdir / "ed25519.key")  # a sample: schema checks cost
+    harness.check_events(
+        events[:: MANY // 20], workdir / "ed25519.key"
+    )  # a sample: schema checks cost
