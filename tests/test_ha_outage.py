@@ -16,16 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 
 from agent.commands.replay import replay
 from agent.service.control.client import request
+from tests import test_ha
 from tests.agentproc import AgentProcess, accounting, assert_identity, metric
 from tests.collector import Collector
 from tests.pg import Postgres, _run
-from tests.pg_plugin import fresh_database, url_of
-from tests.spark_logs import SparkLogs
 from tests.spark_scenarios import spark_daemon
 from tests.test_ha import (
     APPS,
@@ -34,10 +32,11 @@ from tests.test_ha import (
     assert_once,
     complete,
     runs,
-    split_logs,
     started,
 )
 
+#: test_ha's fixture: a fresh state database, the half-written logs and a collector.
+shared = test_ha.shared
 #: The lease is 3 s: 51 s stands for the 50 s pause of a 30 s lease (17 leases).
 PAUSE = 51.0
 #: A stopped server: connections refused at once rather than left hanging.
@@ -123,21 +122,6 @@ def stopped(server: Postgres) -> Iterator[None]:
             "-w",
             "start",
         )
-
-
-@pytest.fixture
-def shared(
-    postgres_server: Postgres,
-    spark_logs: SparkLogs,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[tuple[str, list[tuple[Path, str]], Collector]]:
-    """A fresh state database, the half-written logs and a collector (as in test_ha)."""
-    monkeypatch.setenv("PGPASSWORD", postgres_server.password)
-    url = url_of(postgres_server, fresh_database(postgres_server))
-    pending = split_logs(spark_logs, tmp_path / "events")
-    with Collector() as collector:
-        yield url, pending, collector
 
 
 def ride_out(
