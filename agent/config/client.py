@@ -7,11 +7,14 @@ openlineage.yml, then its `OPENLINEAGE__` variables, then `OPENLINEAGE_URL`):
 2. `lineage.transport` in the agent's file. Written as the seed's names (`http`, `[http, file]`)
    it alone decides, with the `lineage.http` / `file` / `kafka` sections. Written as the
    client's `{type: ...}` mapping it is merged, key by key, over the sources below.
-3. The `transport` section of the openlineage.yml named by `OPENLINEAGE_CONFIG`.
-4. `OPENLINEAGE__TRANSPORT__*` variables: `__` nests, names are lower-cased, a value that
-   parses as JSON is taken as JSON (`{"type": "api_key", ...}`, `5`, `true`), else as text.
-5. `OPENLINEAGE_URL` (+ `OPENLINEAGE_ENDPOINT`, `OPENLINEAGE_API_KEY`): an http transport when
-   nothing above names a transport type; with `type: composite` one more member, `default_http`.
+3. The `transport` section of the first readable openlineage.yml of `OPENLINEAGE_CONFIG`,
+   `./openlineage.yml` and `~/.openlineage/openlineage.yml`.
+4. `OPENLINEAGE__TRANSPORT*` variables: `__` nests, names are lower-cased, a value that
+   parses as JSON is taken as JSON (`{"type": "api_key", ...}`, `5`, `true`), else as text;
+   `OPENLINEAGE__TRANSPORT` alone is the whole transport as JSON and replaces the others.
+5. `OPENLINEAGE_URL` (+ `OPENLINEAGE_ENDPOINT`, `OPENLINEAGE_API_KEY`): copied, before all of
+   the above, into a `default_http` member of `transports`, which counts when the transport is
+   composite; an http transport of its own when nothing above names a transport type.
 
 An http transport's events go to the client's `urljoin(url, endpoint)`, `endpoint` being
 `api/v1/lineage` by default; a seed `lineage.http.endpoint` that is a bare base URL is completed
@@ -25,6 +28,7 @@ the merged transport settings into the lineage section.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -32,12 +36,17 @@ from urllib.parse import urljoin, urlsplit
 from agent.config.clientshape import DEFAULT_ENDPOINT, Builder
 from agent.config.clientsources import (
     AgentSide,
+    Leaf,
+    aliased,
     client_variables,
+    config_file,
     env_tree,
     file_tree,
+    get,
     merge,
     node_tree,
-    with_url,
+    url_transport,
+    without_url_member,
 )
 from agent.config.model import LineageConfig
 from agent.errors import ConfigError
@@ -71,15 +80,23 @@ def resolve(
             " lineage.transport is the client's {type: ...} mapping; write its keys inside"
             " lineage.transport"
         )
-    tree: dict[str, Any] = env_tree(environ)
-    config_path = environ.get("OPENLINEAGE_CONFIG", "").strip()
-    if config_path:
-        tree = merge(tree, file_tree(config_path, read_text))
+    tree: dict[str, Any] = env_tree(aliased(environ), environ)
+    found = config_file(environ, os.getcwd())
+    if found is not None:
+        tree = merge(tree, file_tree(found, read_text))
     if agent.node is not None:
         tree = merge(tree, node_tree(agent.node, "lineage.transport", agent))
-    tree = with_url(tree, environ)
-    if not tree:
-        return _complete_seed(lineage, agent)
+    kind = get(tree, "type")
+    if kind is not None and not (isinstance(kind, Leaf) and kind.value == "composite"):
+        tree = without_url_member(tree)
+    elif kind is None:
+        # Settings with no type are ignored by the client (it falls back to OPENLINEAGE_URL or
+        # its console): refused here, by the Builder, as a missing type.
+        tree = without_url_member(tree)
+        if not tree and environ.get("OPENLINEAGE_URL"):
+            tree = url_transport(environ)
+        elif not tree:
+            return _complete_seed(lineage, agent)
     origins: list[tuple[str, str]] = []
     built = Builder(lineage, origins).transport(tree, "transport")
     return built, tuple(origins)

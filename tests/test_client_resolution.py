@@ -1,0 +1,140 @@
+"""The OpenLineage client's resolution, point for point: openlineage.yml found where the client
+looks for it, a whole transport as JSON, OPENLINEAGE_URL beside a composite or another type,
+and an agent file whose lineage section comes from the client's settings alone."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent.config.loader import parse_config
+from agent.config.model import AgentConfig, HttpConfig
+from agent.errors import ConfigError
+
+
+def load(text: str, env: dict[str, str], tmp_path: Path) -> AgentConfig:
+    return parse_config(textwrap.dedent(text), str(tmp_path / "config.yaml"), environ=env)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def http_yml(url: str) -> str:
+    return f"transport:\n  type: http\n  url: {url}\n"
+
+
+def test_url_beside_composite_variables_is_a_default_http_member(tmp_path: Path) -> None:
+    """OPENLINEAGE_URL with a composite of variables: the client adds the URL's http member."""
+    env = {
+        "OPENLINEAGE_URL": "http://localhost:5000",
+        "OPENLINEAGE__TRANSPORT__TYPE": "composite",
+        "OPENLINEAGE__TRANSPORT__TRANSPORTS__LOCAL__TYPE": "file",
+        "OPENLINEAGE__TRANSPORT__TRANSPORTS__LOCAL__LOG_FILE_PATH": str(tmp_path / "ev.jsonl"),
+        "HOME": str(tmp_path),
+    }
+    config = load("lineage: {}\n", env, tmp_path)
+    assert config.lineage.transport == ("file", "http")  # the client's member order
+    assert config.lineage.http == HttpConfig(endpoint="http://localhost:5000/api/v1/lineage")
+
+
+def test_url_beside_a_composite_in_openlineage_yml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The composite may come from ./openlineage.yml; the URL member is merged into it."""
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path / "openlineage.yml",
+        """\
+        transport:
+          type: composite
+          transports:
+            out: {type: console}
+        """,
+    )
+    env = {"OPENLINEAGE_URL": "http://localhost:5000", "HOME": str(tmp_path / "home")}
+    config = load("lineage: {}\n", env, tmp_path)
+    assert set(config.lineage.transport) == {"console", "http"}
+
+
+def test_url_beside_another_type_is_not_read(tmp_path: Path) -> None:
+    """With a named non-composite type the client never reads OPENLINEAGE_URL."""
+    env = {
+        "OPENLINEAGE_URL": "http://localhost:5000",
+        "OPENLINEAGE__TRANSPORT__TYPE": "console",
+        "HOME": str(tmp_path),
+    }
+    assert load("lineage: {}\n", env, tmp_path).lineage.transport == ("console",)
+
+
+def test_whole_transport_as_json_wins_over_its_keys(tmp_path: Path) -> None:
+    """OPENLINEAGE__TRANSPORT as JSON replaces OPENLINEAGE__TRANSPORT__* (read after them)."""
+    env = {
+        "OPENLINEAGE__TRANSPORT": '{"type": "http", "url": "http://json:5000", "endpoint": "x"}',
+        "OPENLINEAGE__TRANSPORT__TYPE": "console",
+        "HOME": str(tmp_path),
+    }
+    config = load("lineage: {}\n", env, tmp_path)
+    assert config.lineage.transport == ("http",)
+    assert config.lineage.http == HttpConfig(endpoint="http://json:5000/x")
+    assert dict(config.origins)["lineage.transport"] == "OPENLINEAGE__TRANSPORT"
+
+
+def test_whole_transport_not_an_object_is_refused(tmp_path: Path) -> None:
+    """A JSON value that is no object cannot be a transport: refused naming the variable."""
+    with pytest.raises(ConfigError, match=r"^OPENLINEAGE__TRANSPORT: expected a JSON object"):
+        load("lineage: {}\n", {"OPENLINEAGE__TRANSPORT": "[1]", "HOME": str(tmp_path)}, tmp_path)
+
+
+@pytest.mark.parametrize("where", ["config", "cwd", "home"])
+def test_openlineage_yml_is_searched_where_the_client_searches(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPENLINEAGE_CONFIG, then ./openlineage.yml, then ~/.openlineage/openlineage.yml."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    env = {"HOME": str(home)}
+    write(home / ".openlineage" / "openlineage.yml", http_yml("http://home:1"))
+    if where in ("config", "cwd"):
+        write(cwd / "openlineage.yml", http_yml("http://cwd:1"))
+    if where == "config":
+        env["OPENLINEAGE_CONFIG"] = str(write(tmp_path / "named.yml", http_yml("http://named:1")))
+    http = load("lineage: {}\n", env, tmp_path).lineage.http
+    assert http is not None
+    assert (
+        http.endpoint
+        == {
+            "config": "http://named:1/api/v1/lineage",
+            "cwd": "http://cwd:1/api/v1/lineage",
+            "home": "http://home:1/api/v1/lineage",
+        }[where]
+    )
+
+
+def test_missing_config_file_falls_through_to_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OPENLINEAGE_CONFIG naming no file is passed over, as by the client."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "openlineage.yml", http_yml("http://cwd:1"))
+    env = {"OPENLINEAGE_CONFIG": str(tmp_path / "absent.yml"), "HOME": str(tmp_path)}
+    http = load("lineage: {}\n", env, tmp_path).lineage.http
+    assert http is not None and http.endpoint == "http://cwd:1/api/v1/lineage"
+
+
+def test_file_without_lineage_section_takes_the_url(tmp_path: Path) -> None:
+    """No lineage section: OPENLINEAGE_URL alone is enough, as for the client."""
+    env = {"OPENLINEAGE_URL": "http://localhost:5000", "HOME": str(tmp_path)}
+    config = load("state_dir: /tmp/x\n", env, tmp_path)
+    assert config.lineage.transport == ("http",)
+
+
+def test_file_without_lineage_and_no_client_settings_is_refused(tmp_path: Path) -> None:
+    """No lineage section and nothing of the client's: still refused, naming the section."""
+    with pytest.raises(ConfigError, match="lineage: required section is missing"):
+        load("state_dir: /tmp/x\n", {"HOME": str(tmp_path)}, tmp_path)
