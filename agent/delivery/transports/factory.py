@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+from collections.abc import Callable
 from typing import Final
 
 from agent.config.model import LineageConfig
+from agent.delivery.envelope import Envelope
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.file import FileTransport
 from agent.delivery.transports.http.proxy import proxy_secrets
 from agent.delivery.transports.http.settings import check_endpoint, secret_headers
 from agent.delivery.transports.http.transport import HttpTransport
+from agent.delivery.transports.kafka.keys import message_key
 from agent.errors import StartError
 from agent.telemetry import logs
 from agent.telemetry.metrics import Metrics
@@ -85,6 +88,14 @@ def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
     if name == "kafka":
         return KAFKA_LANES, 1
     return 1, 256
+
+
+def lane_key_for(name: str) -> Callable[[Envelope], str] | None:
+    """What picks a transport's lane when not the runId: Kafka's record key, so that the events
+    of an application and of its steps, one partition's, leave in the order they came."""
+    if name == "kafka":
+        return lambda envelope: message_key(envelope.payload)
+    return None
 
 
 #: Kafka records awaiting their report at once (`transports.kafka.settings.LANES`, kept here so that
