@@ -309,8 +309,8 @@ ERRORS = [
     pytest.param(
         "lineage: {}\n",
         {"OPENLINEAGE__TRANSPORT__TYPE": "htp"},
-        "OPENLINEAGE__TRANSPORT__TYPE: transport.type: expected one of 'http', 'kafka',"
-        " 'console', 'file', 'composite', got 'htp'",
+        "OPENLINEAGE__TRANSPORT__TYPE: transport.type: expected one of 'http', 'async_http',"
+        " 'kafka', 'console', 'file', 'composite', got 'htp'",
         id="bad-type-from-env",
     ),
     pytest.param(
@@ -338,7 +338,8 @@ ERRORS = [
         "{cfg}:5: lineage.transport.urlParams.a: unknown key for a http transport (expected"
         " one of 'url', 'endpoint', 'timeout', 'timeoutinmillis', 'auth', 'headers',"
         " 'custom_headers', 'compression', 'verify', 'cert', 'key', 'ca_file', 'batch_size',"
-        " 'batch_endpoint', 'concurrency', 'retry', 'late_answer_wait')",
+        " 'batch_endpoint', 'concurrency', 'retry', 'late_answer_wait',"
+        " 'max_concurrent_requests', 'max_queue_size')",
         id="unknown-http-key",
     ),
     pytest.param(
@@ -580,7 +581,8 @@ def test_loopback_collector_ignores_proxy_variables() -> None:
 
 
 def test_config_check_says_where_each_value_came_from(tmp_path: Path) -> None:
-    """`config check` prints each client setting's origin, never the api key."""
+    """`config check` prints each client setting's origin and, one line each, where the agent
+    deliberately differs from the client; never the api key."""
     config = tmp_path / "config.yaml"
     config.write_text(
         textwrap.dedent(
@@ -613,6 +615,8 @@ def test_config_check_says_where_each_value_came_from(tmp_path: Path) -> None:
         "from: lineage.http.auth.type: OPENLINEAGE_API_KEY",
         "from: lineage.http.auth.api_key: OPENLINEAGE_API_KEY",
     ]
+    differs = [line.split(":")[1].strip() for line in lines if line.startswith("differs: ")]
+    assert differs == ["lineage.queue_size", "signing.key_path"]  # one line each, by setting
     assert SECRET not in result.stdout + result.stderr
 
 

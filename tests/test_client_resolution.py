@@ -138,3 +138,58 @@ def test_file_without_lineage_and_no_client_settings_is_refused(tmp_path: Path) 
     """No lineage section and nothing of the client's: still refused, naming the section."""
     with pytest.raises(ConfigError, match="lineage: required section is missing"):
         load("state_dir: /tmp/x\n", {"HOME": str(tmp_path)}, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("msk_iam", "needs AWS IAM signing"),
+        ("transform", "runs no code from its configuration"),
+        ("datadog", "write that http transport instead"),
+        ("gcplineage", "Google's Data Lineage client library"),
+        ("amazon_datazone", "needs the AWS SDK"),
+        ("noop", "set lineage.enabled: false"),
+    ],
+)
+def test_client_transport_types_the_agent_lacks_are_refused_by_name(
+    kind: str, reason: str, tmp_path: Path
+) -> None:
+    """Each of the client's other transport types is refused naming the variable and why."""
+    env = {"OPENLINEAGE__TRANSPORT__TYPE": kind, "HOME": str(tmp_path)}
+    with pytest.raises(ConfigError) as caught:
+        load("lineage: {}\n", env, tmp_path)
+    message = str(caught.value)
+    assert message.startswith(
+        f"OPENLINEAGE__TRANSPORT__TYPE: transport.type: transport '{kind}' is not supported: "
+    )
+    assert reason in message
+
+
+def test_a_refused_member_of_a_composite_names_its_line(tmp_path: Path) -> None:
+    """A refused type inside a composite in the agent's file names file, line and key."""
+    text = """\
+        lineage:
+          transport:
+            type: composite
+            transports:
+              - {type: console}
+              - {type: datadog, apiKey: x}
+        """
+    with pytest.raises(ConfigError, match=r"config\.yaml:6: lineage\.transport\.transports"):
+        load(text, {"HOME": str(tmp_path)}, tmp_path)
+
+
+def test_async_http_is_the_agents_http_transport(tmp_path: Path) -> None:
+    """async_http takes OPENLINEAGE_URL as the client does and is the agent's http transport;
+    its max_concurrent_requests is the agent's concurrency."""
+    env = {
+        "OPENLINEAGE_URL": "http://localhost:5000",
+        "OPENLINEAGE__TRANSPORT__TYPE": "async_http",
+        "OPENLINEAGE__TRANSPORT__MAX_CONCURRENT_REQUESTS": "8",
+        "HOME": str(tmp_path),
+    }
+    config = load("lineage: {}\n", env, tmp_path)
+    assert config.lineage.transport == ("http",)
+    assert config.lineage.http == HttpConfig(
+        endpoint="http://localhost:5000/api/v1/lineage", concurrency=8
+    )

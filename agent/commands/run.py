@@ -73,6 +73,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     what only the service's user or environment can tell is printed as a note after `ok`.
     Every problem of the file is printed, each with file:line where the key is in the file
     and a hint where there is one; `--syntax-only` reads the file and nothing else."""
+    from agent.config.client import differences
     from agent.config.loader import load_located
     from agent.errors import ConfigError
     from agent.service.preflight import check_startup, connect_error, hint_for, relative_note
@@ -100,6 +101,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     print("ok")
     for key, origin in located.config.origins:  # settings from the client's conventions
         print(f"from: {key}: {origin}")
+    for line in differences(located.config.lineage, located.config.origins):
+        print(f"differs: {line}")
     for note in notes:
         print(f"note: {note}")
     return EX_OK

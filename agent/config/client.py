@@ -116,3 +116,32 @@ def _complete_seed(lineage: LineageConfig, agent: AgentSide) -> tuple[LineageCon
     note = f"{agent.source}:{line} (completed with /{DEFAULT_ENDPOINT})"
     replaced = dataclasses.replace(lineage, http=dataclasses.replace(http, endpoint=endpoint))
     return replaced, (("lineage.http.endpoint", note),)
+
+
+# --- where the agent deliberately differs ------------------------------------------------------
+
+
+def differences(lineage: LineageConfig, origins: Origins) -> list[str]:
+    """One line per setting where the agent, given the client's settings, deliberately does
+    otherwise than the client; empty when none of the client's settings was taken."""
+    if not origins:
+        return []
+    notes = [
+        f"lineage.queue_size: events wait in a queue of"
+        f" {lineage.queue_size} per transport and are dropped when it is full (at-most-once);"
+        " the client sends each event inside emit()",
+        "signing.key_path: every event carries the agent's Ed25519"
+        " signature facet; the client's carry none",
+    ]
+    if len(lineage.transport) > 1:
+        notes.append(
+            "lineage.transport: composite: each member has its own"
+            " queue and gets every event whatever the others do (continue_on_failure and"
+            " continue_on_success both true)"
+        )
+    if lineage.kafka is not None:
+        notes.append(
+            "lineage.kafka.config: no producer retries (message.send.max.retries=0,"
+            " enable.idempotence=false), so a record is written at most once"
+        )
+    return notes

@@ -26,7 +26,20 @@ from agent.config.model import (
 from agent.errors import ConfigError
 
 DEFAULT_ENDPOINT: Final = "api/v1/lineage"
-TYPES: Final = ("http", "kafka", "console", "file", "composite")
+TYPES: Final = ("http", "async_http", "kafka", "console", "file", "composite")
+#: The client's other transport types, refused at start and by `config check`, and why.
+REFUSED: Final = {
+    "msk_iam": "needs AWS IAM signing for SASL/OAUTHBEARER, which the agent does not ship;"
+    " use type kafka with SASL/SCRAM or mTLS settings in config",
+    "transform": "rewrites events with Python code loaded by name; the agent signs the events"
+    " it translated and runs no code from its configuration",
+    "datadog": "a composite of http and api_key auth to Datadog's intake; write that http"
+    " transport instead",
+    "gcplineage": "needs Google's Data Lineage client library, which the agent does not ship;"
+    " use its OpenLineage http endpoint with type http",
+    "amazon_datazone": "needs the AWS SDK, which the agent does not ship",
+    "noop": "sends nothing; set lineage.enabled: false (or OPENLINEAGE_DISABLED=true) instead",
+}
 
 _HTTP_KEYS: Final = (
     "type",
@@ -48,6 +61,8 @@ _HTTP_KEYS: Final = (
     "concurrency",
     "retry",
     "late_answer_wait",
+    "max_concurrent_requests",  # async_http's: requests in flight, the agent's concurrency
+    "max_queue_size",  # async_http's: refused, the queue is lineage.queue_size
 )
 _FILE_KEYS: Final = ("type", "name", "log_file_path", "location", "append", "rotation_size_mb")
 _KAFKA_KEYS: Final = (
@@ -178,8 +193,13 @@ class Builder:
             if leaf is not None:
                 values[path_key] = self.path(leaf, kind)
                 self.origins.append((f"lineage.http.{path_key}", self.leaf(leaf, kind).origin))
+        size = get(tree, "max_queue_size")
+        if size is not None:
+            raise self.leaf(size, kind).error(
+                "not read: the agent's queue, before every transport, is lineage.queue_size"
+            )
         for number, low, high in (("batch_size", 1, 10_000), ("concurrency", 1, 64)):
-            leaf = get(tree, number)
+            leaf = get(tree, number, "max_concurrent_requests" if number == "concurrency" else "")
             if leaf is not None:
                 values[number] = self.integer(leaf, kind, low, high)
                 self.origins.append((f"lineage.http.{number}", self.leaf(leaf, kind).origin))
@@ -294,10 +314,15 @@ class Builder:
             prefix = sibling.key.rsplit(".", 1)[0] if sibling is not None else key
             raise ConfigError(f"{where.origin}: {prefix}.{name}: required key is missing")
         leaf = self.leaf(value, Leaf(None, "?", key, None))
+        refused = REFUSED.get(str(leaf.value).strip().lower()) if name == "type" else None
+        if refused is not None and "http" in choices:
+            raise leaf.error(f"transport {leaf.value!r} is not supported: {refused}")
         if not isinstance(leaf.value, str) or leaf.value.strip().lower() not in choices:
             expected = ", ".join(map(repr, choices))
             raise leaf.error(f"expected one of {expected}, got {leaf.value!r}")
-        return dataclasses.replace(leaf, value=leaf.value.strip().lower())
+        chosen = leaf.value.strip().lower()
+        # the client's async_http is an http transport sending from a queue: the agent's is one
+        return dataclasses.replace(leaf, value="http" if chosen == "async_http" else chosen)
 
     def text(self, value: Any, kind: Leaf, name: str) -> Leaf:
         if value is None:
