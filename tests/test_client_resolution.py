@@ -4,6 +4,7 @@ and an agent file whose lineage section comes from the client's settings alone."
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -192,4 +193,46 @@ def test_async_http_is_the_agents_http_transport(tmp_path: Path) -> None:
     assert config.lineage.transport == ("http",)
     assert config.lineage.http == HttpConfig(
         endpoint="http://localhost:5000/api/v1/lineage", concurrency=8
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "yml", "message"),
+    [
+        (
+            {"OPENLINEAGE__FILTERS": '[{"type": "exact", "match": "x"}]'},
+            None,
+            "OPENLINEAGE__FILTERS: filters: not applied by the agent",
+        ),
+        ({"OPENLINEAGE__TAGS__JOB__TEAM": "data"}, None, "OPENLINEAGE__TAGS__JOB__TEAM: tags:"),
+        ({}, "filters:\n  - {type: regex, regex: 'tmp.*'}\n", "{yml}:1: filters: not applied"),
+        ({}, "transport: {type: console}\ntags:\n  run: {a: b}\n", "{yml}:2: tags: not applied"),
+    ],
+)
+def test_client_filters_and_tags_are_refused_where_set(
+    env: dict[str, str], yml: str | None, message: str, tmp_path: Path
+) -> None:
+    """The client's filters and tags change what is sent; not applied, they are refused."""
+    path = write(tmp_path / "openlineage.yml", yml) if yml is not None else None
+    env = {**env, "HOME": str(tmp_path), "OPENLINEAGE_URL": "http://localhost:5000"}
+    if path is not None:
+        env["OPENLINEAGE_CONFIG"] = str(path)
+    with pytest.raises(ConfigError) as caught:
+        load("lineage: {}\n", env, tmp_path)
+    assert str(caught.value).startswith(message.format(yml=path))
+
+
+@pytest.mark.parametrize("kind", ["jwt", "oauth2"])
+def test_token_endpoint_auth_is_refused_by_name(kind: str, tmp_path: Path) -> None:
+    """jwt and oauth2 auth are refused naming the variable and saying why."""
+    env = {
+        "OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "http", "url": "https://x:1", "auth": {"type": kind}}
+        ),
+        "HOME": str(tmp_path),
+    }
+    with pytest.raises(ConfigError) as caught:
+        load("lineage: {}\n", env, tmp_path)
+    assert str(caught.value).startswith(
+        f"OPENLINEAGE__TRANSPORT: transport.auth.type: auth '{kind}' is not supported"
     )

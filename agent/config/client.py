@@ -33,7 +33,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from agent.config.clientshape import DEFAULT_ENDPOINT, Builder
+from agent.config.clientkeys import DEFAULT_ENDPOINT
+from agent.config.clientshape import Builder
 from agent.config.clientsources import (
     AgentSide,
     Leaf,
@@ -45,6 +46,7 @@ from agent.config.clientsources import (
     get,
     merge,
     node_tree,
+    refuse_unapplied,
     url_transport,
     without_url_member,
 )
@@ -80,6 +82,7 @@ def resolve(
             " lineage.transport is the client's {type: ...} mapping; write its keys inside"
             " lineage.transport"
         )
+    refuse_unapplied(environ)
     tree: dict[str, Any] = env_tree(aliased(environ), environ)
     found = config_file(environ, os.getcwd())
     if found is not None:

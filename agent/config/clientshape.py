@@ -7,9 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Final
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from agent.config.clientkeys import (
+    COMPOSITE_KEYS,
+    DEFAULT_ENDPOINT,
+    FILE_KEYS,
+    HTTP_KEYS,
+    KAFKA_KEYS,
+    REFUSED,
+    TYPES,
+)
 from agent.config.clientretry import read_retry
 from agent.config.clientsources import Leaf, get
 from agent.config.kinds import parse_duration
@@ -25,65 +34,6 @@ from agent.config.model import (
 )
 from agent.errors import ConfigError
 
-DEFAULT_ENDPOINT: Final = "api/v1/lineage"
-TYPES: Final = ("http", "async_http", "kafka", "console", "file", "composite")
-#: The client's other transport types, refused at start and by `config check`, and why.
-REFUSED: Final = {
-    "msk_iam": "needs AWS IAM signing for SASL/OAUTHBEARER, which the agent does not ship;"
-    " use type kafka with SASL/SCRAM or mTLS settings in config",
-    "transform": "rewrites events with Python code loaded by name; the agent signs the events"
-    " it translated and runs no code from its configuration",
-    "datadog": "a composite of http and api_key auth to Datadog's intake; write that http"
-    " transport instead",
-    "gcplineage": "needs Google's Data Lineage client library, which the agent does not ship;"
-    " use its OpenLineage http endpoint with type http",
-    "amazon_datazone": "needs the AWS SDK, which the agent does not ship",
-    "noop": "sends nothing; set lineage.enabled: false (or OPENLINEAGE_DISABLED=true) instead",
-}
-
-_HTTP_KEYS: Final = (
-    "type",
-    "name",
-    "url",
-    "endpoint",
-    "timeout",
-    "timeoutinmillis",
-    "auth",
-    "headers",
-    "custom_headers",
-    "compression",
-    "verify",
-    "cert",
-    "key",
-    "ca_file",
-    "batch_size",
-    "batch_endpoint",
-    "concurrency",
-    "retry",
-    "late_answer_wait",
-    "max_concurrent_requests",  # async_http's: requests in flight, the agent's concurrency
-    "max_queue_size",  # async_http's: refused, the queue is lineage.queue_size
-)
-_FILE_KEYS: Final = ("type", "name", "log_file_path", "location", "append", "rotation_size_mb")
-_KAFKA_KEYS: Final = (
-    "type",
-    "name",
-    "topic",
-    "topicname",
-    "config",
-    "properties",
-    "messagekey",
-    "message_key",
-    "flush",
-)
-_COMPOSITE_KEYS: Final = (
-    "type",
-    "transports",
-    "continue_on_failure",
-    "continueonfailure",
-    "continue_on_success",
-)
-
 
 class Builder:
     """Reads a merged tree into the lineage section, noting where each setting came from."""
@@ -97,7 +47,7 @@ class Builder:
         self.origins.append(("lineage.transport", kind.origin))
         if kind.value != "composite":
             return self.member(tree, kind, self.base, ())
-        self.known(tree, _COMPOSITE_KEYS, kind)
+        self.known(tree, COMPOSITE_KEYS, kind)
         for flag in ("continue_on_failure", "continueonfailure", "continue_on_success"):
             value = get(tree, flag)
             if value is not None and self.boolean(value, kind) is not True:
@@ -132,13 +82,13 @@ class Builder:
     ) -> LineageConfig:
         name = str(kind.value)
         if name == "http":
-            self.known(tree, _HTTP_KEYS, kind)
+            self.known(tree, HTTP_KEYS, kind)
             lineage = dataclasses.replace(lineage, http=self.http(tree, kind))
         elif name == "kafka":
-            self.known(tree, _KAFKA_KEYS, kind)
+            self.known(tree, KAFKA_KEYS, kind)
             lineage = dataclasses.replace(lineage, kafka=self.kafka(tree, kind))
         elif name == "file":
-            self.known(tree, _FILE_KEYS, kind)
+            self.known(tree, FILE_KEYS, kind)
             lineage = dataclasses.replace(lineage, file=self.file(tree, kind))
         else:
             self.known(tree, ("type", "name"), kind)
@@ -231,6 +181,13 @@ class Builder:
                 "expected a mapping like {type: api_key, apiKey: ...}"
             )
         self.known(tree, ("type", "apikey", "api_key", "token_env"), kind)
+        written = get(tree, "type")
+        if isinstance(written, Leaf) and str(written.value).strip().lower() in ("jwt", "oauth2"):
+            raise written.error(
+                f"auth {written.value!r} is not supported: the agent sends a static token only"
+                " (api_key, or bearer with token_env); fetch the token outside and hand it over"
+                " in a variable"
+            )
         auth_kind = self.choice(tree, "type", kind.key, ("api_key", "bearer"))
         self.origins.append(("lineage.http.auth.type", auth_kind.origin))
         key_leaf = get(tree, "apikey", "api_key")

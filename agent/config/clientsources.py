@@ -143,22 +143,41 @@ def _plain_tree(value: Any, origin: str, key: str) -> Any:
     return Leaf(value, origin, key, None)
 
 
+#: The client's sections that change events, which the agent does not apply yet: refused
+#: where they are set rather than ignored, since an operator who set them relies on them.
+UNAPPLIED: Final = {
+    "filters": "not applied by the agent: it would send the events these filters drop",
+    "tags": "not applied by the agent: its events would lack these job and run tags",
+}
+
+
+def refuse_unapplied(environ: Mapping[str, str]) -> None:
+    """An `OPENLINEAGE__FILTERS*` or `OPENLINEAGE__TAGS*` variable, refused by name."""
+    for name in sorted(environ):
+        section = name[len(ENV_PREFIX) :].split("__")[0].lower()
+        if name.startswith(ENV_PREFIX) and section in UNAPPLIED:
+            raise ConfigError(f"{name}: {section}: {UNAPPLIED[section]}")
+
+
 def file_tree(path: str, read_text: Callable[[str], str]) -> dict[str, Any]:
-    """The `transport` section of an openlineage.yml (`filters` and `tags` are read by
-    `clientextras`; its other sections concern the client's own facets)."""
+    """The `transport` section of an openlineage.yml; its `filters` and `tags` refused (see
+    `UNAPPLIED`); its other sections concern facets only the client's integrations add."""
     root = compose(read_text(path), path)
     if root is None or is_null(root):
         return {}
     if not isinstance(root, MappingNode):
         raise ConfigError(f"{path}:{line_of(root)}: expected a mapping of sections")
     side = AgentSide(None, None, {}, path, os.path.dirname(os.path.abspath(path)))
+    tree: dict[str, Any] = {}
     for key_node, value_node in root.value:
-        if isinstance(key_node, ScalarNode) and key_node.value == "transport":
+        name = str(key_node.value) if isinstance(key_node, ScalarNode) else ""
+        if name in UNAPPLIED and not is_null(value_node) and value_node.value:
+            raise ConfigError(f"{path}:{line_of(key_node)}: {name}: {UNAPPLIED[name]}")
+        if name == "transport":
             if not isinstance(value_node, MappingNode):
                 raise ConfigError(f"{path}:{line_of(value_node)}: transport: expected a mapping")
-            tree: dict[str, Any] = node_tree(value_node, "transport", side)
-            return tree
-    return {}
+            tree = node_tree(value_node, "transport", side)
+    return tree
 
 
 def node_tree(node: Node, key: str, side: AgentSide) -> Any:
