@@ -5,6 +5,9 @@ and an agent file whose lineage section comes from the client's settings alone."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -13,6 +16,8 @@ import pytest
 from agent.config.loader import parse_config
 from agent.config.model import AgentConfig, HttpConfig
 from agent.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def load(text: str, env: dict[str, str], tmp_path: Path) -> AgentConfig:
@@ -236,3 +241,31 @@ def test_token_endpoint_auth_is_refused_by_name(kind: str, tmp_path: Path) -> No
     assert str(caught.value).startswith(
         f"OPENLINEAGE__TRANSPORT: transport.auth.type: auth '{kind}' is not supported"
     )
+
+
+def test_config_check_names_the_openlineage_yml_for_its_settings(tmp_path: Path) -> None:
+    """A start check failing on a setting of openlineage.yml names that file and line, not
+    the agent's file, which does not hold it."""
+    yml = write(
+        tmp_path / "openlineage.yml",
+        f"transport:\n  type: http\n  url: https://x.example.com\n  ca_file: {tmp_path}\n",
+    )
+    config = write(
+        tmp_path / "config.yaml",
+        f"lineage: {{}}\nsigning: {{key_path: {tmp_path / 'k'}}}\nstate_dir: {tmp_path}\n",
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "OPENLINEAGE_CONFIG": str(yml),
+    }
+    ran = subprocess.run(
+        [sys.executable, "-m", "agent", "config", "check", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
+    assert ran.returncode != 0
+    assert f"{yml}:4: lineage.http.ca_file: {tmp_path}: not a regular file" in ran.stderr

@@ -94,8 +94,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             reachable=connect_error if args.root is None else None,
         )
         if checked.errors:
-            lines = located.lines
-            _config_errors([_located(args.file, lines, e) for e in checked.errors], hint_for)
+            lines, origins = located.lines, dict(located.config.origins)
+            _config_errors(
+                [_located(args.file, lines, e, origins) for e in checked.errors], hint_for
+            )
             return EX_CONFIG
         notes += checked.notes
     print("ok")
@@ -108,10 +110,18 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return EX_OK
 
 
-def _located(source: str, lines: Mapping[str, int], message: str) -> str:
+def _located(
+    source: str, lines: Mapping[str, int], message: str, origins: Mapping[str, str]
+) -> str:
     """`FILE:LINE: key: ...` for a check's message that starts with a key of the file
-    (`FILE: key: ...` when the key is not in the file: its default was checked)."""
+    (`FILE: key: ...` when the key is not in the file: its default was checked); a setting
+    taken from the client's conventions is named where it was written there instead."""
     key = message.partition(": ")[0]
+    origin = origins.get(key) or next(
+        (where for name, where in origins.items() if name.startswith(key + ".")), None
+    )
+    if origin is not None and key not in lines:
+        return f"{origin}: {message}"
     line = lines.get(key) or lines.get(key.partition("[")[0])
     return f"{source}:{line}: {message}" if line else f"{source}: {message}"
 

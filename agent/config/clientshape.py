@@ -180,7 +180,6 @@ class Builder:
             raise self.leaf(tree, kind).error(
                 "expected a mapping like {type: api_key, apiKey: ...}"
             )
-        self.known(tree, ("type", "apikey", "api_key", "token_env"), kind)
         written = get(tree, "type")
         if isinstance(written, Leaf) and str(written.value).strip().lower() in ("jwt", "oauth2"):
             raise written.error(
@@ -188,6 +187,7 @@ class Builder:
                 " (api_key, or bearer with token_env); fetch the token outside and hand it over"
                 " in a variable"
             )
+        self.known(tree, ("type", "apikey", "api_key", "token_env"), kind)
         auth_kind = self.choice(tree, "type", kind.key, ("api_key", "bearer"))
         self.origins.append(("lineage.http.auth.type", auth_kind.origin))
         key_leaf = get(tree, "apikey", "api_key")
