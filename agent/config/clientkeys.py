@@ -13,8 +13,8 @@ REFUSED: Final = {
     " use type kafka with SASL/SCRAM or mTLS settings in config",
     "transform": "rewrites events with Python code loaded by name; the agent signs the events"
     " it translated and runs no code from its configuration",
-    "datadog": "a composite of http and api_key auth to Datadog's intake; write that http"
-    " transport instead",
+    "datadog": "it is an http transport with an api key to Datadog's intake for a site; write"
+    " that http transport instead",
     "gcplineage": "needs Google's Data Lineage client library, which the agent does not ship;"
     " use its OpenLineage http endpoint with type http",
     "amazon_datazone": "needs the AWS SDK, which the agent does not ship",
