@@ -84,7 +84,8 @@ def resolve(
         )
     refuse_unapplied(environ)
     tree: dict[str, Any] = env_tree(aliased(environ), environ)
-    found = config_file(environ, os.getcwd())
+    # No environment at all is `config check --syntax-only`: the agent's file alone.
+    found = config_file(environ, os.getcwd()) if environ else None
     if found is not None:
         tree = merge(tree, file_tree(found, read_text))
     if agent.node is not None:
