@@ -111,6 +111,7 @@ def client_side() -> dict[str, Any]:
 async def agent_side(config_path: str) -> dict[str, Any]:
     from agent.config.loader import load_config
     from agent.delivery.envelope import Envelope
+    from agent.delivery.shaping import shaping
     from agent.delivery.signing import Signer, load_signing_key
     from agent.delivery.transports.factory import build_transports
     from agent.errors import ConfigError, KeyFileError, StartError
@@ -126,10 +127,14 @@ async def agent_side(config_path: str) -> dict[str, Any]:
         transports = await build_transports(config.lineage)
     except (ConfigError, StartError) as error:
         return {"refused": str(error)}
+    shape = shaping(config.lineage)  # the client's filters and tags, as the pipeline applies them
     failed = 0
     try:
         for spec in EVENTS:
-            payload = signer.sign_event(event_dict(spec))
+            shaped = event_dict(spec) if shape is None else shape(event_dict(spec))
+            if shaped is None:
+                continue
+            payload = signer.sign_event(shaped)
             digest = hashlib.sha256(payload).hexdigest()
             envelope = Envelope(payload, spec["run"], "START", "conformance", digest, 0.0)
             for transport in transports.values():

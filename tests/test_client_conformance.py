@@ -81,13 +81,16 @@ CASES: dict[str, Case] = {
     "6 filters": Case(
         {
             "OPENLINEAGE_URL": "{A}",
-            "OPENLINEAGE__FILTERS": '[{"type": "exact", "match": "etl_app.step_1"}]',
+            "OPENLINEAGE__FILTERS": '[{"type": "exact", "match": "etl_app.step_1"},'
+            ' {"type": "regex", "regex": "etl_app.step_[2-9]"}]',
         },
-        refused="filters",
     ),
     "6 tags": Case(
-        files={"cwd/openlineage.yml": HTTP_YML.replace("{URL}", "{A}") + "tags:\n  job: {a: b}\n"},
-        refused="tags",
+        {"OPENLINEAGE__TAGS__RUN__ENV": "prod"},
+        files={
+            "cwd/openlineage.yml": HTTP_YML.replace("{URL}", "{A}")
+            + "tags:\n  job: {team: data, pii: 'true'}\n"
+        },
     ),
     "7 oauth2 auth": Case(
         {
@@ -178,20 +181,35 @@ def arrivals(collectors: dict[str, Collector], stdout: str, records: list[Any]) 
     """Where the events went: (collector, path, Authorization) of every request, (topic, key)
     of every record, and how many console lines hold an event."""
     http = sorted(
-        {
-            (name, request.path, request.headers.get("authorization", ""))
-            for name, collector in collectors.items()
-            for request in collector.requests
-        }
+        (name, request.path, request.headers.get("authorization", ""))
+        for name, collector in collectors.items()
+        for request in collector.requests
     )
+    events = [e for collector in collectors.values() for e in collector.events]
     console = 0
     for line in stdout.splitlines():
         try:
-            console += isinstance(json.loads(line), dict) and "eventType" in json.loads(line)
+            found = json.loads(line)
         except ValueError:
             continue
+        if isinstance(found, dict) and "eventType" in found:
+            console += 1
+            events.append(found)
+    events += [json.loads(r.value()) for r in records]
     kafka = sorted((r.topic(), (r.key() or b"").decode()) for r in records)
-    return {"http": http, "kafka": kafka, "console": console}
+    return {"http": http, "kafka": kafka, "console": console, "tags": user_tags(events)}
+
+
+def user_tags(events: list[Any]) -> list[tuple[str, str, str, str]]:
+    """(job, part, key, value) of every tag given by the operator (source USER)."""
+    found = []
+    for event in events:
+        for part in ("job", "run"):
+            facet = (event.get(part, {}).get("facets") or {}).get("tags") or {}
+            for tag in facet.get("tags") or []:
+                if tag.get("source") == "USER":
+                    found.append((event["job"]["name"], part, tag["key"], tag["value"]))
+    return sorted(found)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -255,10 +273,7 @@ def test_agent_conforms_to_the_client(
         return
     assert "refused" not in client, client
     assert "refused" not in agent, agent["refused"]
-    assert (agent["http"], agent["kafka"], agent["console"]) == (
-        client["http"],
-        client["kafka"],
-        client["console"],
-    )
+    shown = ("http", "kafka", "console", "tags")
+    assert [agent[k] for k in shown] == [client[k] for k in shown]
     if name != "disabled":  # a comparison of two empty results proves nothing
         assert client["http"] or client["kafka"] or client["console"], client

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.config.loader import parse_config
-from agent.config.model import AgentConfig, HttpConfig
+from agent.config.model import AgentConfig, EventFilter, HttpConfig
 from agent.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,23 +201,59 @@ def test_async_http_is_the_agents_http_transport(tmp_path: Path) -> None:
     )
 
 
+def test_client_filters_and_tags_are_read_from_variables_and_openlineage_yml(
+    tmp_path: Path,
+) -> None:
+    """filters from a JSON variable, tags from openlineage.yml merged over the variables'
+    (whose names the client lower-cases), each origin noted."""
+    yml = write(
+        tmp_path / "openlineage.yml",
+        "transport: {type: console}\ntags:\n  job: {Team: data}\n  run: {env: prod}\n",
+    )
+    env = {
+        "OPENLINEAGE_CONFIG": str(yml),
+        "OPENLINEAGE__FILTERS": '[{"type": "exact", "match": "a"},'
+        ' {"type": "regex", "regex": "tmp_.*"}]',
+        "OPENLINEAGE__TAGS__JOB__OWNER": "ops",
+        "HOME": str(tmp_path),
+    }
+    config = load("lineage: {}\n", env, tmp_path)
+    assert config.lineage.filters == (
+        EventFilter("exact", "a"),
+        EventFilter("regex", "tmp_.*"),
+    )
+    assert config.lineage.job_tags == (("owner", "ops"), ("Team", "data"))
+    assert config.lineage.run_tags == (("env", "prod"),)
+    origins = dict(config.origins)
+    assert origins["lineage.filters"] == "OPENLINEAGE__FILTERS"
+    assert origins["lineage.tags"] == "OPENLINEAGE__TAGS__JOB__OWNER"
+
+
 @pytest.mark.parametrize(
     ("env", "yml", "message"),
     [
         (
-            {"OPENLINEAGE__FILTERS": '[{"type": "exact", "match": "x"}]'},
+            {"OPENLINEAGE__FILTERS": '[{"type": "glob", "match": "x"}]'},
             None,
-            "OPENLINEAGE__FILTERS: filters: not applied by the agent",
+            "OPENLINEAGE__FILTERS: filters[0].type: a filter's type is exact",
         ),
-        ({"OPENLINEAGE__TAGS__JOB__TEAM": "data"}, None, "OPENLINEAGE__TAGS__JOB__TEAM: tags:"),
-        ({}, "filters:\n  - {type: regex, regex: 'tmp.*'}\n", "{yml}:1: filters: not applied"),
-        ({}, "transport: {type: console}\ntags:\n  run: {a: b}\n", "{yml}:2: tags: not applied"),
+        (
+            {"OPENLINEAGE__FILTERS": '[{"type": "regex"}]'},
+            None,
+            "OPENLINEAGE__FILTERS: filters[0].type: a regex filter needs regex",
+        ),
+        (
+            {},
+            "filters:\n  - {type: regex, regex: '(?=a)'}\n",
+            "{yml}:2: filters[0].regex: not a pattern RE2 reads",
+        ),
+        ({}, "tags:\n  dataset: {a: b}\n", "{yml}:2: tags.dataset.a: tags holds job and run only"),
     ],
 )
-def test_client_filters_and_tags_are_refused_where_set(
+def test_unreadable_filters_and_tags_are_refused_where_set(
     env: dict[str, str], yml: str | None, message: str, tmp_path: Path
 ) -> None:
-    """The client's filters and tags change what is sent; not applied, they are refused."""
+    """A filter or tag the client would skip with a log line is refused, naming its place."""
     path = write(tmp_path / "openlineage.yml", yml) if yml is not None else None
     env = {**env, "HOME": str(tmp_path), "OPENLINEAGE_URL": "http://localhost:5000"}
     if path is not None:

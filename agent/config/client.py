@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from agent.config.clientevents import read_filters, read_tags
 from agent.config.clientkeys import DEFAULT_ENDPOINT
 from agent.config.clientshape import Builder
 from agent.config.clientsources import (
@@ -46,7 +47,6 @@ from agent.config.clientsources import (
     get,
     merge,
     node_tree,
-    refuse_unapplied,
     url_transport,
     without_url_member,
 )
@@ -82,10 +82,11 @@ def resolve(
             " lineage.transport is the client's {type: ...} mapping; write its keys inside"
             " lineage.transport"
         )
-    refuse_unapplied(environ)
     tree: dict[str, Any] = env_tree(aliased(environ), environ)
     # No environment at all is `config check --syntax-only`: the agent's file alone.
     found = config_file(environ, os.getcwd()) if environ else None
+    origins: list[tuple[str, str]] = []
+    lineage = _with_events(lineage, environ, found, read_text, origins)
     if found is not None:
         tree = merge(tree, file_tree(found, read_text))
     if agent.node is not None:
@@ -100,10 +101,45 @@ def resolve(
         if not tree and environ.get("OPENLINEAGE_URL"):
             tree = url_transport(environ)
         elif not tree:
-            return _complete_seed(lineage, agent)
-    origins: list[tuple[str, str]] = []
+            completed, seed_origins = _complete_seed(lineage, agent)
+            return completed, (*seed_origins, *origins)
     built = Builder(lineage, origins).transport(tree, "transport")
     return built, tuple(origins)
+
+
+def _with_events(
+    lineage: LineageConfig,
+    environ: Mapping[str, str],
+    found: str | None,
+    read_text: Callable[[str], str],
+    origins: list[tuple[str, str]],
+) -> LineageConfig:
+    """`lineage` with the client's `filters` and `tags` (openlineage.yml over variables)."""
+    values: dict[str, Any] = {}
+    for section in ("filters", "tags"):
+        tree = env_tree(environ, environ, section)
+        if found is not None:
+            written = file_tree(found, read_text, section)
+            tree = (
+                merge(tree, written)
+                if isinstance(tree, dict) and isinstance(written, dict)
+                else (written if written != {} else tree)
+            )
+        if tree in ({}, None):
+            continue
+        origins.append((f"lineage.{section}", _origin_of(tree)))
+        if section == "filters":
+            values["filters"] = read_filters(tree)
+        else:
+            values["job_tags"], values["run_tags"] = read_tags(tree)
+    return dataclasses.replace(lineage, **values) if values else lineage
+
+
+def _origin_of(tree: Any) -> str:
+    if isinstance(tree, Leaf):
+        return tree.origin
+    children = list(tree.values()) if isinstance(tree, dict) else list(tree)
+    return _origin_of(children[0]) if children else "?"
 
 
 # --- the seed's endpoint ----------------------------------------------------------------------

@@ -89,17 +89,20 @@ def _origin(name: str) -> str:
     return source.get(tail, "OPENLINEAGE_URL")
 
 
-def env_tree(environ: Mapping[str, str], operator: Mapping[str, str]) -> dict[str, Any]:
-    """`OPENLINEAGE__TRANSPORT*` of `environ` (as `aliased` made it) as a tree, as the client
+def env_tree(
+    environ: Mapping[str, str], operator: Mapping[str, str], section: str = "transport"
+) -> Any:
+    """`OPENLINEAGE__TRANSPORT*` (or another `section`'s variables) of `environ` (as `aliased`
+    made it) as a tree, as the client
     builds it: the names in reverse order, so a whole section given as JSON
     (`OPENLINEAGE__TRANSPORT='{"type": "http", ...}'`, `..._AUTH`) replaces the keys set
     inside it. A variable the operator did not set (`operator` lacks it) is named by the one
     it was copied from."""
-    tree: dict[str, Any] = {}
+    tree: Any = {}
     for name in sorted((n for n in environ if n.startswith(ENV_PREFIX)), reverse=True):
         keys = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
-        if keys[0] != "transport" or not all(keys):
-            continue  # other sections of the client's config (facets, filters, tags)
+        if keys[0] != section or not all(keys):
+            continue  # other sections of the client's config
         text = environ[name]
         try:
             value = json.loads(text)
@@ -108,10 +111,12 @@ def env_tree(environ: Mapping[str, str], operator: Mapping[str, str]) -> dict[st
         origin = name if name in operator else _origin(name)
         plain = _plain_tree(value, origin, origin if origin != name else ".".join(keys))
         if len(keys) == 1:
-            if not isinstance(plain, dict):
+            if section == "transport" and not isinstance(plain, dict):
                 raise ConfigError(f'{name}: expected a JSON object like {{"type": "http"}}')
             tree = plain
             continue
+        if not isinstance(tree, dict):
+            tree = {}
         here = tree
         for key in keys[1:-1]:
             if not isinstance(here.get(key), dict):
@@ -143,41 +148,24 @@ def _plain_tree(value: Any, origin: str, key: str) -> Any:
     return Leaf(value, origin, key, None)
 
 
-#: The client's sections that change events, which the agent does not apply yet: refused
-#: where they are set rather than ignored, since an operator who set them relies on them.
-UNAPPLIED: Final = {
-    "filters": "not applied by the agent: it would send the events these filters drop",
-    "tags": "not applied by the agent: its events would lack these job and run tags",
-}
-
-
-def refuse_unapplied(environ: Mapping[str, str]) -> None:
-    """An `OPENLINEAGE__FILTERS*` or `OPENLINEAGE__TAGS*` variable, refused by name."""
-    for name in sorted(environ):
-        section = name[len(ENV_PREFIX) :].split("__")[0].lower()
-        if name.startswith(ENV_PREFIX) and section in UNAPPLIED:
-            raise ConfigError(f"{name}: {section}: {UNAPPLIED[section]}")
-
-
-def file_tree(path: str, read_text: Callable[[str], str]) -> dict[str, Any]:
-    """The `transport` section of an openlineage.yml; its `filters` and `tags` refused (see
-    `UNAPPLIED`); its other sections concern facets only the client's integrations add."""
+def file_tree(path: str, read_text: Callable[[str], str], section: str = "transport") -> Any:
+    """A section of an openlineage.yml (`transport`, `filters`, `tags`) as a tree; its other
+    sections concern facets only the client's integrations add."""
     root = compose(read_text(path), path)
     if root is None or is_null(root):
         return {}
     if not isinstance(root, MappingNode):
         raise ConfigError(f"{path}:{line_of(root)}: expected a mapping of sections")
     side = AgentSide(None, None, {}, path, os.path.dirname(os.path.abspath(path)))
-    tree: dict[str, Any] = {}
+    shape = MappingNode if section != "filters" else SequenceNode
     for key_node, value_node in root.value:
         name = str(key_node.value) if isinstance(key_node, ScalarNode) else ""
-        if name in UNAPPLIED and not is_null(value_node) and value_node.value:
-            raise ConfigError(f"{path}:{line_of(key_node)}: {name}: {UNAPPLIED[name]}")
-        if name == "transport":
-            if not isinstance(value_node, MappingNode):
-                raise ConfigError(f"{path}:{line_of(value_node)}: transport: expected a mapping")
-            tree = node_tree(value_node, "transport", side)
-    return tree
+        if name == section and not is_null(value_node):
+            if not isinstance(value_node, shape):
+                what = "a list" if shape is SequenceNode else "a mapping"
+                raise ConfigError(f"{path}:{line_of(value_node)}: {section}: expected {what}")
+            return node_tree(value_node, section, side)
+    return {}
 
 
 def node_tree(node: Node, key: str, side: AgentSide) -> Any:

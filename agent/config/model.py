@@ -243,6 +243,20 @@ class LineageConfig:
     # send a run's terminal event once more, byte-identical, when its HTTP request got no
     # answer (the one exception to at-most-once; consumers de-duplicate by signature)
     resend_unconfirmed_terminal: bool = True
+    # the client's `filters` and `tags` (openlineage.yml, OPENLINEAGE__FILTERS, ..._TAGS__*),
+    # applied before signing; not keys of this file
+    filters: tuple[EventFilter, ...] = field(default=(), metadata={"yaml": False})
+    job_tags: tuple[tuple[str, str], ...] = field(default=(), metadata={"yaml": False})
+    run_tags: tuple[tuple[str, str], ...] = field(default=(), metadata={"yaml": False})
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """One of the OpenLineage client's `filters`: a RunEvent whose job name equals `pattern`
+    (`exact`) or matches it from its start (`regex`, RE2 syntax) is not sent."""
+
+    type: Literal["exact", "regex"]
+    pattern: str
 
 
 @dataclass(frozen=True, slots=True)
