@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.config.loader import parse_config
-from agent.config.model import AgentConfig, EventFilter, HttpConfig
+from agent.config.model import AgentConfig, EventFilter, HttpAuth, HttpConfig, Secret
 from agent.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,20 +263,59 @@ def test_unreadable_filters_and_tags_are_refused_where_set(
     assert str(caught.value).startswith(message.format(yml=path))
 
 
-@pytest.mark.parametrize("kind", ["jwt", "oauth2"])
-def test_token_endpoint_auth_is_refused_by_name(kind: str, tmp_path: Path) -> None:
-    """jwt and oauth2 auth are refused naming the variable and saying why."""
+def test_oauth2_auth_is_read_in_the_clients_spellings(tmp_path: Path) -> None:
+    """The client's oauth2 keys (camelCase, as its docs write them) give the agent's auth,
+    the secret kept as a Secret."""
+    auth = {
+        "type": "oauth2",
+        "tokenEndpoint": "https://login.example.com/token",
+        "clientId": "agent",
+        "clientSecret": "s3cret-value",
+        "scope": "lineage",
+        "clientAuthMethod": "client_secret_post",
+        "tokenFields": "jwt",
+        "tokenRefreshBuffer": "30",
+    }
     env = {
-        "OPENLINEAGE__TRANSPORT": json.dumps(
-            {"type": "http", "url": "https://x:1", "auth": {"type": kind}}
-        ),
+        "OPENLINEAGE__TRANSPORT": json.dumps({"type": "http", "url": "https://x:1", "auth": auth}),
+        "HOME": str(tmp_path),
+    }
+    http = load("lineage: {}\n", env, tmp_path).lineage.http
+    assert http is not None and http.auth is not None
+    assert http.auth == HttpAuth(
+        type="oauth2",
+        token_endpoint="https://login.example.com/token",
+        client_id="agent",
+        client_secret=Secret("s3cret-value"),
+        scope="lineage",
+        client_auth_method="client_secret_post",
+        token_fields=("jwt",),
+        token_refresh_buffer=30.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("auth", "message"),
+    [
+        ({"type": "jwt", "tokenEndpoint": "https://t:1"}, "needs apiKey"),
+        ({"type": "jwt", "apiKey": "k3y-value"}, "needs tokenEndpoint"),
+        ({"type": "oauth2", "tokenEndpoint": "https://t:1", "clientSecret": "s"}, "needs clientId"),
+        ({"type": "oauth2", "tokenEndpoint": "https://t:1", "clientId": "c"}, "needs clientSecret"),
+    ],
+)
+def test_token_endpoint_auth_missing_a_key_is_refused_by_name(
+    auth: dict[str, str], message: str, tmp_path: Path
+) -> None:
+    """jwt or oauth2 without one of the keys it needs is refused naming the variable."""
+    env = {
+        "OPENLINEAGE__TRANSPORT": json.dumps({"type": "http", "url": "https://x:1", "auth": auth}),
         "HOME": str(tmp_path),
     }
     with pytest.raises(ConfigError) as caught:
         load("lineage: {}\n", env, tmp_path)
     assert str(caught.value).startswith(
-        f"OPENLINEAGE__TRANSPORT: transport.auth.type: auth '{kind}' is not supported"
-    )
+        f"OPENLINEAGE__TRANSPORT: transport.auth.type: {message}"
+    ), caught.value
 
 
 def test_config_check_names_the_openlineage_yml_for_its_settings(tmp_path: Path) -> None:

@@ -11,6 +11,9 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from agent.config.clientkeys import (
+    AUTH_FIELDS,
+    AUTH_KEYS,
+    AUTH_SECRETS,
     COMPOSITE_KEYS,
     DEFAULT_ENDPOINT,
     FILE_KEYS,
@@ -32,7 +35,16 @@ from agent.config.model import (
     LineageConfig,
     Secret,
 )
+from agent.config.rules import missing_auth
 from agent.errors import ConfigError
+
+#: A missing auth key in the client's spelling.
+_CLIENT_NAMES = {
+    "token_env": "apiKey (or token_env, a variable holding it)",
+    "token_endpoint": "tokenEndpoint",
+    "client_id": "clientId",
+    "client_secret_env": "clientSecret (or client_secret_env, a variable holding it)",
+}
 
 
 class Builder:
@@ -180,29 +192,40 @@ class Builder:
             raise self.leaf(tree, kind).error(
                 "expected a mapping like {type: api_key, apiKey: ...}"
             )
-        written = get(tree, "type")
-        if isinstance(written, Leaf) and str(written.value).strip().lower() in ("jwt", "oauth2"):
-            raise written.error(
-                f"auth {written.value!r} is not supported: the agent sends a static token only"
-                " (api_key, or bearer with token_env); fetch the token outside and hand it over"
-                " in a variable"
-            )
-        self.known(tree, ("type", "apikey", "api_key", "token_env"), kind)
-        auth_kind = self.choice(tree, "type", kind.key, ("api_key", "bearer"))
+        self.known(tree, AUTH_KEYS, kind)
+        auth_kind = self.choice(tree, "type", kind.key, ("api_key", "bearer", "jwt", "oauth2"))
         self.origins.append(("lineage.http.auth.type", auth_kind.origin))
-        key_leaf = get(tree, "apikey", "api_key")
-        env_leaf = get(tree, "token_env")
-        if key_leaf is not None:
-            key = self.text(key_leaf, auth_kind, "apiKey")
-            if not all("!" <= char <= "~" for char in key.value):
-                raise key.error("holds characters a token may not have (only visible ASCII)")
-            self.origins.append(("lineage.http.auth.api_key", key.origin))
-            return HttpAuth(type=auth_kind.value, api_key=Secret(key.value.strip()))
-        if env_leaf is not None:
-            env = self.text(env_leaf, auth_kind, "token_env")
-            self.origins.append(("lineage.http.auth.token_env", env.origin))
-            return HttpAuth(type=auth_kind.value, token_env=env.value)
-        raise auth_kind.error("needs apiKey (or token_env, a variable holding it)")
+        values: dict[str, Any] = {"type": auth_kind.value}
+        for name, value in tree.items():
+            field = AUTH_FIELDS.get(name.lower()) or AUTH_SECRETS.get(name.lower())
+            if field is not None:
+                leaf = self.text(value, auth_kind, name)
+                text = leaf.value.strip()
+                if field in AUTH_SECRETS.values():
+                    if not all("!" <= char <= "~" for char in text):
+                        raise leaf.error("holds characters a token may not have (visible ASCII)")
+                    values[field] = Secret(text)
+                else:
+                    values[field] = text
+                self.origins.append((f"lineage.http.auth.{field}", leaf.origin))
+        method = values.get("client_auth_method", "client_secret_basic")
+        if method not in ("client_secret_basic", "client_secret_post"):
+            raise self.leaf(get(tree, "clientauthmethod", "client_auth_method"), kind).error(
+                f"expected client_secret_basic or client_secret_post, got {method!r}"
+            )
+        fields = get(tree, "tokenfields", "token_fields")
+        if fields is not None:  # a list, or one name (the client takes both)
+            listed = fields if isinstance(fields, list) else [fields]
+            values["token_fields"] = tuple(
+                self.text(f, auth_kind, "tokenFields").value for f in listed
+            )
+        buffer = get(tree, "tokenrefreshbuffer", "token_refresh_buffer")
+        if buffer is not None:
+            values["token_refresh_buffer"] = float(self.integer(buffer, auth_kind, 0, 3600))
+        auth = HttpAuth(**values)
+        for missing in missing_auth(auth):
+            raise auth_kind.error(f"needs {_CLIENT_NAMES[missing]}")
+        return auth
 
     def kafka(self, tree: dict[str, Any], kind: Leaf) -> KafkaTransportConfig:
         topic = self.text(get(tree, "topic", "topicname"), kind, "topic")
