@@ -23,6 +23,7 @@ from agent.delivery.signing import generate_key_file, public_key_text
 from tests.collector import Collector
 from tests.kafka import Kafka
 from tests.test_transport_kafka import consume
+from tests.tokens import TokenServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "8d3f0c1e-4b7a-4f55-9a7e-2c1b0d9e6f31"
@@ -32,8 +33,8 @@ JOBS = 3  # events each side sends
 @dataclass(frozen=True)
 class Case:
     """Environment and files, placeholders `{A}` `{B}` (collectors), `{F}` (one answering
-    500), `{S}` (https), `{BOOT}` `{TOPIC}` (Kafka), `{TMP}`; `refused`: the setting the
-    agent names when it refuses the case."""
+    500), `{S}` (https), `{T}` (an https token endpoint), `{BOOT}` `{TOPIC}` (Kafka),
+    `{TMP}`; `refused`: the setting the agent names when it refuses the case."""
 
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # "cwd/…", "home/…", "tmp/…"
@@ -95,9 +96,14 @@ CASES: dict[str, Case] = {
     "7 oauth2 auth": Case(
         {
             "OPENLINEAGE__TRANSPORT": '{"type": "http", "url": "{S}", "auth": {"type": "oauth2",'
-            ' "tokenEndpoint": "{A}/token", "clientId": "c", "clientSecret": "s"}}'
+            ' "tokenEndpoint": "{T}", "clientId": "c", "clientSecret": "' + SECRET + '"}}'
         },
-        refused="auth.type",
+    ),
+    "7 jwt auth": Case(
+        files={
+            "cwd/openlineage.yml": HTTP_YML.replace("{URL}", "{S}")
+            + f"  auth: {{type: jwt, apiKey: {SECRET}, tokenEndpoint: '{{T}}'}}\n"
+        }
     ),
     "7 async_http": Case(
         {"OPENLINEAGE_URL": "{A}", "OPENLINEAGE__TRANSPORT__TYPE": "async_http"},
@@ -152,6 +158,21 @@ def collectors(ca: trustme.CA) -> Iterator[dict[str, Collector]]:
     yield found
     for collector in found.values():
         collector.stop()
+
+
+@pytest.fixture(scope="module")
+def tokens(ca: trustme.CA) -> Iterator[TokenServer]:
+    """The token endpoint of the jwt and oauth2 cases: one token for both sides, so that the
+    Authorization headers compare."""
+    import ssl
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    server = TokenServer(context, clients={"c": SECRET}, api_keys=(SECRET,))
+    server.fixed = "conformance-token"
+    server.start()
+    yield server
+    server.stop()
 
 
 def fill(text: str, values: dict[str, str]) -> str:
@@ -217,6 +238,7 @@ def test_agent_conforms_to_the_client(
     name: str,
     tmp_path: Path,
     collectors: dict[str, Collector],
+    tokens: TokenServer,
     ca: trustme.CA,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -227,6 +249,7 @@ def test_agent_conforms_to_the_client(
         (tmp_path / sub).mkdir()
     values = {k: c.base_url for k, c in collectors.items()}
     values["TMP"] = str(tmp_path / "tmp")
+    values["T"] = tokens.url
     kafka: Kafka | None = request.getfixturevalue("kafka_broker") if case.kafka else None
     if kafka is not None:
         values["TOPIC"] = f"conformance-{os.getpid()}-{abs(hash(name)) % 10_000}"

@@ -31,6 +31,7 @@ class TokenServer:
         self.expires_in = expires_in
         self.field = field
         self.status = 200
+        self.fixed: str | None = None  # one token for every request (two processes compared)
         self.requests: list[tuple[dict[str, str], dict[str, str]]] = []
         self.issued = 0
         self._lock = threading.Lock()
@@ -64,7 +65,8 @@ class TokenServer:
             if not self._authorized(headers, form):
                 return 401, {"error": "invalid_client"}
             self.issued += 1
-            answer: dict[str, Any] = {self.field: f"tok-{self.issued}", "token_type": "Bearer"}
+            token = self.fixed or f"tok-{self.issued}"
+            answer: dict[str, Any] = {self.field: token, "token_type": "Bearer"}
             if self.expires_in is not None:
                 answer["expires_in"] = self.expires_in
             return 200, answer
