@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import trustme
 
+from agent.config.loader import parse_config
 from agent.config.model import HttpAuth, HttpConfig, LineageConfig, Secret
 from agent.delivery.transports.factory import build_transports
 from agent.delivery.transports.http.auth import TokenEndpoint
@@ -239,3 +240,35 @@ async def test_failing_token_endpoint_sends_nothing_and_keeps_the_event(
     shown = str(caught.value) + caplog.text + "".join(capsys.readouterr())
     for secret in (SECRET, base64.b64encode(f"{CLIENT_ID}:{SECRET}".encode()).decode(), "tok-1"):
         assert secret not in shown
+
+
+async def test_oauth2_from_the_agents_yaml_with_the_secret_in_a_variable(
+    collector: Collector,
+    tokens: TokenServer,
+    ca_file: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent's own keys, the client secret read from `client_secret_env`, build a
+    transport whose events carry the fetched token."""
+    monkeypatch.setenv("LINEAGE_CLIENT_SECRET", SECRET)
+    text = f"""\
+lineage:
+  transport: http
+  http:
+    endpoint: {collector.url}
+    ca_file: {ca_file}
+    auth:
+      type: oauth2
+      token_endpoint: {tokens.url}
+      client_id: {CLIENT_ID}
+      client_secret_env: LINEAGE_CLIENT_SECRET
+      token_refresh_buffer: 30s
+"""
+    config = parse_config(text, "config.yaml")
+    built = await build_transports(config.lineage)
+    try:
+        await built["http"].send([envelope(1)])
+    finally:
+        await built["http"].aclose()
+    assert collector.requests[0].headers["authorization"] == "Bearer tok-1"
+    assert SECRET not in repr(config)

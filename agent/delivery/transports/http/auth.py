@@ -95,9 +95,11 @@ class TokenEndpoint:
     async def value(self) -> bytes:
         if self._current is not None and self._clock() < self._fresh_until:
             return self._current
-        if self._fetch is None:
-            self._fetch = asyncio.ensure_future(self._fetch_token())
         fetch = self._fetch
+        if fetch is None or fetch.done():  # done: all who waited on it gave up before it ended
+            fetch = self._fetch = asyncio.ensure_future(self._fetch_token())
+            # A failure nobody waits for any more is not an unhandled error.
+            fetch.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
             # Shielded: one request given up (cancelled, timed out) does not end the fetch
             # the others wait on.
