@@ -50,7 +50,7 @@ def _key(directory: Path) -> Path:
     path = directory / "identity.key"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as file:
-        file.write(base64.b64encode(SEED) + b"\n")
+        file.write(b"# lineage-agent Ed25519 private key\n" + base64.b64encode(SEED) + b"\n")
     return path
 
 

@@ -75,7 +75,13 @@ def test_events_consumed_valid_verified_and_ordered(workdir: Path, kafka_broker:
         validate_run_event(event)
         verify(event, key)
         run_id = event["run"]["runId"]
-        assert record.key() == run_id.encode()
+        key_of = (
+            event["run"]["facets"].get("parent", {}).get("root")
+            or event["run"]["facets"].get("parent")
+            or {"job": event["job"]}
+        )
+        job = key_of["job"]
+        assert record.key() == f"run:{job['namespace']}/{job['name']}".encode()
         runs.setdefault(run_id, []).append(
             (record.partition(), record.offset(), event["eventType"])
         )

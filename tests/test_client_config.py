@@ -75,11 +75,8 @@ def test_endpoint_and_api_key_variables(tmp_path: Path) -> None:
     assert http.endpoint == "https://lineage.example.com/base/api/v1/lineage"
     assert http.auth == HttpAuth(type="api_key", api_key=Secret(SECRET))
     assert SECRET not in repr(config)
-    assert redacted(config)["lineage"]["http"]["auth"] == {
-        "type": "api_key",
-        "token_env": None,
-        "api_key": "***",
-    }
+    auth = redacted(config)["lineage"]["http"]["auth"]
+    assert (auth["type"], auth["token_env"], auth["api_key"]) == ("api_key", None, "***")
     assert check_endpoint(http, {}) == SECRET
     assert ("lineage.http.auth.api_key", "OPENLINEAGE_API_KEY") in config.origins
 
@@ -309,8 +306,8 @@ ERRORS = [
     pytest.param(
         "lineage: {}\n",
         {"OPENLINEAGE__TRANSPORT__TYPE": "htp"},
-        "OPENLINEAGE__TRANSPORT__TYPE: transport.type: expected one of 'http', 'kafka',"
-        " 'console', 'file', 'composite', got 'htp'",
+        "OPENLINEAGE__TRANSPORT__TYPE: transport.type: expected one of 'http', 'async_http',"
+        " 'kafka', 'console', 'file', 'composite', got 'htp'",
         id="bad-type-from-env",
     ),
     pytest.param(
@@ -338,7 +335,8 @@ ERRORS = [
         "{cfg}:5: lineage.transport.urlParams.a: unknown key for a http transport (expected"
         " one of 'url', 'endpoint', 'timeout', 'timeoutinmillis', 'auth', 'headers',"
         " 'custom_headers', 'compression', 'verify', 'cert', 'key', 'ca_file', 'batch_size',"
-        " 'batch_endpoint', 'concurrency', 'retry', 'late_answer_wait')",
+        " 'batch_endpoint', 'concurrency', 'retry', 'late_answer_wait',"
+        " 'max_concurrent_requests', 'max_queue_size')",
         id="unknown-http-key",
     ),
     pytest.param(
@@ -454,9 +452,7 @@ def test_errors_never_show_the_key(tmp_path: Path) -> None:
     """A malformed api key is refused by its place, its text never shown."""
     env = {"OPENLINEAGE_URL": "https://m:5000", "OPENLINEAGE_API_KEY": "bad key\twith spaces"}
     message = error_of("lineage: {}\n", env, tmp_path)
-    assert message == (
-        "OPENLINEAGE_API_KEY: holds characters a token may not have (only visible ASCII)"
-    )
+    assert message == ("OPENLINEAGE_API_KEY: holds characters a token may not have (visible ASCII)")
 
 
 # --- headers, mTLS, proxies --------------------------------------------------------------------
@@ -580,7 +576,8 @@ def test_loopback_collector_ignores_proxy_variables() -> None:
 
 
 def test_config_check_says_where_each_value_came_from(tmp_path: Path) -> None:
-    """`config check` prints each client setting's origin, never the api key."""
+    """`config check` prints each client setting's origin and, one line each, where the agent
+    deliberately differs from the client; never the api key."""
     config = tmp_path / "config.yaml"
     config.write_text(
         textwrap.dedent(
@@ -613,6 +610,8 @@ def test_config_check_says_where_each_value_came_from(tmp_path: Path) -> None:
         "from: lineage.http.auth.type: OPENLINEAGE_API_KEY",
         "from: lineage.http.auth.api_key: OPENLINEAGE_API_KEY",
     ]
+    differs = [line.split(":")[1].strip() for line in lines if line.startswith("differs: ")]
+    assert differs == ["lineage.queue_size", "signing.key_path"]  # one line each, by setting
     assert SECRET not in result.stdout + result.stderr
 
 

@@ -537,8 +537,36 @@ BROKEN = [
             endpoint: https://lineage.example.com/api/v1/lineage
             auth: {type: basic, token_env: TOKEN}
         """,
-        "config.yaml:4: lineage.http.auth.type: expected one of 'bearer', 'api_key', got 'basic'",
+        "config.yaml:4: lineage.http.auth.type: expected one of 'bearer', 'api_key', 'jwt',"
+        " 'oauth2', got 'basic'",
         id="bad-auth-type",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          http:
+            endpoint: https://lineage.example.com/api/v1/lineage
+            auth:
+              type: oauth2
+              token_endpoint: https://login.example.com/oauth/token
+              client_secret_env: LINEAGE_CLIENT_SECRET
+        """,
+        "config.yaml:4: lineage.http.auth.client_id: required key is missing",
+        id="oauth2-without-client-id",
+    ),
+    pytest.param(
+        """\
+        lineage:
+          http:
+            endpoint: https://lineage.example.com/api/v1/lineage
+            auth:
+              type: jwt
+              token_env: LINEAGE_API_KEY
+              token_endpoint: http://login.example.com/token
+        """,
+        "config.yaml:7: lineage.http.auth.token_endpoint: needs an https:// URL; refusing to"
+        " send credentials over http",
+        id="jwt-token-endpoint-over-http",
     ),
     pytest.param(
         """\
@@ -769,7 +797,15 @@ def test_example_documents_every_key() -> None:
     )
     config = parse_config(text, "example.yaml")
     assert config.lineage.http is not None
-    assert config.lineage.http.auth == HttpAuth(type="bearer", token_env="OPENLINEAGE_TOKEN")
+    assert config.lineage.http.auth == HttpAuth(
+        type="bearer",
+        token_env="OPENLINEAGE_TOKEN",
+        token_endpoint="https://login.example.com/oauth/token",
+        client_id="lineage-agent",
+        client_secret_env="LINEAGE_CLIENT_SECRET",
+        scope="lineage.write",
+        token_fields=("access_token",),
+    )
     assert config.spark.namespace == "spark-prod"
     passed_through = "lineage.kafka.config."  # librdkafka's own properties, not the agent's
     written = {k for k in _dotted_keys(yaml.safe_load(text)) if not k.startswith(passed_through)}
@@ -786,7 +822,7 @@ def test_redacted_is_json_and_hides_url_credentials() -> None:
         lineage:
           transport: [http, file]
           http:
-            endpoint: 'https://user:secret@lineage.example.com/api/v1/lineage?api_key=k1&x='
+            endpoint: 'https://user:hunter2@lineage.example.com/api/v1/lineage?api_key=k1&x='
             auth: {type: bearer, token_env: OPENLINEAGE_TOKEN}
         """
     )
@@ -796,13 +832,16 @@ def test_redacted_is_json_and_hides_url_credentials() -> None:
     assert plain["lineage"]["http"]["endpoint"] == (
         "https://***@lineage.example.com/api/v1/lineage?api_key=***&x=***"
     )
-    assert plain["lineage"]["http"]["auth"] == {
-        "type": "bearer",
-        "token_env": "OPENLINEAGE_TOKEN",
-    }
+    auth = plain["lineage"]["http"]["auth"]
+    assert (auth["type"], auth["token_env"], auth["client_secret_env"]) == (
+        "bearer",
+        "OPENLINEAGE_TOKEN",
+        None,
+    )
+    assert "api_key" not in auth and "client_secret" not in auth
     assert plain["spark"]["event_log_dirs"] == ["/var/log/spark-events"]
     assert plain["source"] == "config.yaml"
-    assert "secret" not in json.dumps(plain)
+    assert "hunter2" not in json.dumps(plain)
 
 
 def test_redacted_hides_producer_secrets_and_the_state_url_password() -> None:

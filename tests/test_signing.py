@@ -590,11 +590,15 @@ def test_generated_key_file_is_0600_base64_seed(tmp_path: Path) -> None:
     assert load_signing_key(path).verify_key == verify_key
 
 
-def test_a_bare_base64_key_file_still_loads(tmp_path: Path, key: SigningKey) -> None:
-    """A private key file written before the header (the base64 line alone) still loads."""
+def test_a_bare_base64_key_file_is_refused_as_maybe_public(tmp_path: Path, key: SigningKey) -> None:
+    """A base64 line alone (a public key looks the same) is refused, saying what was found;
+    with the header added at its top the same private key loads."""
     path = tmp_path / "old.key"
     path.write_bytes(base64.b64encode(bytes(key)) + b"\n")
     path.chmod(0o600)
+    with pytest.raises(KeyFileError, match="found one base64 line and no"):
+        load_signing_key(path)
+    path.write_bytes(HEADER + base64.b64encode(bytes(key)) + b"\n")
     assert load_signing_key(path).verify_key == key.verify_key
 
 
@@ -700,6 +704,7 @@ def test_loading_accepts_owner_only_modes(tmp_path: Path) -> None:
 
 
 SEED_TEXT = base64.b64encode(bytes(range(7, 39))).decode()
+HEADER = b"# lineage-agent Ed25519 private key\n"
 
 
 @pytest.mark.parametrize(
@@ -708,20 +713,33 @@ SEED_TEXT = base64.b64encode(bytes(range(7, 39))).decode()
         (b"", "{path}: private key file is empty"),
         (b"\n  \n", "{path}: private key file is empty"),
         (
-            b"not base64 at all!\n",
+            HEADER + b"not base64 at all!\n",
             "{path}: private key is not valid base64 (expected the base64 of 32 bytes on one line)",
         ),
         (
-            base64.b64encode(bytes(range(16))) + b"\n",
+            HEADER + base64.b64encode(bytes(range(16))) + b"\n",
             "{path}: private key is 16 bytes after base64 decoding; an Ed25519 key is 32",
         ),
         (
-            base64.b64encode(bytes(range(64))) + b"\n",
+            HEADER + base64.b64encode(bytes(range(64))) + b"\n",
             "{path}: private key is 64 bytes after base64 decoding; an Ed25519 key is 32",
         ),
         (
             b"-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n",
-            "{path}: private key is not valid base64 (expected the base64 of 32 bytes on one line)",
+            "{path}: found a PEM PRIVATE KEY block, not the agent's Ed25519 private key file"
+            " (lineage-agent keygen --out PATH writes one)",
+        ),
+        (
+            b"-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----\n",
+            "{path}: found a PEM PUBLIC KEY block, not the agent's Ed25519 private key file"
+            " (lineage-agent keygen --out PATH writes one)",
+        ),
+        (
+            base64.b64encode(bytes(SigningKey(bytes(range(32))).verify_key)) + b"\n",
+            "{path}: found one base64 line and no `# lineage-agent Ed25519 private key` header:"
+            " a public key (as `lineage-agent pubkey` prints it) or a private key written before"
+            " the header; a private key needs that line at its top (see"
+            " docs/operations/install.md)",
         ),
         (
             b"A" * 5000,
@@ -729,7 +747,7 @@ SEED_TEXT = base64.b64encode(bytes(range(7, 39))).decode()
             "bytes or more)",
         ),
     ],
-    ids=["empty", "blank", "not-base64", "short", "long", "pem", "huge"],
+    ids=["empty", "blank", "not-base64", "short", "long", "pem", "pem-public", "public", "huge"],
 )
 def test_loading_bad_content_says_why_without_quoting_it(
     tmp_path: Path, content: bytes, message: str
@@ -929,7 +947,7 @@ def test_verify_command_names_a_bare_private_key(tmp_path: Path) -> None:
     legacy = tmp_path / "old.key"
     legacy.write_bytes(base64.b64encode(bytes(key)) + b"\n")
     legacy.chmod(0o600)
-    signer = Signer(load_signing_key(legacy))
+    signer = Signer(key)
     events = tmp_path / "events.jsonl"
     events.write_bytes(signer.sign_event(example_run_event()) + b"\n")
     ran = subprocess.run(

@@ -18,6 +18,8 @@ from agent.config.loader import parse_config
 from agent.config.model import KafkaTransportConfig
 from agent.config.redact import redacted
 from agent.delivery.envelope import Envelope
+from agent.delivery.queue import BoundedQueue
+from agent.delivery.transports.factory import lane_key_for
 from agent.delivery.transports.kafka.settings import producer_settings
 from agent.delivery.transports.kafka.transport import KafkaTransport
 from agent.errors import ConfigError, DeliveryError, NotSent, StartError, Unconfirmed
@@ -29,9 +31,31 @@ def settings(bootstrap: str, **extra: str) -> KafkaTransportConfig:
     return KafkaTransportConfig("lineage", {"bootstrap.servers": bootstrap, **extra})
 
 
-def envelope(run_id: str, event_type: str, size: int = 0) -> Envelope:
-    payload = orjson.dumps({"run": {"runId": run_id}, "eventType": event_type, "pad": "x" * size})
+def envelope(
+    run_id: str, event_type: str, size: int = 0, facets: dict[str, Any] | None = None
+) -> Envelope:
+    event = {
+        "run": {"runId": run_id, "facets": facets or {}},
+        "job": {"namespace": "spark", "name": f"job-{run_id}"},
+        "eventType": event_type,
+        "pad": "x" * size,
+    }
+    payload = orjson.dumps(event)
     return Envelope(payload, run_id, event_type, "app", hashlib.sha256(payload).hexdigest(), 0.0)
+
+
+def parent(namespace: str, name: str, root: tuple[str, str] | None = None) -> dict[str, Any]:
+    """A ParentRunFacet naming the parent job (and the root job, when given)."""
+    facet: dict[str, Any] = {
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": namespace, "name": name},
+    }
+    if root is not None:
+        facet["root"] = {
+            "run": {"runId": str(uuid.uuid4())},
+            "job": {"namespace": root[0], "name": root[1]},
+        }
+    return {"parent": facet}
 
 
 def consume(bootstrap: str, topic: str, count: int, timeout: float = 30) -> list[Any]:
@@ -58,7 +82,8 @@ def consume(bootstrap: str, topic: str, count: int, timeout: float = 30) -> list
 
 
 async def test_records_keyed_by_run_and_ordered_per_partition(kafka_broker: Kafka) -> None:
-    """Each event is one record keyed by its runId; a run's events share a partition, in order."""
+    """A run with no parent is keyed `run:<namespace>/<job>`, as by the client; a run's events
+    share a partition, in order."""
     topic = f"keys-{uuid.uuid4().hex[:8]}"
     kafka_broker.create_topic(topic, partitions=3)
     transport = KafkaTransport(
@@ -75,7 +100,7 @@ async def test_records_keyed_by_run_and_ordered_per_partition(kafka_broker: Kafk
     by_run: dict[str, list[tuple[int, int, str]]] = {}
     for record in records:
         event = orjson.loads(record.value())
-        assert record.key() == event["run"]["runId"].encode()
+        assert record.key() == f"run:spark/job-{event['run']['runId']}".encode()
         by_run.setdefault(event["run"]["runId"], []).append(
             (record.partition(), record.offset(), event["eventType"])
         )
@@ -84,6 +109,45 @@ async def test_records_keyed_by_run_and_ordered_per_partition(kafka_broker: Kafk
         assert len({partition for partition, _, _ in seen}) == 1
         assert [kind for _, _, kind in sorted(seen)] == ["START", "RUNNING", "COMPLETE"]
     assert len({seen[0][0] for seen in by_run.values()}) > 1  # the keys spread the runs
+
+
+async def test_steps_are_keyed_by_their_root_else_their_parent_job(kafka_broker: Kafka) -> None:
+    """The client's key: the root parent's job, else the parent's job, else the run's own; an
+    application's events and its steps' so share one partition, in the order sent."""
+    topic = f"parents-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, partitions=4)
+    transport = KafkaTransport(
+        KafkaTransportConfig(topic, {"bootstrap.servers": kafka_broker.bootstrap}), queue_size=64
+    )
+    app, step, nested = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
+    sent = [
+        envelope(app, "START"),
+        envelope(step, "START", facets=parent("spark", f"job-{app}")),
+        envelope(nested, "START", facets=parent("spark", "x", root=("airflow", "dag.task"))),
+        envelope(step, "COMPLETE", facets=parent("spark", f"job-{app}")),
+        envelope(app, "COMPLETE"),
+    ]
+    try:
+        for one in sent:
+            await transport.send([one])
+    finally:
+        await transport.aclose()
+    records = consume(kafka_broker.bootstrap, topic, len(sent))
+    keys = {(orjson.loads(r.value())["run"]["runId"], r.key()) for r in records}
+    assert keys == {
+        (app, f"run:spark/job-{app}".encode()),
+        (step, f"run:spark/job-{app}".encode()),
+        (nested, b"run:airflow/dag.task"),
+    }
+    shared = [r for r in records if r.key() == f"run:spark/job-{app}".encode()]
+    assert len({r.partition() for r in shared}) == 1
+    order = [orjson.loads(r.value()) for r in sorted(shared, key=lambda r: r.offset())]
+    assert [(e["run"]["runId"], e["eventType"]) for e in order] == [
+        (app, "START"),
+        (step, "START"),
+        (step, "COMPLETE"),
+        (app, "COMPLETE"),
+    ]
 
 
 async def test_message_key_setting_keys_every_record(kafka_broker: Kafka) -> None:
@@ -329,3 +393,19 @@ def test_config_errors_name_file_line_and_key(tmp_path: Path, text: str, message
     with pytest.raises(ConfigError) as caught:
         parse_config(text, source)
     assert str(caught.value) == f"{source}:{message}"
+
+
+async def test_an_application_and_its_steps_share_a_queue_lane() -> None:
+    """The kafka queue picks lanes by the record key, so a step's events wait behind its
+    application's in one lane and leave in the order they came (an http queue: by runId)."""
+    app, step = str(uuid.uuid4()), str(uuid.uuid4())
+    queue = BoundedQueue(16, 64, lane_key_for("kafka"))
+    sent = [
+        envelope(app, "START"),
+        envelope(step, "START", facets=parent("spark", f"job-{app}")),
+        envelope(app, "COMPLETE"),
+    ]
+    for one in sent:
+        assert queue.offer(one)
+    lane = hash(f"run:spark/job-{app}") % 64
+    assert await queue.take(lane, 10) == sent

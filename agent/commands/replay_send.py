@@ -45,6 +45,7 @@ async def replay_send(
 
     from agent.delivery.pipeline import Pipeline
     from agent.delivery.retry import delivery_policy
+    from agent.delivery.shaping import shaping
     from agent.delivery.shipping import Delivery
     from agent.delivery.transports.factory import build_transports, lanes_for
     from agent.telemetry.health import HealthTracker
@@ -64,6 +65,7 @@ async def replay_send(
     # The pipeline signs each event again, as in the daemon: Ed25519 is deterministic, so it
     # ships the bytes the report's digests name (at about 0.1 ms an event).
     pipeline = Pipeline(signer.sign_event, metrics, health)
+    pipeline.set_shape(shaping(lineage))
     queues: list[_PacedQueue] = []
     for name, transport in transports.items():
         lanes, batch = lanes_for(lineage, name)

@@ -73,6 +73,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     what only the service's user or environment can tell is printed as a note after `ok`.
     Every problem of the file is printed, each with file:line where the key is in the file
     and a hint where there is one; `--syntax-only` reads the file and nothing else."""
+    from agent.config.client import differences
     from agent.config.loader import load_located
     from agent.errors import ConfigError
     from agent.service.preflight import check_startup, connect_error, hint_for, relative_note
@@ -93,22 +94,34 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             reachable=connect_error if args.root is None else None,
         )
         if checked.errors:
-            lines = located.lines
-            _config_errors([_located(args.file, lines, e) for e in checked.errors], hint_for)
+            lines, origins = located.lines, dict(located.config.origins)
+            _config_errors(
+                [_located(args.file, lines, e, origins) for e in checked.errors], hint_for
+            )
             return EX_CONFIG
         notes += checked.notes
     print("ok")
     for key, origin in located.config.origins:  # settings from the client's conventions
         print(f"from: {key}: {origin}")
+    for line in differences(located.config.lineage, located.config.origins):
+        print(f"differs: {line}")
     for note in notes:
         print(f"note: {note}")
     return EX_OK
 
 
-def _located(source: str, lines: Mapping[str, int], message: str) -> str:
+def _located(
+    source: str, lines: Mapping[str, int], message: str, origins: Mapping[str, str]
+) -> str:
     """`FILE:LINE: key: ...` for a check's message that starts with a key of the file
-    (`FILE: key: ...` when the key is not in the file: its default was checked)."""
+    (`FILE: key: ...` when the key is not in the file: its default was checked); a setting
+    taken from the client's conventions is named where it was written there instead."""
     key = message.partition(": ")[0]
+    origin = origins.get(key) or next(
+        (where for name, where in origins.items() if name.startswith(key + ".")), None
+    )
+    if origin is not None and key not in lines:
+        return f"{origin}: {message}"
     line = lines.get(key) or lines.get(key.partition("[")[0])
     return f"{source}:{line}: {message}" if line else f"{source}: {message}"
 

@@ -7,9 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Final
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from agent.config.clientkeys import (
+    AUTH_FIELDS,
+    AUTH_KEYS,
+    AUTH_SECRETS,
+    COMPOSITE_KEYS,
+    DEFAULT_ENDPOINT,
+    FILE_KEYS,
+    HTTP_KEYS,
+    KAFKA_KEYS,
+    REFUSED,
+    TYPES,
+)
 from agent.config.clientretry import read_retry
 from agent.config.clientsources import Leaf, get
 from agent.config.kinds import parse_duration
@@ -23,51 +35,16 @@ from agent.config.model import (
     LineageConfig,
     Secret,
 )
+from agent.config.rules import missing_auth
 from agent.errors import ConfigError
 
-DEFAULT_ENDPOINT: Final = "api/v1/lineage"
-TYPES: Final = ("http", "kafka", "console", "file", "composite")
-
-_HTTP_KEYS: Final = (
-    "type",
-    "name",
-    "url",
-    "endpoint",
-    "timeout",
-    "timeoutinmillis",
-    "auth",
-    "headers",
-    "custom_headers",
-    "compression",
-    "verify",
-    "cert",
-    "key",
-    "ca_file",
-    "batch_size",
-    "batch_endpoint",
-    "concurrency",
-    "retry",
-    "late_answer_wait",
-)
-_FILE_KEYS: Final = ("type", "name", "log_file_path", "location", "append", "rotation_size_mb")
-_KAFKA_KEYS: Final = (
-    "type",
-    "name",
-    "topic",
-    "topicname",
-    "config",
-    "properties",
-    "messagekey",
-    "message_key",
-    "flush",
-)
-_COMPOSITE_KEYS: Final = (
-    "type",
-    "transports",
-    "continue_on_failure",
-    "continueonfailure",
-    "continue_on_success",
-)
+#: A missing auth key in the client's spelling.
+_CLIENT_NAMES = {
+    "token_env": "apiKey (or token_env, a variable holding it)",
+    "token_endpoint": "tokenEndpoint",
+    "client_id": "clientId",
+    "client_secret_env": "clientSecret (or client_secret_env, a variable holding it)",
+}
 
 
 class Builder:
@@ -82,7 +59,7 @@ class Builder:
         self.origins.append(("lineage.transport", kind.origin))
         if kind.value != "composite":
             return self.member(tree, kind, self.base, ())
-        self.known(tree, _COMPOSITE_KEYS, kind)
+        self.known(tree, COMPOSITE_KEYS, kind)
         for flag in ("continue_on_failure", "continueonfailure", "continue_on_success"):
             value = get(tree, flag)
             if value is not None and self.boolean(value, kind) is not True:
@@ -117,13 +94,13 @@ class Builder:
     ) -> LineageConfig:
         name = str(kind.value)
         if name == "http":
-            self.known(tree, _HTTP_KEYS, kind)
+            self.known(tree, HTTP_KEYS, kind)
             lineage = dataclasses.replace(lineage, http=self.http(tree, kind))
         elif name == "kafka":
-            self.known(tree, _KAFKA_KEYS, kind)
+            self.known(tree, KAFKA_KEYS, kind)
             lineage = dataclasses.replace(lineage, kafka=self.kafka(tree, kind))
         elif name == "file":
-            self.known(tree, _FILE_KEYS, kind)
+            self.known(tree, FILE_KEYS, kind)
             lineage = dataclasses.replace(lineage, file=self.file(tree, kind))
         else:
             self.known(tree, ("type", "name"), kind)
@@ -178,8 +155,13 @@ class Builder:
             if leaf is not None:
                 values[path_key] = self.path(leaf, kind)
                 self.origins.append((f"lineage.http.{path_key}", self.leaf(leaf, kind).origin))
+        size = get(tree, "max_queue_size")
+        if size is not None:
+            raise self.leaf(size, kind).error(
+                "not read: the agent's queue, before every transport, is lineage.queue_size"
+            )
         for number, low, high in (("batch_size", 1, 10_000), ("concurrency", 1, 64)):
-            leaf = get(tree, number)
+            leaf = get(tree, number, "max_concurrent_requests" if number == "concurrency" else "")
             if leaf is not None:
                 values[number] = self.integer(leaf, kind, low, high)
                 self.origins.append((f"lineage.http.{number}", self.leaf(leaf, kind).origin))
@@ -210,22 +192,40 @@ class Builder:
             raise self.leaf(tree, kind).error(
                 "expected a mapping like {type: api_key, apiKey: ...}"
             )
-        self.known(tree, ("type", "apikey", "api_key", "token_env"), kind)
-        auth_kind = self.choice(tree, "type", kind.key, ("api_key", "bearer"))
+        self.known(tree, AUTH_KEYS, kind)
+        auth_kind = self.choice(tree, "type", kind.key, ("api_key", "bearer", "jwt", "oauth2"))
         self.origins.append(("lineage.http.auth.type", auth_kind.origin))
-        key_leaf = get(tree, "apikey", "api_key")
-        env_leaf = get(tree, "token_env")
-        if key_leaf is not None:
-            key = self.text(key_leaf, auth_kind, "apiKey")
-            if not all("!" <= char <= "~" for char in key.value):
-                raise key.error("holds characters a token may not have (only visible ASCII)")
-            self.origins.append(("lineage.http.auth.api_key", key.origin))
-            return HttpAuth(type=auth_kind.value, api_key=Secret(key.value.strip()))
-        if env_leaf is not None:
-            env = self.text(env_leaf, auth_kind, "token_env")
-            self.origins.append(("lineage.http.auth.token_env", env.origin))
-            return HttpAuth(type=auth_kind.value, token_env=env.value)
-        raise auth_kind.error("needs apiKey (or token_env, a variable holding it)")
+        values: dict[str, Any] = {"type": auth_kind.value}
+        for name, value in tree.items():
+            field = AUTH_FIELDS.get(name.lower()) or AUTH_SECRETS.get(name.lower())
+            if field is not None:
+                leaf = self.text(value, auth_kind, name)
+                text = leaf.value.strip()
+                if field in AUTH_SECRETS.values():
+                    if not all("!" <= char <= "~" for char in text):
+                        raise leaf.error("holds characters a token may not have (visible ASCII)")
+                    values[field] = Secret(text)
+                else:
+                    values[field] = text
+                self.origins.append((f"lineage.http.auth.{field}", leaf.origin))
+        method = values.get("client_auth_method", "client_secret_basic")
+        if method not in ("client_secret_basic", "client_secret_post"):
+            raise self.leaf(get(tree, "clientauthmethod", "client_auth_method"), kind).error(
+                f"expected client_secret_basic or client_secret_post, got {method!r}"
+            )
+        fields = get(tree, "tokenfields", "token_fields")
+        if fields is not None:  # a list, or one name (the client takes both)
+            listed = fields if isinstance(fields, list) else [fields]
+            values["token_fields"] = tuple(
+                self.text(f, auth_kind, "tokenFields").value for f in listed
+            )
+        buffer = get(tree, "tokenrefreshbuffer", "token_refresh_buffer")
+        if buffer is not None:
+            values["token_refresh_buffer"] = float(self.integer(buffer, auth_kind, 0, 3600))
+        auth = HttpAuth(**values)
+        for missing in missing_auth(auth):
+            raise auth_kind.error(f"needs {_CLIENT_NAMES[missing]}")
+        return auth
 
     def kafka(self, tree: dict[str, Any], kind: Leaf) -> KafkaTransportConfig:
         topic = self.text(get(tree, "topic", "topicname"), kind, "topic")
@@ -294,10 +294,15 @@ class Builder:
             prefix = sibling.key.rsplit(".", 1)[0] if sibling is not None else key
             raise ConfigError(f"{where.origin}: {prefix}.{name}: required key is missing")
         leaf = self.leaf(value, Leaf(None, "?", key, None))
+        refused = REFUSED.get(str(leaf.value).strip().lower()) if name == "type" else None
+        if refused is not None and "http" in choices:
+            raise leaf.error(f"transport {leaf.value!r} is not supported: {refused}")
         if not isinstance(leaf.value, str) or leaf.value.strip().lower() not in choices:
             expected = ", ".join(map(repr, choices))
             raise leaf.error(f"expected one of {expected}, got {leaf.value!r}")
-        return dataclasses.replace(leaf, value=leaf.value.strip().lower())
+        chosen = leaf.value.strip().lower()
+        # the client's async_http is an http transport sending from a queue: the agent's is one
+        return dataclasses.replace(leaf, value="http" if chosen == "async_http" else chosen)
 
     def text(self, value: Any, kind: Leaf, name: str) -> Leaf:
         if value is None:

@@ -58,26 +58,86 @@ def client_variables(environ: Mapping[str, str]) -> list[str]:
     )
 
 
-def env_tree(environ: Mapping[str, str]) -> dict[str, Any]:
-    """`OPENLINEAGE__TRANSPORT__*` as a tree, as the client builds it: the names in reverse
-    order, so a whole section (`..._AUTH` as JSON) replaces the keys set inside it."""
-    tree: dict[str, Any] = {}
+def aliased(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` with `OPENLINEAGE_URL` (+ `_ENDPOINT`, `_API_KEY`) copied in as the client does
+    before it reads anything: a `default_http` member under `OPENLINEAGE__TRANSPORT__TRANSPORTS__`
+    (unless one is set already), and, with `OPENLINEAGE__TRANSPORT__TYPE=async_http`, the URL
+    of that transport itself. The member counts only where the transport is composite."""
+    env = dict(environ)
+    url = env.get("OPENLINEAGE_URL")
+    member = f"{ENV_PREFIX}TRANSPORT__TRANSPORTS__{DEFAULT_HTTP_MEMBER.upper()}"
+    if not url or any(name.startswith(member) for name in env):
+        return env
+    api_key = env.get("OPENLINEAGE_API_KEY")
+    endpoint = env.get("OPENLINEAGE_ENDPOINT")
+    auth = json.dumps({"type": "api_key", "apiKey": api_key}) if api_key else None
+    copies = {"TYPE": "http", "URL": url, "AUTH": auth, "ENDPOINT": endpoint or None}
+    env.update({f"{member}__{k}": v for k, v in copies.items() if v is not None})
+    if env.get(f"{ENV_PREFIX}TRANSPORT__TYPE") == "async_http":
+        for key, value in copies.items():
+            if key != "TYPE" and value is not None:
+                env.setdefault(f"{ENV_PREFIX}TRANSPORT__{key}", value)
+    return env
+
+
+def _origin(name: str) -> str:
+    """The variable an operator set for `name` (a copy `aliased` made names its source)."""
+    if not name.startswith(f"{ENV_PREFIX}TRANSPORT__"):
+        return name
+    tail = name.rsplit("__", 1)[-1]
+    source = {"AUTH": "OPENLINEAGE_API_KEY", "ENDPOINT": "OPENLINEAGE_ENDPOINT"}
+    return source.get(tail, "OPENLINEAGE_URL")
+
+
+def env_tree(
+    environ: Mapping[str, str], operator: Mapping[str, str], section: str = "transport"
+) -> Any:
+    """`OPENLINEAGE__TRANSPORT*` (or another `section`'s variables) of `environ` (as `aliased`
+    made it) as a tree, as the client
+    builds it: the names in reverse order, so a whole section given as JSON
+    (`OPENLINEAGE__TRANSPORT='{"type": "http", ...}'`, `..._AUTH`) replaces the keys set
+    inside it. A variable the operator did not set (`operator` lacks it) is named by the one
+    it was copied from."""
+    tree: Any = {}
     for name in sorted((n for n in environ if n.startswith(ENV_PREFIX)), reverse=True):
         keys = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
-        if keys[0] != "transport" or len(keys) < 2 or not all(keys):
-            continue  # other sections of the client's config (facets, filters, tags)
+        if keys[0] != section or not all(keys):
+            continue  # other sections of the client's config
         text = environ[name]
         try:
             value = json.loads(text)
         except ValueError:
             value = text
+        origin = name if name in operator else _origin(name)
+        plain = _plain_tree(value, origin, origin if origin != name else ".".join(keys))
+        if len(keys) == 1:
+            if section == "transport" and not isinstance(plain, dict):
+                raise ConfigError(f'{name}: expected a JSON object like {{"type": "http"}}')
+            tree = plain
+            continue
+        if not isinstance(tree, dict):
+            tree = {}
         here = tree
         for key in keys[1:-1]:
             if not isinstance(here.get(key), dict):
                 here[key] = {}
             here = here[key]
-        here[keys[-1]] = _plain_tree(value, name, ".".join(keys))
+        here[keys[-1]] = plain
     return tree
+
+
+def config_file(environ: Mapping[str, str], cwd: str) -> str | None:
+    """The openlineage.yml the client reads: the first readable file of `OPENLINEAGE_CONFIG`,
+    `./openlineage.yml` (of `cwd`) and `~/.openlineage/openlineage.yml` (`HOME` of `environ`)."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    for path in (
+        environ.get("OPENLINEAGE_CONFIG"),
+        os.path.join(cwd, "openlineage.yml"),
+        os.path.join(home, ".openlineage", "openlineage.yml"),
+    ):
+        if path and os.path.isfile(path) and os.access(path, os.R_OK):
+            return path
+    return None
 
 
 def _plain_tree(value: Any, origin: str, key: str) -> Any:
@@ -88,23 +148,23 @@ def _plain_tree(value: Any, origin: str, key: str) -> Any:
     return Leaf(value, origin, key, None)
 
 
-def file_tree(path: str, read_text: Callable[[str], str]) -> dict[str, Any]:
-    """The `transport` section of an openlineage.yml (its other sections are the client's)."""
-    try:
-        root = compose(read_text(path), path)
-    except ConfigError as exc:
-        raise ConfigError(f"OPENLINEAGE_CONFIG: {exc}") from None
+def file_tree(path: str, read_text: Callable[[str], str], section: str = "transport") -> Any:
+    """A section of an openlineage.yml (`transport`, `filters`, `tags`) as a tree; its other
+    sections concern facets only the client's integrations add."""
+    root = compose(read_text(path), path)
     if root is None or is_null(root):
         return {}
     if not isinstance(root, MappingNode):
         raise ConfigError(f"{path}:{line_of(root)}: expected a mapping of sections")
     side = AgentSide(None, None, {}, path, os.path.dirname(os.path.abspath(path)))
+    shape = MappingNode if section != "filters" else SequenceNode
     for key_node, value_node in root.value:
-        if isinstance(key_node, ScalarNode) and key_node.value == "transport":
-            if not isinstance(value_node, MappingNode):
-                raise ConfigError(f"{path}:{line_of(value_node)}: transport: expected a mapping")
-            tree: dict[str, Any] = node_tree(value_node, "transport", side)
-            return tree
+        name = str(key_node.value) if isinstance(key_node, ScalarNode) else ""
+        if name == section and not is_null(value_node):
+            if not isinstance(value_node, shape):
+                what = "a list" if shape is SequenceNode else "a mapping"
+                raise ConfigError(f"{path}:{line_of(value_node)}: {section}: expected {what}")
+            return node_tree(value_node, section, side)
     return {}
 
 
@@ -147,33 +207,39 @@ def merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def with_url(tree: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    """`OPENLINEAGE_URL` as the client takes it: the transport when none is named, else a
-    `default_http` member of a composite one; otherwise unused (as by the client)."""
-    url = environ.get("OPENLINEAGE_URL", "").strip()
-    if not url:
+def url_transport(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The http transport the client makes of `OPENLINEAGE_URL` when no transport type is
+    configured: `OPENLINEAGE_ENDPOINT` (default `api/v1/lineage`), `OPENLINEAGE_API_KEY`."""
+    http: dict[str, Any] = {}
+    for name, key in (
+        ("OPENLINEAGE_URL", "url"),
+        ("OPENLINEAGE_ENDPOINT", "endpoint"),
+        ("OPENLINEAGE_API_KEY", "apiKey"),
+    ):
+        if environ.get(name):
+            http[key] = Leaf(environ[name], name, name, None)
+    if "apiKey" in http:
+        http["auth"] = {"type": Leaf("api_key", http["apiKey"].origin, "OPENLINEAGE_API_KEY", None)}
+        http["auth"]["apiKey"] = http.pop("apiKey")
+    return {"type": Leaf("http", "OPENLINEAGE_URL", "OPENLINEAGE_URL", None), **http}
+
+
+def without_url_member(tree: dict[str, Any]) -> dict[str, Any]:
+    """`tree` less the `default_http` member `aliased` added, where it does not count: the
+    client reads `transports` only for a composite transport."""
+    members = get(tree, "transports")
+    if not isinstance(members, dict):
         return tree
-    http: dict[str, Any] = {
-        "type": Leaf("http", "OPENLINEAGE_URL", "OPENLINEAGE_URL", None),
-        "url": Leaf(url, "OPENLINEAGE_URL", "OPENLINEAGE_URL", None),
-    }
-    endpoint = environ.get("OPENLINEAGE_ENDPOINT")
-    if endpoint is not None:
-        http["endpoint"] = Leaf(endpoint, "OPENLINEAGE_ENDPOINT", "OPENLINEAGE_ENDPOINT", None)
-    api_key = environ.get("OPENLINEAGE_API_KEY")
-    if api_key is not None:
-        http["auth"] = {
-            "type": Leaf("api_key", "OPENLINEAGE_API_KEY", "OPENLINEAGE_API_KEY", None),
-            "apiKey": Leaf(api_key, "OPENLINEAGE_API_KEY", "OPENLINEAGE_API_KEY", None),
-        }
-    kind = get(tree, "type")
-    if kind is None:
-        return tree if tree else http
-    if isinstance(kind, Leaf) and kind.value == "composite":
-        members = get(tree, "transports")
-        if isinstance(members, dict) and get(members, DEFAULT_HTTP_MEMBER) is None:
-            return merge(tree, {"transports": {DEFAULT_HTTP_MEMBER: http}})
-    return tree
+    member = get(members, DEFAULT_HTTP_MEMBER)
+    if not isinstance(member, dict) or get(member, "url") is None:
+        return tree
+    if getattr(get(member, "url"), "origin", "") != "OPENLINEAGE_URL":
+        return tree
+    rest = {k: v for k, v in members.items() if k.lower() != DEFAULT_HTTP_MEMBER}
+    trimmed = {k: v for k, v in tree.items() if k.lower() != "transports"}
+    if rest:
+        trimmed["transports"] = rest
+    return trimmed
 
 
 def get(tree: dict[str, Any], *names: str) -> Any:

@@ -146,8 +146,6 @@ def parse_located(
     config: AgentConfig | None = None
     with contextlib.suppress(Failed):
         config = reader.value(root, AgentConfig, "")
-    if "lineage" not in reader.lines:
-        reader.errors.append(reader.error(root, "lineage", "required section is missing"))
     if reader.errors or config is None:
         raise ConfigError(*_in_file_order(reader.errors))
     lineage, origins = client.resolve(
@@ -171,6 +169,10 @@ def parse_located(
         os.environ if environ is None else environ,
         read_text,
     )
+    # the client's variables or openlineage.yml may stand for the whole section
+    client_decided = "lineage.transport" in dict(origins) or not lineage.enabled
+    if "lineage" not in reader.lines and not client_decided:
+        raise reader.error(root, "lineage", "required section is missing")
     config = dataclasses.replace(config, lineage=lineage, source=source, origins=origins)
     check_rules(config, reader, dict(origins))
     if reader.errors:

@@ -110,11 +110,32 @@ class Secret:
 
 @dataclass(frozen=True, slots=True)
 class HttpAuth:
+    """`bearer`/`api_key`: one static token. `jwt`/`oauth2` (the client's token providers): a
+    token fetched from `token_endpoint`, cached, fetched again `token_refresh_buffer` before it
+    expires; `jwt` exchanges an API key (`token_env`), `oauth2` is the client credentials grant
+    (`client_id` and the secret in `client_secret_env`)."""
+
     # `api_key` is the OpenLineage client's name for the same `Authorization: Bearer` header
-    type: Literal["bearer", "api_key"]
-    token_env: EnvName | None = None  # required unless `api_key` came from the client's config
+    type: Literal["bearer", "api_key", "jwt", "oauth2"]
+    # the token (bearer, api_key) or the API key exchanged (jwt); unless `api_key` is given
+    token_env: EnvName | None = None
     # the client's `apiKey` (openlineage.yml, OPENLINEAGE_API_KEY); never a key of this file
     api_key: Secret | None = field(default=None, metadata={"yaml": False})
+    token_endpoint: HttpUrl | None = None  # jwt, oauth2: where the token is asked for
+    client_id: str | None = None  # oauth2
+    client_secret_env: EnvName | None = None  # oauth2: the variable holding the client secret
+    # the client's `clientSecret`, from its own configuration; never a key of this file
+    client_secret: Secret | None = field(default=None, metadata={"yaml": False})
+    scope: str | None = None  # oauth2
+    # oauth2: the credentials in a Basic header, or in the form
+    client_auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
+    grant_type: str = "urn:ietf:params:oauth:grant-type:jwt-bearer"  # jwt
+    response_type: str = "token"  # jwt
+    # the answer's fields holding the token, tried in order; () is the client's default
+    # (jwt: token, access_token; oauth2: access_token)
+    token_fields: tuple[str, ...] = ()
+    expires_in_field: str = "expires_in"
+    token_refresh_buffer: Annotated[float, Kind.DURATION, Bounds(0, HOUR)] = 120.0
 
 
 Retries = Annotated[int, Bounds(0, 100)]
@@ -243,6 +264,20 @@ class LineageConfig:
     # send a run's terminal event once more, byte-identical, when its HTTP request got no
     # answer (the one exception to at-most-once; consumers de-duplicate by signature)
     resend_unconfirmed_terminal: bool = True
+    # the client's `filters` and `tags` (openlineage.yml, OPENLINEAGE__FILTERS, ..._TAGS__*),
+    # applied before signing; not keys of this file
+    filters: tuple[EventFilter, ...] = field(default=(), metadata={"yaml": False})
+    job_tags: tuple[tuple[str, str], ...] = field(default=(), metadata={"yaml": False})
+    run_tags: tuple[tuple[str, str], ...] = field(default=(), metadata={"yaml": False})
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """One of the OpenLineage client's `filters`: a RunEvent whose job name equals `pattern`
+    (`exact`) or matches it from its start (`regex`, RE2 syntax) is not sent."""
+
+    type: Literal["exact", "regex"]
+    pattern: str
 
 
 @dataclass(frozen=True, slots=True)

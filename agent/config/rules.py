@@ -12,6 +12,7 @@ from agent.config.model import (
     KAFKA_FIXED,
     KAFKA_REFUSED,
     AgentConfig,
+    HttpAuth,
     KafkaTransportConfig,
 )
 from agent.config.walk import Reader
@@ -56,11 +57,19 @@ def check_rules(config: AgentConfig, reader: Reader, origins: dict[str, str]) ->
         return f"{reader.source}:{line}: {key}:"
 
     auth = http.auth
-    if auth is not None and auth.token_env is None and auth.api_key is None:
+    for key in missing_auth(auth) if auth is not None else ():
         reader.errors.append(
-            ConfigError(f"{where('lineage.http.auth.token_env')} required key is missing")
+            ConfigError(f"{where(f'lineage.http.auth.{key}')} required key is missing")
         )
     if auth is not None:
+        endpoint = auth.token_endpoint
+        if endpoint is not None and urlsplit(endpoint).scheme != "https":
+            reader.errors.append(
+                ConfigError(
+                    f"{where('lineage.http.auth.token_endpoint')} needs an https:// URL;"
+                    " refusing to send credentials over http"
+                )
+            )
         for key in ("endpoint", "batch_endpoint"):
             url = getattr(http, key)
             if url is not None and urlsplit(url).scheme != "https":
@@ -88,6 +97,22 @@ def check_rules(config: AgentConfig, reader: Reader, origins: dict[str, str]) ->
                 f" key; lineage.http.{missing} is missing"
             )
         )
+
+
+def missing_auth(auth: HttpAuth) -> list[str]:
+    """The keys `auth`'s type needs and lacks (a secret given inline by the client's
+    configuration stands for its variable)."""
+    missing = []
+    if auth.type in ("jwt", "oauth2") and auth.token_endpoint is None:
+        missing.append("token_endpoint")
+    if auth.type == "oauth2":
+        if auth.client_id is None:
+            missing.append("client_id")
+        if auth.client_secret_env is None and auth.client_secret is None:
+            missing.append("client_secret_env")
+    elif auth.token_env is None and auth.api_key is None:
+        missing.append("token_env")
+    return missing
 
 
 def _check_kafka(kafka: KafkaTransportConfig, reader: Reader, origins: dict[str, str]) -> None:

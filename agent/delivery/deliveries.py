@@ -19,7 +19,7 @@ from agent.delivery.retry import delivery_policy
 from agent.delivery.shipping import Delivery
 from agent.delivery.spool import Recovered, Spool
 from agent.delivery.transports.base import Transport
-from agent.delivery.transports.factory import lanes_for
+from agent.delivery.transports.factory import lane_key_for, lanes_for
 from agent.errors import StartError
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
@@ -61,7 +61,7 @@ class Deliveries:
         lanes, batch = lanes_for(lineage, name)
         delivery = Delivery(
             transport,
-            BoundedQueue(lineage.queue_size, lanes),
+            BoundedQueue(lineage.queue_size, lanes, lane_key_for(name)),
             batch_size=batch,
             metrics=self._metrics,
             health=self._health,

@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from agent.delivery.envelope import Envelope, Fence, Ticket
+from agent.delivery.shaping import Shape
 from agent.delivery.shipping import Delivery
 from agent.delivery.spool import Recovered, Spool
 from agent.telemetry.health import HealthTracker
@@ -47,6 +48,7 @@ class Pipeline:
         spool: Spool | None = None,
     ) -> None:
         self._sign = sign
+        self._shape: Shape | None = None
         self.spool = spool
         self._metrics = metrics
         self._health = health
@@ -81,9 +83,18 @@ class Pipeline:
     def set_signer(self, sign: Callable[[Mapping[str, Any]], bytes]) -> None:
         self._sign = sign
 
+    def set_shape(self, shape: Shape | None) -> None:
+        """The client's filters and tags (`shaping`), applied before signing."""
+        self._shape = shape
+
     def submit(self, app_id: str, event: Mapping[str, Any], fence: Fence | None = None) -> None:
         """Sign and queue one RunEvent for every transport (claimed under `fence`'s lease,
         with a shared state). Never blocks, never raises."""
+        if self._shape is not None:
+            shaped = self._shape(event)
+            if shaped is None:  # filtered out, as the client's emit() drops it: never sent
+                return
+            event = shaped
         event_type = str(event.get("eventType", "OTHER"))
         counter = self._emitted.get(event_type)
         if counter is None:

@@ -1,7 +1,8 @@
 """Bounded, drop-newest, at-most-once queue of envelopes for one transport.
 
 The queue is split into lanes so that several requests can be in flight while the events
-of one run still leave in order: a run always hashes to the same lane, and a lane hands out
+of one run still leave in order: a run (or the key `lane_key` gives, for Kafka the record key
+shared by an application and its steps) always hashes to the same lane, and a lane hands out
 its next batch only after the previous one was resolved. Capacity counts every event the
 queue has accepted and not yet resolved (waiting or in flight), so `depth <= capacity`
 holds at all times and "produced = delivered + dropped + unconfirmed + depth" is exact.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 from agent.delivery.envelope import Envelope
 
@@ -18,10 +20,13 @@ from agent.delivery.envelope import Envelope
 class BoundedQueue:
     """Per-transport queue; `offer` never blocks and refuses the newest event when full."""
 
-    def __init__(self, capacity: int, lanes: int = 1) -> None:
+    def __init__(
+        self, capacity: int, lanes: int = 1, lane_key: Callable[[Envelope], str] | None = None
+    ) -> None:
         if capacity < 0 or lanes < 1:
             raise ValueError(f"capacity must be >= 0 and lanes >= 1, got {capacity}, {lanes}")
         self.capacity = capacity
+        self._lane_key = lane_key
         self._lanes: list[deque[Envelope]] = [deque() for _ in range(lanes)]
         self._ready = [asyncio.Event() for _ in range(lanes)]
         self._in_flight = [0] * lanes
@@ -45,7 +50,8 @@ class BoundedQueue:
         """Accept the event, or return False at once when the queue is full or closed."""
         if self._closed or self._depth >= self.capacity:
             return False
-        lane = hash(envelope.run_id) % len(self._lanes)
+        key = envelope.run_id if self._lane_key is None else self._lane_key(envelope)
+        lane = hash(key) % len(self._lanes)
         self._lanes[lane].append(envelope)
         self._depth += 1
         self._ready[lane].set()

@@ -252,7 +252,8 @@ def generate_key_file(path: StrPath) -> VerifyKey:
 def load_signing_key(path: StrPath) -> SigningKey:
     """Read a private key file written by `generate_key_file`.
 
-    Refuses a file that group or others may access, a missing or unreadable file, and any
+    Refuses a file that group or others may access, a missing or unreadable file, a PEM
+    block of any kind, a file without the header (a public key looks like that), and any
     content but the base64 of a 32-byte seed, each with its own KeyFileError message.
     """
     name = os.fspath(path)
@@ -279,7 +280,18 @@ def load_signing_key(path: StrPath) -> SigningKey:
         raise KeyFileError(f"{name}: cannot read private key file: {error.strerror}") from None
     finally:
         os.close(fd)
+    _refuse_foreign(data, name)
+    if len(data) >= _KEY_FILE_LIMIT:
+        _decode_key(data, name, "private key")  # says it is too long
     header, body = _split_header(data)
+    if header is None and body.strip():
+        # A bare base64 line is what `pubkey` prints: a public key given here would sign
+        # nothing anyone can verify, so only the header tells a private key apart.
+        raise KeyFileError(
+            f"{name}: found one base64 line and no `{_HEADER_MARK}` header: a public key (as"
+            " `lineage-agent pubkey` prints it) or a private key written before the header;"
+            " a private key needs that line at its top (see docs/operations/install.md)"
+        )
     if header is not None and not header.startswith(_HEADER_MARK):
         raise KeyFileError(
             f"{name}: not a lineage-agent private key file (its first line is a comment that "
@@ -323,6 +335,18 @@ def _private_where_public(name: str) -> str:
         f"{name}: this is a private key file, not a public key; never hand it out: give its "
         f"public key instead, as `lineage-agent pubkey --key {shown}` prints it"
     )
+
+
+def _refuse_foreign(data: bytes, name: str) -> None:
+    """A PEM block (an RSA, EC, PKCS#8 or OpenSSH key, a certificate) named by its label."""
+    text = data.lstrip()
+    if text.startswith(b"-----BEGIN "):
+        label = text[len(b"-----BEGIN ") :].partition(b"-----")[0][:40]
+        shown = label.decode("ascii", "replace")
+        raise KeyFileError(
+            f"{name}: found a PEM {shown} block, not the agent's Ed25519 private key file"
+            " (lineage-agent keygen --out PATH writes one)"
+        )
 
 
 def _split_header(data: bytes) -> tuple[str | None, bytes]:

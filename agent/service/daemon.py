@@ -30,6 +30,7 @@ from agent.config.loader import load_config
 from agent.config.model import AgentConfig
 from agent.delivery.deliveries import Deliveries, open_spool
 from agent.delivery.pipeline import Pipeline
+from agent.delivery.shaping import shaping
 from agent.delivery.signing import Signer
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.factory import build_transports
@@ -183,6 +184,7 @@ class Daemon:
             self.state_db.close()
             raise
         self.pipeline = Pipeline(signer.sign_event, self.metrics, self.health, spool)
+        self.pipeline.set_shape(shaping(config.lineage))
         deliveries = self.deliveries = Deliveries(
             self.pipeline, self.metrics, self.health, self.state_db
         )

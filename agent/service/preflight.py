@@ -149,15 +149,13 @@ def check_startup(
         if not service:
             notes.extend(retry_notes(http))
         auth = http.auth
+        oauth2 = auth is not None and auth.type == "oauth2"
+        name = "client_secret_env" if oauth2 else "token_env"
+        variable = getattr(auth, name, None)
         with step():
-            if (
-                auth is not None
-                and auth.token_env is not None
-                and auth.token_env not in environ
-                and not service
-            ):
+            if variable is not None and variable not in environ and not service:
                 notes.append(
-                    f"lineage.http.auth.token_env: environment variable {auth.token_env} is not "
+                    f"lineage.http.auth.{name}: environment variable {variable} is not "
                     "set here; the service refuses to start unless its environment sets it"
                 )
             else:

@@ -18,6 +18,7 @@ from agent.config.model import AgentConfig
 from agent.config.redact import redact_url
 from agent.delivery.deliveries import Deliveries
 from agent.delivery.pipeline import Pipeline
+from agent.delivery.shaping import shaping
 from agent.delivery.signing import Signer
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.factory import build_transports
@@ -81,5 +82,6 @@ def _commit(
     """Put the checked new config in force: signer, logging, queues, added and removed
     transports (replaced transports are swapped in by the caller)."""
     pipeline.set_signer(signer.sign_event)
+    pipeline.set_shape(shaping(new.lineage))
     logs.configure(new.logging.level, new.logging.format)
     deliveries.reconfigure(new.lineage, transports)

@@ -5,15 +5,24 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+from collections.abc import Callable
 from typing import Final
 
-from agent.config.model import LineageConfig
+from agent.config.model import HttpConfig, LineageConfig
+from agent.delivery.envelope import Envelope
 from agent.delivery.transports.base import Transport
 from agent.delivery.transports.console import ConsoleTransport
 from agent.delivery.transports.file import FileTransport
+from agent.delivery.transports.http.auth import TokenEndpoint
 from agent.delivery.transports.http.proxy import proxy_secrets
-from agent.delivery.transports.http.settings import check_endpoint, secret_headers
+from agent.delivery.transports.http.settings import (
+    check_endpoint,
+    read_secret,
+    secret_headers,
+    tls_context,
+)
 from agent.delivery.transports.http.transport import HttpTransport
+from agent.delivery.transports.kafka.keys import message_key
 from agent.errors import StartError
 from agent.telemetry import logs
 from agent.telemetry.metrics import Metrics
@@ -60,8 +69,9 @@ async def build_transports(
                 # mount), and a reload runs on the event loop.
                 for value in [*secret_headers(lineage.http), *proxy_secrets(lineage.http)]:
                     logs.register_secret(value)
+                auth = await asyncio.to_thread(token_endpoint, lineage.http)
                 built[name] = await asyncio.to_thread(
-                    HttpTransport, lineage.http, token=token, on_late=late
+                    HttpTransport, lineage.http, token=token, auth=auth, on_late=late
                 )
             elif name == "kafka":
                 built[name] = await _build_kafka(lineage)
@@ -77,6 +87,17 @@ async def build_transports(
     return built
 
 
+def token_endpoint(http: HttpConfig) -> TokenEndpoint | None:
+    """The token provider of jwt or oauth2 auth (None for the others), its secret and every
+    token it fetches kept out of the logs; it trusts what the collector's connections trust."""
+    if http.auth is None or http.auth.type not in ("jwt", "oauth2"):
+        return None
+    secret = read_secret(http.auth)
+    logs.register_secret(secret)
+    context = tls_context(http.ca_file, http.cert, http.key)
+    return TokenEndpoint(http.auth, secret, context, http.timeout, on_token=logs.register_secret)
+
+
 def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
     """(lanes, batch size) for a transport: HTTP requests in flight, file writes in batches,
     Kafka records awaiting their delivery report (one event each)."""
@@ -85,6 +106,14 @@ def lanes_for(lineage: LineageConfig, name: str) -> tuple[int, int]:
     if name == "kafka":
         return KAFKA_LANES, 1
     return 1, 256
+
+
+def lane_key_for(name: str) -> Callable[[Envelope], str] | None:
+    """What picks a transport's lane when not the runId: Kafka's record key, so that the events
+    of an application and of its steps, one partition's, leave in the order they came."""
+    if name == "kafka":
+        return lambda envelope: message_key(envelope.payload)
+    return None
 
 
 #: Kafka records awaiting their report at once (`transports.kafka.settings.LANES`, kept here so that

@@ -13,7 +13,7 @@ from typing import Final
 
 import httpx
 
-from agent.config.model import AUTH_HEADERS, HttpConfig
+from agent.config.model import AUTH_HEADERS, HttpAuth, HttpConfig
 from agent.delivery.transports.http.proxy import check_proxy
 from agent.errors import StartError
 
@@ -32,16 +32,29 @@ def check_endpoint(config: HttpConfig, environ: Mapping[str, str] = os.environ) 
 
 
 def read_token(config: HttpConfig, environ: Mapping[str, str] = os.environ) -> str | None:
-    """The bearer token from the environment variable `auth.token_env`; None without auth.
+    """The static bearer token (`api_key`, or the variable `auth.token_env`); None without
+    auth, or for a token endpoint's auth, whose secret is checked here (`read_secret`).
     StartError names the variable (never its value) when it is unset, empty or malformed."""
     if config.auth is None:
         return None
-    if config.auth.api_key is not None:  # the client's apiKey, checked when it was read
-        return config.auth.api_key.reveal()
-    variable = config.auth.token_env
+    if config.auth.type in ("jwt", "oauth2"):
+        read_secret(config.auth, environ)
+        return None
+    return read_secret(config.auth, environ)
+
+
+def read_secret(auth: HttpAuth, environ: Mapping[str, str] = os.environ) -> str:
+    """The token (bearer, api_key), the API key (jwt) or the client secret (oauth2): given
+    by the client's configuration, else read from the variable the agent's names."""
+    if auth.type == "oauth2":
+        given, variable, key = auth.client_secret, auth.client_secret_env, "client_secret_env"
+    else:
+        given, variable, key = auth.api_key, auth.token_env, "token_env"
+    if given is not None:  # the client's apiKey or clientSecret, checked when it was read
+        return given.reveal()
+    key = f"lineage.http.auth.{key}"
     if variable is None:
-        raise StartError("lineage.http.auth.token_env: required key is missing")
-    key = "lineage.http.auth.token_env"
+        raise StartError(f"{key}: required key is missing")
     raw = environ.get(variable)
     if raw is None:
         raise StartError(f"{key}: environment variable {variable} is not set")

@@ -52,6 +52,7 @@ import h11
 from agent import __version__
 from agent.config.model import HttpConfig
 from agent.delivery.envelope import Envelope
+from agent.delivery.transports.http.auth import Authorization, StaticBearer
 from agent.delivery.transports.http.late import LateAnswers
 from agent.delivery.transports.http.policy import failure, status_error
 from agent.delivery.transports.http.pool import Pool, Target
@@ -81,19 +82,23 @@ class HttpTransport:
         self,
         config: HttpConfig,
         *,
-        token: str | None,
+        token: str | None = None,
+        auth: Authorization | None = None,
         environ: Mapping[str, str] = os.environ,
         on_late: Callable[[], None] | None = None,
     ) -> None:
-        """`on_late` is called for each answer that came after `timeout` (a counter)."""
-        if (config.auth is None) != (token is None):
+        """`token` is a static bearer token, `auth` any other `Authorization`; `on_late` is
+        called for each answer that came after `timeout` (a counter)."""
+        if token is not None:
+            auth = StaticBearer(token)
+        if (config.auth is None) != (auth is None):
             raise ValueError("lineage.http.auth: a token is needed exactly when auth is configured")
-        endpoint = check_url("lineage.http.endpoint", config.endpoint, auth=token is not None)
+        endpoint = check_url("lineage.http.endpoint", config.endpoint, auth=auth is not None)
         if config.batch_endpoint is None:  # the OpenLineage API: POST /api/v1/lineage/batch
             batch_url = endpoint.copy_with(path=endpoint.path.rstrip("/") + "/batch")
         else:
             batch_url = check_url(
-                "lineage.http.batch_endpoint", config.batch_endpoint, auth=token is not None
+                "lineage.http.batch_endpoint", config.batch_endpoint, auth=auth is not None
             )
         self._single = Target.of(endpoint, proxy_for(endpoint, environ))
         self._batch = Target.of(batch_url, proxy_for(batch_url, environ))
@@ -111,8 +116,11 @@ class HttpTransport:
         ]
         if self._gzip:
             headers.append((b"Content-Encoding", b"gzip"))
-        if token is not None:
-            headers.append((b"Authorization", f"Bearer {token}".encode("ascii")))
+        # A constant header costs nothing per request; another is asked for per request.
+        constant = auth.constant() if auth is not None else None
+        if constant is not None:
+            headers.append((b"Authorization", constant))
+        self._auth = auth if constant is None else None
         headers.extend((n.encode("ascii"), v.encode("latin-1")) for n, v in config.headers.items())
         self._headers = headers
         self._pool = Pool(tls_context(config.ca_file, config.cert, config.key), config.concurrency)
@@ -137,6 +145,7 @@ class HttpTransport:
             raise ValueError(f"batch_size is 1 but the batch holds {len(batch)} events")
         if self._gzip:
             body = await _compress(body)
+        authorization = await self._auth.value() if self._auth is not None else None
         expect = self._continues.get(target, True)
         forward = target.proxy is not None and not target.tls
         proxy_auth = target.proxy.authorization if target.proxy is not None else None
@@ -146,6 +155,7 @@ class HttpTransport:
             headers=[
                 (b"Host", target.authority),
                 *self._headers,
+                *([(b"Authorization", authorization)] if authorization else []),
                 *([(b"Proxy-Authorization", proxy_auth)] if forward and proxy_auth else []),
                 *([(b"Expect", b"100-continue")] if expect else []),
                 (b"Content-Length", str(len(body)).encode("ascii")),
@@ -188,6 +198,8 @@ class HttpTransport:
                 raise
             raise error from None
         self._pool.checkin(target, connection)
+        if response.status_code == 401 and authorization is not None and self._auth is not None:
+            self._auth.rejected(authorization)
         if not 200 <= response.status_code < 300:
             error = status_error(response, self._not_stored, time.time())
             if error is not None:

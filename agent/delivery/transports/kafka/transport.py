@@ -9,11 +9,12 @@ librdkafka sends a record at most once with `message.send.max.retries: 0` and sa
 delivery report why a record failed.
 Forced and default settings: `settings`; what each outcome of a record means: `outcomes`.
 
-Order and keys: the record key is the event's runId (or `message_key` for every record), so a
-run's events land in one partition. The pipeline hands this transport batches of one on
-`settings.LANES` lanes, a run always on the same lane, and a lane produces its next record only once
-the delivery report of the previous one came: a run's later event never leaves while an
-earlier one is unresolved, whatever `max.in.flight` says.
+Order and keys: the record key is the client's (`keys`: `run:<namespace>/<name>` of the root
+parent job, else the parent job, else the run's own job; or `message_key` for every record), so
+an application's events and its steps' land in one partition. The pipeline hands this transport
+batches of one on `settings.LANES` lanes, chosen by that key, and a lane produces its next record
+only once the delivery report of the previous one came: an event never leaves while an earlier
+one of the same key is unresolved, whatever `max.in.flight` says.
 
 Bounded buffering: librdkafka holds at most one awaited record per lane, each of them an
 event the agent's queue still counts as in flight, so the queue's bound covers both. Its
@@ -44,6 +45,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from agent.config.model import KafkaTransportConfig
 from agent.delivery.envelope import Envelope
+from agent.delivery.transports.kafka.keys import message_key
 from agent.delivery.transports.kafka.outcomes import TROUBLE, failure
 from agent.delivery.transports.kafka.settings import producer_settings, secret_values, timeout_ms
 from agent.errors import DeliveryError, NotSent, StartError, Unconfirmed
@@ -123,7 +125,7 @@ class KafkaTransport:
                 raise NotSent("connect", problem)
         loop = asyncio.get_running_loop()
         report: asyncio.Future[KafkaError | None] = loop.create_future()
-        key = self._key if self._key is not None else envelope.run_id.encode()
+        key = self._key if self._key is not None else message_key(envelope.payload).encode()
         try:
             self._producer.produce(
                 self._topic,
