@@ -35,7 +35,7 @@ DEFAULT_MAX_FIELDS: Final = 1000
 _LISTED: Final = 100
 
 Key = tuple[str, str, str]  # namespace, name, field
-NameOf = Callable[[DatasetRef], tuple[str, str]]
+NameOf = Callable[[DatasetRef], tuple[str, str] | None]  # None: no dataset to name
 
 
 def column_lineage_facets(
@@ -45,7 +45,10 @@ def column_lineage_facets(
     written dataset; empty when the lineage names no input field or `max_fields` is 0."""
     if max_fields <= 0:
         return {}
-    names = {scan: [name_of(ref) for ref in refs] for scan, refs in sorted(written.inputs.items())}
+    names = {
+        scan: [n for ref in refs if (n := name_of(ref)) is not None]
+        for scan, refs in sorted(written.inputs.items())
+    }
     lineage = written.lineage
     columns: dict[str, dict[Key, set[Transformation]]] = {}
     for column in lineage.columns:
