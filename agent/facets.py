@@ -51,6 +51,9 @@ FACET_URLS: Final[dict[str, str]] = {
     + "lineageAgent_truncation.json#/$defs/TruncationDatasetFacet",
     "lineageAgent_topicPattern": SCHEMA_BASE
     + "lineageAgent_topicPattern.json#/$defs/TopicPatternDatasetFacet",
+    "lineageAgent_unnamedDatasets": SCHEMA_BASE
+    + "lineageAgent_unnamedDatasets.json#/$defs/UnnamedDatasetsRunFacet",
+    "lineageAgent_pathList": SCHEMA_BASE + "lineageAgent_pathList.json#/$defs/PathListDatasetFacet",
 }
 
 

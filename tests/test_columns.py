@@ -38,6 +38,7 @@ from agent.spark.translate.datasets.rundatasets import collect
 from agent.spark.translate.naming import Catalog
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
+from tests.marquez import marquez_form
 from tests.olschema import SchemaViolation, example_run_event, validate_run_event
 from tests.samples import sample_bytes
 from tests.spark_logs import spark_env
@@ -964,7 +965,9 @@ def test_facet_names_inputs_and_merges_scans_of_one_dataset() -> None:
                         {"type": "DIRECT", "subtype": "IDENTITY", "masking": False}
                     ],
                 }
-            ]
+            ],
+            "transformationDescription": "DIRECT IDENTITY",
+            "transformationType": "IDENTITY",
         },
         "twice": {
             "inputFields": [
@@ -974,7 +977,9 @@ def test_facet_names_inputs_and_merges_scans_of_one_dataset() -> None:
                         {"type": "DIRECT", "subtype": "AGGREGATION", "masking": False}
                     ],
                 }
-            ]
+            ],
+            "transformationDescription": "DIRECT AGGREGATION",
+            "transformationType": "AGGREGATION",
         },
     }
     assert facet["dataset"] == [
@@ -989,6 +994,49 @@ def test_facet_names_inputs_and_merges_scans_of_one_dataset() -> None:
         }
     ]
     assert "lineageAgent_truncation" not in _facets_of(output)
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        (
+            "projection",
+            {
+                "id": ("IDENTITY", "DIRECT IDENTITY"),
+                "full_name": ("IDENTITY", "DIRECT IDENTITY"),
+                "name_upper": ("TRANSFORMATION", "DIRECT TRANSFORMATION"),
+                "age_next": ("TRANSFORMATION", "DIRECT TRANSFORMATION"),
+                "name_hash": ("MASKED", "DIRECT TRANSFORMATION masking"),
+                "segment": ("TRANSFORMATION", "DIRECT TRANSFORMATION, INDIRECT CONDITIONAL"),
+            },
+        ),
+        (
+            "window",
+            {
+                "name": ("IDENTITY", "DIRECT IDENTITY"),
+                "rank_in_city": ("INDIRECT", "INDIRECT WINDOW"),
+                "city_payroll": ("AGGREGATION", "DIRECT AGGREGATION, INDIRECT WINDOW"),
+                "previous_age": ("TRANSFORMATION", "DIRECT TRANSFORMATION, INDIRECT WINDOW"),
+            },
+        ),
+    ],
+)
+def test_every_output_field_carries_the_type_marquez_reads(
+    plan: str, expected: dict[str, tuple[str, str]]
+) -> None:
+    """Marquez 0.51 reads an output field's own transformationType / Description (its
+    `ColumnLineageOutputColumn`), not the per-input list: both are filled, and survive the
+    re-serialization of Marquez's model."""
+    run = collect([(ref, {}) for ref in read(plan).datasets], Catalog())
+    (output,) = run.outputs.values()
+    event = {**example_run_event(), "outputs": [output]}
+    validate_run_event(event)
+    (served,) = marquez_form(event)["outputs"]
+    fields = served["facets"]["columnLineage"]["fields"]
+    assert {
+        name: (field["transformationType"], field["transformationDescription"])
+        for name, field in fields.items()
+    } == expected
 
 
 def test_ctas_lineage_lands_on_the_created_table() -> None:

@@ -155,41 +155,39 @@ def _saves() -> list[Event]:
     return [e for e in terminal(events, "SQL_JOB") if "save_into" in e["job"]["name"]]
 
 
-def test_kafka_save_from_files_reports_its_input_and_lineage_into_key_and_value() -> None:
+def unnamed(event: Event) -> list[tuple[str, str]]:
+    """What the run touched that names no dataset: (role, why)."""
+    found = event["run"]["facets"].get("lineageAgent_unnamedDatasets", {"datasets": []})
+    return [(d["role"], d["reason"]) for d in found["datasets"]]
+
+
+def test_kafka_save_from_files_names_no_input_the_log_does_not_name() -> None:
     """`select(meter AS key, to_json(struct(site, round(kwh * 1000))) AS value)` saved to a
-    topic: the input is the JSON relation the save's logical plan reads (its files are not
-    in the log: namespace `unknown`, named by format and columns), with lineage into `key`
-    and `value` (typed as the topic stores them) and the filter as a dataset-level input."""
+    topic: the JSON files the save's logical plan reads are nowhere in the log, so no input
+    dataset stands for them (none named after the `LogicalRelation`) and the run's
+    `lineageAgent_unnamedDatasets` facet says so; the topic is the output, typed as the
+    topic stores its columns, without column lineage (its input has no name)."""
     save = _saves()[0]
-    relation = ("unknown", "LogicalRelation json [kwh, meter, site]")
-    assert names(save["inputs"]) == [relation]
+    assert save["inputs"] == []
+    assert unnamed(save) == [
+        ("input", "the event log does not name the files of a save's relation")
+    ]
     assert names(save["outputs"]) == [("kafka://127.0.0.1:9092", "meter-json")]
     assert fields(save["outputs"][0]) == [("key", "binary"), ("value", "binary")]  # as stored
-    assert lineage(save["outputs"][0]) == {
-        "key": [(*relation, "meter")],
-        "value": [(*relation, "site"), (*relation, "kwh")],
-    }
-    dataset = save["outputs"][0]["facets"]["columnLineage"]["dataset"]
-    assert [(d["field"], d["transformations"][0]["subtype"]) for d in dataset] == [
-        ("kwh", "FILTER")
-    ]
+    assert "columnLineage" not in save["outputs"][0]["facets"]
 
 
-def test_kafka_save_with_topic_from_a_column_names_a_pattern_and_its_input() -> None:
-    """`concat('alarms-', level) AS topic`: the topics are data, so the output is named by
-    the pattern `alarms-.*` (marked a pattern), and the CSV relation it reads is the input,
-    with lineage into topic, key and value."""
+def test_kafka_save_with_topic_from_a_column_names_no_made_up_topic() -> None:
+    """`concat('alarms-', level) AS topic`: the topics are data, so no output dataset is
+    made up for them (once `alarms-.*`); the run's facet says what was written and why it
+    has no name, beside the unnamed CSV relation it read."""
     save = _saves()[1]
-    relation = ("unknown", "LogicalRelation csv [device, level, note]")
-    assert names(save["inputs"]) == [relation]
-    (output,) = save["outputs"]
-    assert names([output]) == [("kafka://127.0.0.1:9092", "alarms-.*")]
-    assert output["facets"]["lineageAgent_topicPattern"]["pattern"] == "alarms-.*"
-    assert lineage(output) == {
-        "topic": [(*relation, "level")],
-        "key": [(*relation, "device")],
-        "value": [(*relation, "note")],
-    }
+    assert save["inputs"] == []
+    assert save["outputs"] == []
+    assert unnamed(save) == [
+        ("output", "Kafka topic chosen per row, by the pattern 'alarms-.*'"),
+        ("input", "the event log does not name the files of a save's relation"),
+    ]
 
 
 def test_a_file_read_in_a_batch_is_its_directory_only_before_any_progress() -> None:

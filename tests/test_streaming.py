@@ -478,8 +478,9 @@ def test_micro_batch_known_by_its_job_group_when_its_description_is_not_spark_s(
 
 
 def test_unrecognized_source_and_sink_stay_valid_and_are_named_in_warnings() -> None:
-    """Descriptions the agent does not know give `unknown` datasets, valid events and one
-    warning each naming what was not understood."""
+    """Descriptions the agent does not know give no dataset named after them (the run's
+    `lineageAgent_unnamedDatasets` facet names them), valid events and one warning each
+    naming what was not understood."""
     events = [orjson.loads(line) for line in lines("stream_file_parquet")]
     for event in events:
         if event["Event"] == QUERY_PROGRESS:
@@ -489,8 +490,13 @@ def test_unrecognized_source_and_sink_stay_valid_and_are_named_in_warnings() -> 
     out = feed(translator, events)
     check_lifecycle(out)
     end = of_type(out, "STREAMING_QUERY")[-1]
-    assert ("unknown", "MysterySource[abc]") in names(end["inputs"])
-    assert names(end["outputs"]) == [("unknown", "org.example.WeirdSink@1f2e")]
+    assert "MysterySource[abc]" not in [name for _, name in names(end["inputs"])]
+    assert end["outputs"] == []
+    reasons = [
+        d["reason"] for d in end["run"]["facets"]["lineageAgent_unnamedDatasets"]["datasets"]
+    ]
+    assert any("MysterySource[abc]" in r for r in reasons), reasons
+    assert any("org.example.WeirdSink@1f2e" in r for r in reasons), reasons
     assert translator.warnings == [
         "streaming query file_to_parquet: source 'MysterySource[abc]' not understood",
         "streaming query file_to_parquet: sink 'org.example.WeirdSink@1f2e' not understood",

@@ -275,12 +275,13 @@ def jdbc(jobs: Jobs) -> None:
         jobs.run(name, functools.partial(spark.sql, statement))
 
 
-def main(out: Path) -> None:
-    started = time.monotonic()
-    spark = session(out)
+def run_steps(
+    out: Path, spark: SparkSession, steps: tuple[Callable[[Jobs], None], ...], started: float
+) -> None:
+    """Run `steps` in turn on `spark`, stop it, write `out/manifest.json`."""
     jobs = Jobs(spark, out / "data")
     app_id = spark.sparkContext.applicationId
-    for step in (seed, queries, wide, jdbc):
+    for step in steps:
         step(jobs)
     spark.stop()
     manifest = {
@@ -289,6 +290,11 @@ def main(out: Path) -> None:
         "written": jobs.written,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def main(out: Path) -> None:
+    started = time.monotonic()
+    run_steps(out, session(out), (seed, queries, wide, jdbc), started)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,8 @@ class DatasetRef:
     previous: TableIdent | None = None  # RENAME: the table's name before
     previous_location: str | None = None  # RENAME: where the table was, when the log showed it
     unknown_reason: str | None = None
+    #: a scan of more paths than the log lists: (paths it read, paths the log names)
+    paths_cut: tuple[int, int] | None = None
     columns: WrittenLineage | None = None  # outputs: lineage of the written columns
     feeds_write: bool = False
     #: a Delta write whose query runs as a nested execution (its V1 write path): the ids of

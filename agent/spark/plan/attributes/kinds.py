@@ -36,6 +36,8 @@ _BETWEEN_PHASES: Final = frozenset(
 KEYED_JOINS: Final = frozenset({"BroadcastHashJoin", "SortMergeJoin", "ShuffledHashJoin"})
 OTHER_JOINS: Final = frozenset({"BroadcastNestedLoopJoin", "CartesianProduct"})
 PYTHON_EVAL: Final = frozenset({"BatchEvalPython", "ArrowEvalPython"})
+#: Python UDTF evaluation (`LATERAL udtf(...)`, `udtf(...)` in FROM): a generator node.
+PYTHON_UDTF: Final = frozenset({"BatchEvalPythonUDTF", "ArrowEvalPythonUDTF"})
 #: Leaves that read no dataset: their attributes are known to come from no input field.
 #: A relation in a logical plan (the query of a `SaveIntoDataSourceCommand`).
 LOGICAL_RELATION: Final = "LogicalRelation"

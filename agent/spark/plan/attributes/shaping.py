@@ -1,5 +1,5 @@
 """Operators that reshape rows without reading a dataset: windows, sorts and limits,
-`Expand`, `Generate`, Python UDF evaluation and Iceberg's `MergeRows`.
+`Expand`, `Generate`, Python UDF and UDTF evaluation and Iceberg's `MergeRows`.
 
 Each handler receives the walk (`operators.AttributeGraph`, seen through the `Walk`
 Protocol), the operator, its first child's attributes and the dataset-level dependencies
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from agent import linear
-from agent.spark.plan.attributes.kinds import PYTHON_EVAL
+from agent.spark.plan.attributes.kinds import PYTHON_EVAL, PYTHON_UDTF
 from agent.spark.plan.syntax.schema import split_top
 from agent.spark.plan.syntax.text import Attribute, PlanNode, bracketed, parse_attribute
 
@@ -108,11 +108,12 @@ def expand(
 def generate(
     graph: Walk, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
 ) -> list[Attribute]:
-    """`generator(expr), [kept attributes], outer, [generated attributes]`."""
+    """`generator(expr), [kept attributes], outer, [generated attributes]`; Spark leaves an
+    empty list of kept attributes out (`explode(split(text#1,  , -1)), false, [word#2]`)."""
     arguments = split_top(node.details.get("Arguments", ""))
-    if len(arguments) < 4:
+    if len(arguments) not in (3, 4) or arguments[-2].strip() not in ("true", "false"):
         return graph.unrecognized_node(node, first)
-    kept = attributes(bracketed(arguments[1]))
+    kept = attributes(bracketed(arguments[1])) if len(arguments) == 4 else []
     generated = attributes(bracketed(arguments[-1]))
     for position, attr in enumerate(generated):
         graph.generated[attr.expr_id] = (arguments[0].strip(), position)
@@ -133,6 +134,24 @@ def python(
         body = _RESULT_ID.sub("", call.strip())
         graph.define(f"{body} AS {attr.name}#{attr.expr_id}", generated=True)
     return [*first, *results]
+
+
+def python_udtf(
+    graph: Walk, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+) -> list[Attribute]:
+    """A Python UDTF: `udtf(a#1)#3, [kept attributes], [result attributes]`; every result
+    is made from every argument of the call (the function is opaque)."""
+    arguments = split_top(node.details.get("Arguments", ""))
+    if len(arguments) != 3:
+        return graph.unrecognized_node(node, first)
+    kept = attributes(bracketed(arguments[1]))
+    results = attributes(bracketed(arguments[2]))
+    if not results:
+        return graph.unrecognized_node(node, first)
+    body = _RESULT_ID.sub("", arguments[0].strip())
+    for attr in results:
+        graph.define(f"{body} AS {attr.name}#{attr.expr_id}", generated=True)
+    return [*kept, *results]
 
 
 def merge_rows(
@@ -178,6 +197,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "Expand": expand,
     "Generate": generate,
     **dict.fromkeys(PYTHON_EVAL, python),
+    **dict.fromkeys(PYTHON_UDTF, python_udtf),
 }
 
 

@@ -31,6 +31,7 @@ _FOLLOWED: Final = frozenset(
     {
         "Execute InsertIntoHadoopFsRelationCommand",
         "InsertIntoHiveTable",
+        "InsertIntoHiveDirCommand",
         "AppendData",
         "OverwriteByExpression",
         "OverwritePartitionsDynamic",

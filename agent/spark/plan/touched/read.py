@@ -16,6 +16,7 @@ and DDL commands contribute nothing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -27,6 +28,7 @@ from agent.spark.plan.syntax.schema import Field, field_of, parse_struct
 from agent.spark.plan.syntax.tables import normalize
 from agent.spark.plan.syntax.text import (
     Block,
+    PlanNode,
     block_list,
     parse_attribute,
     parse_description,
@@ -73,18 +75,42 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
     reading = Reading(described, types, notes)
     datasets: list[DatasetRef] = []
     logs: list[str] = []
+    scans: list[list[DatasetRef]] = []
     for node in _walk(plan_info, notes):
         name = node.get("nodeName")
         if not isinstance(name, str) or not name.strip():
             continue
-        datasets.extend(_node_datasets(node, name, reading))
+        found = _node_datasets(node, name, reading)
+        if len(found) > 1 and all(r.role == "input" and r.location for r in found):
+            scans.append(found)
+        datasets.extend(found)
         logs.extend(_delta_logs(node, name))
     datasets = [delta_save_query(ref, text) for ref in datasets]
-    with_lineage = lineage.attach(datasets, text, types, scan_datasets, notes)
+    with_lineage = lineage.attach(datasets, text, types, _every_path(scans), notes)
     with_lineage = [lineage.kafka_columns(ref) for ref in with_lineage]
     with_lineage += lineage.save_inputs(with_lineage)
     command = _command(plan_info)
     return PlanSummary(command, tuple(with_lineage), tuple(notes), tuple(dict.fromkeys(logs)))
+
+
+def _every_path(scans: Sequence[Sequence[DatasetRef]]) -> lineage.ScanDatasets:
+    """`scan_datasets`, but naming every path a scan reads: the plan description prints a
+    scan's first path only (`InMemoryFileIndex [p1, ... 1 entries]`), the `sparkPlanInfo`
+    node of the same scan lists more, in the same order. Column lineage then comes from
+    every path the scan read, as its inputs do."""
+
+    def datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef]:
+        refs = scan_datasets(node, types)
+        listed = [r.location for r in refs]
+        if not listed or None in listed:
+            return refs
+        for group in scans:
+            paths = [r.location for r in group]
+            if len(paths) > len(listed) and paths[: len(listed)] == listed:
+                return [dataclasses.replace(refs[0], location=p) for p in paths]
+        return refs
+
+    return datasets
 
 
 def _delta_logs(node: Mapping[str, Any], name: str) -> list[str]:

@@ -49,6 +49,8 @@ _METADATA_COLUMNS: Final = frozenset({"_file", "_pos", "_spec_id", "_partition",
 _LOCATION = linear.compile(rf"(?s)^[{linear.WORD}]+\((?P<count>\d+) paths?\)\[(?P<paths>.*)\]$")
 #: the description prints `InMemoryFileIndex [p1, p2]`, without the count
 _LOCATION_DESCRIBED = linear.compile(rf"(?s)^[{linear.WORD}]+ \[(?P<paths>.*)\]$")
+#: how the description marks the paths it leaves out: `[p1, ... 29 entries]`
+_MORE_ENTRIES = linear.compile(r"^\.\.\. (\d+) entries$")
 _LOCATION_TEXT = linear.compile(rf"Location: ([{linear.WORD}]+\(\d+ paths?\)\[[^\]]*\])")
 _READ_SCHEMA_TEXT = linear.compile(r"ReadSchema: (struct<.*>)")
 #: The scan of a V2 JDBC catalog's table (`derby.APP.T`): `Scan JDBCRelation(...)` names only
@@ -99,7 +101,8 @@ def scan_datasets(node: PlanNode, types: Mapping[int, Field]) -> list[DatasetRef
     paths = None
     if match is not None:
         items = [p.strip() for p in split_top(match["paths"]) if p.strip()]
-        paths = (len(items), items)
+        more = _MORE_ENTRIES.match(items[-1]) if items else None
+        paths = (len(items) - 1 + int(more[1]), items) if more else (len(items), items)
     attrs = [a for a in map(parse_attribute, node.detail_list("Output") or []) if a]
     fields = tuple(typed(a.name, a, types) for a in attrs)
     schema = node.details.get("ReadSchema", "").strip() or None
@@ -208,9 +211,17 @@ def _scan(
             return [
                 DatasetRef("input", name, table=table, format=fmt, fields=fields, metrics=metrics)
             ]
+        paths_cut = (declared, len(paths)) if declared > len(paths) else None
         return [
             DatasetRef(
-                "input", name, location=p, table=table, format=fmt, fields=fields, metrics=metrics
+                "input",
+                name,
+                location=p,
+                table=table,
+                format=fmt,
+                fields=fields,
+                metrics=metrics,
+                paths_cut=paths_cut,
             )
             for p in paths
         ]

@@ -4,7 +4,8 @@
 description's blocks for what the node itself does not print) into an output
 `DatasetRef`: `InsertIntoHadoopFsRelationCommand` (path, format, mode, written columns),
 the CTAS commands (the table only: the insert they run names its path), `InsertIntoHiveTable`,
-`SaveIntoDataSourceCommand` (a path option or an unredacted JDBC url), V2 writes into
+`SaveIntoDataSourceCommand` (a path option or an unredacted JDBC url), INSERT OVERWRITE
+DIRECTORY (`formats.directories`), V2 writes into
 JDBC catalog tables (by table; the url stays in the catalog's configuration). Other writes
 give a dataset with `unknown_reason` and a note, never silence.
 """
@@ -24,6 +25,7 @@ from agent.spark.plan.formats.delta import (
     delta_dml,
     delta_v2_write,
 )
+from agent.spark.plan.formats.directories import directory_write
 from agent.spark.plan.formats.iceberg import iceberg_write, v2_delete
 from agent.spark.plan.formats.kafka import kafka_save
 from agent.spark.plan.syntax.schema import Field, split_top
@@ -51,8 +53,6 @@ UNSUPPORTED_WRITES: Final = frozenset(
         "ReplaceTableAsSelect",
         "AtomicReplaceTableAsSelect",
         "Execute InsertIntoDataSourceCommand",
-        "Execute InsertIntoDataSourceDirCommand",
-        "Execute InsertIntoHiveDirCommand",
         "Execute LoadDataCommand",
         "Execute WriteIntoDeltaCommand",
     }
@@ -88,6 +88,9 @@ def write_datasets(node: Mapping[str, Any], name: str, reading: Reading) -> list
         return [_insert_into_hive(node, reading)]
     if command == "SaveIntoDataSourceCommand":
         return _save_into_data_source(node, described, notes)
+    directory = directory_write(node, command, described, notes)
+    if directory is not None:
+        return directory
     if command in DELTA_COMMANDS:  # the table is the command's or its ResolvedTable child's
         resolved = block_detail(described, "ResolvedTable", "Arguments") or ""
         found = delta_command(command, _arguments(node, command, described), resolved)

@@ -10,6 +10,13 @@ input-field entries (the dataset-level list first, then output fields whole, in 
 order, each kept only if it fits). What was cut is recorded beside it in our
 `lineageAgent_truncation` dataset facet, with the output fields whose lineage the plan
 itself shows only in part (long expressions cut by Spark, unrecognized operators).
+
+Each output field also carries the field-level `transformationType` and
+`transformationDescription` the spec keeps (deprecated) beside the per-input
+`transformations`: Marquez 0.51 reads only those (`ColumnLineageOutputColumn`), so without
+them its column lineage shows no type. The type is the spec's `IDENTITY` or `MASKED` when
+the field is one of those, else the strongest DIRECT subtype (`TRANSFORMATION`,
+`AGGREGATION`), or `INDIRECT` when no input reaches the field directly.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any, Final
 from agent.facets import facet
 from agent.spark.plan.attributes.columns import collapse
 from agent.spark.plan.datasets import DatasetRef, WrittenLineage
-from agent.spark.plan.syntax.expressions import Transformation
+from agent.spark.plan.syntax.expressions import DIRECT_ORDER, Transformation
 
 #: Input-field entries a columnLineage facet may carry (about 200 bytes each in JSON).
 DEFAULT_MAX_FIELDS: Final = 1000
@@ -28,7 +35,7 @@ DEFAULT_MAX_FIELDS: Final = 1000
 _LISTED: Final = 100
 
 Key = tuple[str, str, str]  # namespace, name, field
-NameOf = Callable[[DatasetRef], tuple[str, str]]
+NameOf = Callable[[DatasetRef], tuple[str, str] | None]  # None: no dataset to name
 
 
 def column_lineage_facets(
@@ -38,7 +45,10 @@ def column_lineage_facets(
     written dataset; empty when the lineage names no input field or `max_fields` is 0."""
     if max_fields <= 0:
         return {}
-    names = {scan: [name_of(ref) for ref in refs] for scan, refs in sorted(written.inputs.items())}
+    names = {
+        scan: [n for ref in refs if (n := name_of(ref)) is not None]
+        for scan, refs in sorted(written.inputs.items())
+    }
     lineage = written.lineage
     columns: dict[str, dict[Key, set[Transformation]]] = {}
     for column in lineage.columns:
@@ -65,7 +75,7 @@ def column_lineage_facets(
             budget -= len(inputs)
     lineage_facet = facet(
         "columnLineage",
-        fields={name: {"inputFields": _entries(inputs)} for name, inputs in kept.items()},
+        fields={name: _output_field(inputs) for name, inputs in kept.items()},
     )
     if kept_dataset:
         lineage_facet["dataset"] = _entries(kept_dataset)
@@ -89,6 +99,24 @@ def _entries(inputs: Mapping[Key, set[Transformation]]) -> list[dict[str, Any]]:
         }
         for (namespace, name, field), found in inputs.items()
     ]
+
+
+def _output_field(inputs: Mapping[Key, set[Transformation]]) -> dict[str, Any]:
+    """One output field: its input fields, and the field-level type and description."""
+    kinds = {t for found in inputs.values() for t in collapse(frozenset(found))}
+    direct = [t for t in kinds if t.type == "DIRECT"]
+    if not direct:
+        kind = "INDIRECT"
+    elif all(t.masking for t in direct):
+        kind = "MASKED"
+    else:
+        kind = max(direct, key=lambda t: DIRECT_ORDER.index(t.subtype)).subtype
+    described = sorted({f"{t.type} {t.subtype}" + (" masking" if t.masking else "") for t in kinds})
+    return {
+        "inputFields": _entries(inputs),
+        "transformationDescription": ", ".join(described),
+        "transformationType": kind,
+    }
 
 
 def _transformation(found: Transformation) -> dict[str, Any]:

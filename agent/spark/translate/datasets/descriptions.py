@@ -30,7 +30,6 @@ from agent.spark.plan.datasets import DatasetRef, Role
 from agent.spark.plan.syntax.tables import parse_table_ident
 from agent.spark.translate.model import CatalogTable
 from agent.spark.translate.naming import (
-    UNKNOWN_NAMESPACE,
     Catalog,
     DatasetName,
     from_kafka,
@@ -96,7 +95,7 @@ class Tables:
         if location is not None:
             return CatalogTable(DatasetRef(role, text, location=location), symlink, ident.qualified)
         reason = f"the location of a table of catalog {ident.catalog!r} is not in the event log"
-        ref = DatasetRef(role, text, unknown_reason=reason)
+        ref = DatasetRef(role, text, table=ident, unknown_reason=reason)
         return CatalogTable(ref, symlink, ident.qualified)
 
 
@@ -115,7 +114,7 @@ def described(
         return (table,), None if table.ref.location is not None else f"{what}: {reason}"
     if role == "output" and _KAFKA_SINK in text:
         return (), f"{what}: the event log does not show a Kafka sink's topic"
-    return (DatasetName(UNKNOWN_NAMESPACE, text[:200]),), f"{what} not understood"
+    return (), f"{what} not understood"  # no dataset named after the description
 
 
 def _named(role: str, text: str, kafka: str | None) -> Described | None:

@@ -93,6 +93,11 @@ def describe(ref: DatasetRef, catalog: Catalog) -> tuple[DatasetName, Dataset]:
         facets["lineageAgent_topicPattern"] = facet(
             "lineageAgent_topicPattern", pattern=ref.kafka[1]
         )
+    if ref.paths_cut is not None:  # Spark cut the scan's path list: the rest is unnamed
+        read, named = ref.paths_cut
+        facets["lineageAgent_pathList"] = facet(
+            "lineageAgent_pathList", pathsRead=read, pathsNamed=named
+        )
     dataset: Dataset = {"namespace": name.namespace, "name": name.name}
     if facets:
         dataset["facets"] = facets
@@ -109,6 +114,8 @@ class RunDatasets:
     stats: dict[tuple[str, DatasetName], dict[str, int]] = field(default_factory=dict)
     tables_of: dict[DatasetName, str] = field(default_factory=dict)  # dataset -> delta, iceberg
     files_of: dict[DatasetName, str] = field(default_factory=dict)  # dataset -> parquet, csv, ...
+    #: what the run read or wrote that the log gives no name for: (role, why), in order
+    unnamed: dict[tuple[str, str], None] = field(default_factory=dict)
 
     @property
     def first_output_suffix(self) -> str | None:
@@ -170,6 +177,10 @@ def collect(
             continue
         if not names_dataset(ref):
             created.append(ref)
+            continue
+        unnamed = unnamed_reason(ref)
+        if unnamed is not None:
+            run.unnamed[(ref.role, unnamed)] = None
             continue
         name, dataset = describe(ref, catalog)
         _merge(run.inputs if ref.role == "input" else run.outputs, name, dataset)
@@ -245,12 +256,12 @@ def _column_lineage(
     catalog: Catalog,
     max_fields: int,
 ) -> None:
-    names: dict[int, tuple[str, str]] = {}
+    names: dict[int, tuple[str, str] | None] = {}
 
-    def name_of(ref: DatasetRef) -> tuple[str, str]:
+    def name_of(ref: DatasetRef) -> tuple[str, str] | None:
         if id(ref) not in names:
-            name = describe(ref, catalog)[0]
-            names[id(ref)] = (name.namespace, name.name)
+            name = None if unnamed_reason(ref) else describe(ref, catalog)[0]
+            names[id(ref)] = None if name is None else (name.namespace, name.name)
         return names[id(ref)]
 
     for output, ref in lineages.items():
@@ -259,6 +270,18 @@ def _column_lineage(
         found = column_lineage_facets(ref.columns, name_of, max_fields)
         if found:
             run.outputs[output].setdefault("facets", {}).update(found)
+
+
+def unnamed_reason(ref: DatasetRef) -> str | None:
+    """Why a reference names no dataset the log can tell, or None when it names one: a
+    name would have to be made up from a plan node or a command (a relation without its
+    files, a write the agent does not read), or a Kafka topic chosen row by row. A JDBC or
+    catalog table whose place is unknown is still named by its table."""
+    if ref.role == "output" and ref.pattern and ref.kafka is not None:
+        return f"Kafka topic chosen per row, by the pattern {ref.kafka[1]!r}"
+    if ref.unknown_reason is not None and ref.jdbc is None and ref.table is None:
+        return ref.unknown_reason
+    return None
 
 
 def names_dataset(ref: DatasetRef) -> bool:

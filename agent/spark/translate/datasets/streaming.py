@@ -203,7 +203,11 @@ def stream_datasets(
     refs: list[tuple[DatasetRef, Mapping[int, int]]] = []
     topics: list[tuple[str, DatasetName]] = []
     tables: list[CatalogTable] = []
-    for (role, _), found in query.described.items():
+    unnamed: dict[tuple[str, str], None] = {}
+    for (role, text), found in query.described.items():
+        if not found:  # not understood, or a Kafka sink without its topic: no dataset
+            what = "source" if role == "input" else "sink"
+            unnamed[(role, f"the {what} {text[:200]!r} names no dataset the agent knows")] = None
         for item in found:
             if isinstance(item, CatalogTable):
                 tables.append(item)
@@ -215,6 +219,7 @@ def stream_datasets(
     unprogressed = query.batches == 0  # no progress event: no source described
     refs += [(_directory(ref) if unprogressed else ref, {}) for ref in query.refs.values()]
     datasets = collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
+    datasets.unnamed.update(unnamed)
     for table in tables:  # the catalog's own namespace, not the session catalog's
         name = describe(table.ref, catalog)[0]
         dataset = (datasets.inputs if table.ref.role == "input" else datasets.outputs).get(name)

@@ -83,6 +83,11 @@ def run_event(
         if failure.stack:
             error["stackTrace"] = failure.stack
         facets["errorMessage"] = error
+    if datasets.unnamed:  # what the run touched that no dataset can stand for
+        facets["lineageAgent_unnamedDatasets"] = facet(
+            "lineageAgent_unnamedDatasets",
+            datasets=[{"role": role, "reason": why} for role, why in datasets.unnamed],
+        )
     facets.update(run_facets or {})
     inputs, outputs = datasets.as_lists(statistics=event_type not in ("START", "RUNNING"))
     streams = run.stream is not None or run.query is not None

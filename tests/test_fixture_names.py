@@ -1,0 +1,77 @@
+"""Over every event log the suite keeps (tests/data/eventlogs/, tests/golden/): no dataset is
+named after a plan node or a command, and none gets a name the log does not give."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+
+from agent.spark.translate.options import TranslateOptions
+from agent.spark.translate.translator import ApplicationTranslator
+
+TESTS = Path(__file__).resolve().parent
+LOGS = sorted([*(TESTS / "data" / "eventlogs").rglob("*.jsonl.zst"), *TESTS.glob("golden/*.zst")])
+#: Operators that only the plan description prints (a save's query is a logical plan).
+DESCRIBED_ONLY = ("LogicalRelation", "Project", "Filter", "Relation")
+#: A regular expression's marks: a made-up name for topics chosen row by row.
+PATTERN = re.compile(r"\.\*|\[\^|\\\\")
+
+
+def records(path: Path) -> Iterator[dict[str, Any]]:
+    data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(path.read_bytes())).read()
+    for line in data.splitlines():
+        if line.strip():
+            yield json.loads(line)
+
+
+def node_names(plan: Any) -> Iterator[str]:
+    """Every node name of a `sparkPlanInfo` tree, stripped."""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            name = node.get("nodeName")
+            if isinstance(name, str) and name.strip():
+                yield name.strip()
+            stack.extend(node.get("children") or [])
+
+
+def test_the_suite_keeps_fixture_logs() -> None:
+    """The walk below has logs to walk: the samples, the lakehouse and JDBC logs, golden."""
+    assert len(LOGS) >= 30
+    assert any(p.name == "kafka_sink_columns.jsonl.zst" for p in LOGS)
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[str(p.relative_to(TESTS)) for p in LOGS])
+def test_no_dataset_is_named_after_a_plan_node_or_made_up(log: Path) -> None:
+    """Every dataset of every event: not named after any node of the log's plans (nor the
+    logical operators its descriptions print), not in namespace `unknown` unless it is a
+    table whose place the log does not show, no output named by a pattern."""
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    nodes: set[str] = set(DESCRIBED_ONLY)
+    events = []
+    for record in records(log):
+        nodes.update(node_names(record.get("sparkPlanInfo")))
+        events += translator.feed(record)
+    nodes.discard("")
+    assert events
+    for event in events:
+        for role in ("inputs", "outputs"):
+            for dataset in event[role]:
+                name, namespace = dataset["name"], dataset["namespace"]
+                named_after = [n for n in nodes if name == n or name.startswith(n + " ")]
+                assert not named_after, f"{role[:-1]} {name!r} is named after a plan node"
+                assert not name.startswith("Execute "), name
+                facets = dataset.get("facets", {})
+                if namespace == "unknown":  # a table (catalog or JDBC) of unknown place
+                    assert re.fullmatch(r"[\w.$`\"-]+", name), name
+                if role == "outputs":
+                    assert not PATTERN.search(name), f"output {name!r} is a pattern"
+                    assert "lineageAgent_topicPattern" not in facets
