@@ -48,7 +48,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.hookimpl(wrapper=True)
+# Outermost (tryfirst): the wait for the lock is no part of the test's time under
+# pytest-timeout, whose wrapper starts its clock inside this one.
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
