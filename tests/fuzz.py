@@ -1,7 +1,7 @@
 """How many examples a Hypothesis fuzzer tries: a smoke of each in the suite, its full count
 with the soak run.
 
-The suite runs every fuzzer, each on a tenth of its examples (never fewer than 50): enough
+The suite runs every fuzzer, each on a tenth of its examples (never fewer than 20): enough
 to catch what breaks every input of a shape, in seconds. `LINEAGE_FUZZ=full` gives each its
 full count, for the soak run and for a change to what a fuzzer covers:
 
@@ -14,7 +14,7 @@ import os
 
 FULL = os.environ.get("LINEAGE_FUZZ") == "full"
 SMOKE_SHARE = 10  # the suite's share of each fuzzer's full count: one in ten
-SMOKE_LEAST = 50
+SMOKE_LEAST = 20
 
 
 def examples(full: int) -> int:
