@@ -7,11 +7,12 @@
 published for 4.1.2+; 4.1.1 is the newest Spark that Delta 4.3.1, Iceberg 1.12.0
 (`iceberg-spark-runtime-4.1`), `spark-sql-kafka-0-10` and `spark-avro` all run on (their jars:
 scripts/jars.py). The environments live under `build/venvs/<name>/`, keyed by their pins like
-the jar cache. Standard library only.
+the jar cache, and made under a lock like them. Standard library only.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import subprocess
 import sys
@@ -40,13 +41,20 @@ def python(name: str) -> Path:
     exe = target / "bin" / "python"
     if exe.is_file() and stamp.is_file() and stamp.read_text() == key:
         return exe
-    print(f"== creating {target.relative_to(ROOT)}: {', '.join(pins)}", file=sys.stderr)
-    venv.EnvBuilder(clear=True, with_pip=True).create(target)
-    subprocess.run(
-        [str(exe), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins],
-        check=True,
-    )
-    stamp.write_text(key)
+    # The test files that need it may start at once in two worker processes: one creates
+    # it, the other waits and finds it current.
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f".{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if exe.is_file() and stamp.is_file() and stamp.read_text() == key:
+            return exe
+        print(f"== creating {target.relative_to(ROOT)}: {', '.join(pins)}", file=sys.stderr)
+        venv.EnvBuilder(clear=True, with_pip=True).create(target)
+        subprocess.run(
+            [str(exe), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins],
+            check=True,
+        )
+        stamp.write_text(key)
     return exe
 
 

@@ -14,7 +14,13 @@ import signal
 
 import pytest
 
-pytest_plugins = ("tests.spark_logs", "tests.kafka_plugin", "tests.otheruser", "tests.pg_plugin")
+pytest_plugins = (
+    "tests.alone",
+    "tests.spark_logs",
+    "tests.kafka_plugin",
+    "tests.otheruser",
+    "tests.pg_plugin",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:

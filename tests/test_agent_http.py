@@ -207,7 +207,9 @@ def test_overflow_and_drain_exact_counts(workdir: Path) -> None:
             assert agent.stop() == 0
             took = time.monotonic() - began
             stopped = agent.wait_log("agent_stopped")
-    assert took < 1.0 + 2.0
+    # Its drain deadline (1 s) ended it, not the hung collector: well before stop()'s kill
+    # at 30 s, with the margin a busy machine needs.
+    assert took < 15.0
     assert stopped["undelivered"] == {"http": 0}
     assert stopped["kept"] == {"http": 9}
     assert stopped["accounting"]["http"] == {

@@ -187,7 +187,9 @@ def test_stop_with_broker_down_is_bounded_and_counted(workdir: Path) -> None:
         assert agent.stop() == 0
         took = time.monotonic() - began
         stopped = agent.wait_log("agent_stopped")
-    assert took < 1.0 + 1.0 + 3.0  # drain_timeout, the closing flush, the process's exit
+    # drain_timeout (1 s), the closing flush (1 s) and the exit ended it: well before stop()'s
+    # kill at 30 s, with the margin a busy machine needs.
+    assert took < 15.0
     counts = stopped["accounting"]["kafka"]
     assert counts["offered"] == 100
     assert counts["delivered"] == 0

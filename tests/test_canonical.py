@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from agent.delivery import canonical as canonical_module
 from agent.delivery.canonical import canonicalize
 from agent.errors import CanonicalizationError
+from tests.fuzz import examples
 from tests.olschema import example_run_event
 
 SAFE = 2**53 - 1
@@ -67,14 +68,14 @@ def nested(depth: int, leaf: Any = 1.0) -> Any:
 
 
 @given(json_values)
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_matches_reference_on_arbitrary_json(value: Any) -> None:
     """Every JSON value gives exactly the bytes of the rfc8785 reference package."""
     assert canonicalize(value) == rfc8785.dumps(value)
 
 
 @given(finite_floats)
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @example(1e16)
 @example(-1e-6)
 @example(123456789012345680.0)
@@ -85,7 +86,7 @@ def test_matches_reference_on_floats_of_all_magnitudes(number: float) -> None:
 
 
 @given(st.lists(finite_floats, max_size=5), st.lists(tricky_text, max_size=5))
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 def test_float_lookalikes_in_strings_do_not_confuse_the_float_rewrite(
     numbers: list[float], texts: list[str]
 ) -> None:
@@ -96,7 +97,7 @@ def test_float_lookalikes_in_strings_do_not_confuse_the_float_rewrite(
 
 
 @given(st.dictionaries(tricky_text, st.integers(0, 9), max_size=8))
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 def test_keys_sort_by_utf16_code_units(mapping: dict[str, int]) -> None:
     """Object keys sort by UTF-16 code units, astral characters before U+E000..U+FFFF."""
     assert canonicalize(mapping) == rfc8785.dumps(mapping)
@@ -303,7 +304,7 @@ def test_refused_values_name_problem_and_location(value: Any, message: str) -> N
         max_leaves=20,
     )
 )
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 def test_refuses_exactly_what_the_reference_refuses(value: Any) -> None:
     """Where the reference raises, canonicalize raises CanonicalizationError, and vice versa."""
     try:

@@ -454,8 +454,8 @@ def test_a_standby_master_leads_to_the_next(rm: Manager) -> None:
 
 async def test_a_hanging_manager_never_stalls_the_loop(tmp_path: Path, rm: Manager) -> None:
     """A look whose master drips bytes runs beside the event loop, which keeps turning every
-    50 ms; the driver, with no signal, is taken for lost, the message saying that its master
-    gave no answer."""
+    50 ms (no gap near the look's budget); the driver, with no signal, is taken for lost,
+    the message saying that its master gave no answer."""
     rm.handler = lambda r: drip(r, rm)
     props = {"spark.master": "spark://127.0.0.1:7077", "spark.master.ui.port": str(rm.port)}
     app = followed(tmp_path, STANDALONE_APP, props)
@@ -478,7 +478,9 @@ async def test_a_hanging_manager_never_stalls_the_loop(tmp_path: Path, rm: Manag
         stop.set()
         await ticker
     assert time.monotonic() - began >= manager.REQUEST_BUDGET
-    assert max(gaps) < 0.5, max(gaps)
+    # A look on the loop would hold it the whole budget (10 s); a gap of a fraction of that
+    # is a busy machine's scheduling, not a stall.
+    assert max(gaps) < manager.REQUEST_BUDGET * 0.2, max(gaps)
     ((_, events),) = ended
     text = events[0]["run"]["facets"]["errorMessage"]["message"]
     assert text.endswith("its standalone master gives no answer and its UI is off"), text

@@ -27,6 +27,7 @@ from agent.config.model import (
 from agent.config.redact import redacted
 from agent.errors import ConfigError
 from agent.spark.follow.application import translate_options
+from tests.fuzz import examples
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 
@@ -905,14 +906,14 @@ def _outcome(text: str) -> None:
         json.dumps(redacted(config))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text())
 def test_fuzz_arbitrary_text(text: str) -> None:
     """Any text gives an AgentConfig or a ConfigError that starts with the source name."""
     _outcome(text)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_DOCUMENTS, st.sampled_from([None, True]))
 def test_fuzz_yaml_structures(document: dict[str, Any], flow: bool | None) -> None:
     """YAML built from config keys and odd values never raises anything but ConfigError."""

@@ -197,6 +197,7 @@ def test_an_idle_driver_of_another_user_stays_alive(
     assert events_in(out) == events
 
 
+@pytest.mark.alone  # job stop matches the driver among the machine's SparkSubmit JVMs
 def test_job_stop_of_another_users_driver(public_agent: Path, base: Path) -> None:
     """Without CAP_KILL `job stop` names the driver it found and says why it cannot signal
     it; the same agent restarted with CAP_KILL (the documented drop-in) stops it, and the

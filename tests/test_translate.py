@@ -23,6 +23,7 @@ from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.required import REQUIRED
 from agent.spark.translate.runs import runids
 from agent.spark.translate.translator import ApplicationTranslator
+from tests.fuzz import examples
 from tests.olschema import SPEC, validate_run_event
 from tests.samples import NAMES
 from tests.test_lakehouse_logs import events as lakehouse_events
@@ -711,7 +712,7 @@ RANDOM_EVENTS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(RANDOM_EVENTS, max_size=8))
 def test_feed_never_raises_on_random_dicts(batch: list[dict[str, Any]]) -> None:
     """Random dicts with real event and field names never raise; what they emit validates."""
@@ -797,7 +798,7 @@ def _mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
     return value
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(LOGS), st.data())
 def test_feed_never_raises_on_mutated_real_events(log: str, data: st.DataObject) -> None:
     """Randomly mutated real logs: no error; run invariants and schema still hold."""

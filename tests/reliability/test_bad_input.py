@@ -35,6 +35,7 @@ from agent.config.loader import load_config, parse_config
 from agent.errors import ConfigError
 from agent.service.control.client import request
 from tests.agentproc import AgentProcess, keygen, metric
+from tests.fuzz import examples
 from tests.independent import verify
 from tests.olschema import validate_run_event
 from tests.reliability.harness import (
@@ -184,7 +185,7 @@ def check_outcome(text: str) -> None:
             assert 1 <= int(match[2]) <= text.count("\n") + 2, str(error)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(KEY_PATHS), ODD_VALUES, st.sampled_from([None, True, False]))
 def test_fuzz_each_key_of_a_full_config(
     path: tuple[str, ...], value: Any, flow: bool | None
@@ -193,7 +194,7 @@ def test_fuzz_each_key_of_a_full_config(
     check_outcome(yaml.safe_dump(with_value(path, value), default_flow_style=flow))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.sampled_from(KEY_PATHS), st.text(max_size=30))
 def test_fuzz_raw_text_at_a_key(path: tuple[str, ...], raw: str) -> None:
     """Raw YAML text at any key gives a config or a located ConfigError, never a traceback."""
@@ -202,7 +203,7 @@ def test_fuzz_raw_text_at_a_key(path: tuple[str, ...], raw: str) -> None:
     check_outcome(text.replace(marker, raw.replace("\n", " ")))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.binary(max_size=400), st.sampled_from([b"", b"\xef\xbb\xbf", b"\xff\xfe"]))
 def test_fuzz_config_file_bytes(data: bytes, prefix: bytes) -> None:
     """A config file of arbitrary bytes gives a ConfigError naming the file, or a config."""
@@ -270,7 +271,7 @@ LINES = st.one_of(
 # the environment event once stopped the whole Spark source.
 @example("success", [(3, b'[{"Event":"SparkListenerEnvironmentUpdate","Spark Properties":{}}]')])
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

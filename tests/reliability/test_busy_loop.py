@@ -10,13 +10,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent.service.control.client import request
 from tests.applog import unpacked
 from tests.spark_scenarios import daemon_config, events_in, spark_daemon
 
 SUCCESS = Path(__file__).resolve().parents[1] / "data" / "eventlogs" / "success.jsonl.zst"
-ANSWER_WITHIN = 1.0  # seconds for each answer, however long the translation takes
+EVENTS = 6  # the success sample's
 PROJECT = "Output [3]: [id#0L, (id#0L % 10) AS k#1L, cast(id#0L as string) AS s#2]"
 RANGE = "Arguments: Range (0, 20000, step=1, splits=Some(2))"
 
@@ -44,36 +45,47 @@ def log_with(events_dir: Path, change: Callable[[str], str]) -> None:
     (events_dir / "local-1700000000000").write_bytes(b"\n".join(lines))
 
 
-@pytest.mark.parametrize("change", [huge_project, backtracking_detail])
+def under_way(scrape: str) -> bool:
+    """Whether a /metrics scrape shows the log read and not all of its events emitted: the
+    translation (of its one batch, in a worker thread) is under way."""
+    read = emitted = 0.0
+    for family in text_string_to_metric_families(scrape):
+        for sample in family.samples:
+            if sample.name == "lineage_eventlog_read_bytes_total":
+                read += sample.value
+            elif sample.name == "lineage_events_emitted_total":
+                emitted += sample.value
+    return read > 0 and emitted < EVENTS
+
+
+# A count, not a wall time: a held loop answers no round while it translates (the one held
+# up answers once it ends), a free one answers every round; a busy machine slows both sides.
+@pytest.mark.parametrize(("change", "rounds"), [(huge_project, 3), (backtracking_detail, 0)])
 def test_a_slow_plan_does_not_hold_the_event_loop(
-    tmp_path: Path, change: Callable[[str], str]
+    tmp_path: Path, change: Callable[[str], str], rounds: int
 ) -> None:
-    """Each answer of /metrics, /healthz and `status` comes within a second while the daemon
-    translates the log, and the log's events all arrive."""
+    """/metrics, /healthz and `status` keep answering while the daemon translates the log:
+    at least `rounds` rounds of the three while a plan of seconds translates (one whose
+    detail a backtracking regex takes minutes over translates at once); its events all
+    arrive."""
     events_dir = tmp_path / "events"
     log_with(events_dir, change)
     config = daemon_config(tmp_path / "agent", events_dir)
     out = tmp_path / "agent" / "lineage.jsonl"
     sock = str(tmp_path / "agent" / "control.sock")
-    slowest = {"metrics": 0.0, "healthz": 0.0, "status": 0.0}
+    answered = translating = 0
     with spark_daemon(config) as agent:
         assert agent.metrics_url is not None
-        urls = {
-            "metrics": agent.metrics_url,
-            "healthz": agent.metrics_url[: -len("metrics")] + "healthz",
-        }
-        began = time.monotonic()
-        deadline = began + 120
-        while len(events_in(out)) < 6 and time.monotonic() < deadline:
-            for name, url in urls.items():
-                asked = time.monotonic()
-                assert httpx.get(url, timeout=30).status_code == 200
-                slowest[name] = max(slowest[name], time.monotonic() - asked)
-            asked = time.monotonic()
-            assert request(sock, {"command": "status"}, timeout=30)["state"] == "running"
-            slowest["status"] = max(slowest["status"], time.monotonic() - asked)
-            time.sleep(0.1)
-        took = time.monotonic() - began
-    assert len(events_in(out)) == 6, f"events after {took:.1f}s: {len(events_in(out))}"
-    print(f"{change.__name__}: all events after {took:.2f}s; slowest answers {slowest}")
-    assert max(slowest.values()) < ANSWER_WITHIN, slowest
+        healthz = agent.metrics_url[: -len("metrics")] + "healthz"
+        deadline = time.monotonic() + 300
+        while len(events_in(out)) < EVENTS and time.monotonic() < deadline:
+            scrape = httpx.get(agent.metrics_url, timeout=60)
+            assert scrape.status_code == 200
+            assert httpx.get(healthz, timeout=60).status_code == 200
+            assert request(sock, {"command": "status"}, timeout=60)["state"] == "running"
+            answered += 1
+            translating += under_way(scrape.text)
+            time.sleep(0.1)  # pacing the rounds; what the test waits on is the events
+    assert len(events_in(out)) == EVENTS, f"events after {answered} rounds: {events_in(out)}"
+    print(f"{change.__name__}: {translating} of {answered} rounds answered while translating")
+    assert translating >= rounds, (translating, answered)

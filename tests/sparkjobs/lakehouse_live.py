@@ -1,12 +1,15 @@
-"""A PySpark application for tests/test_lakehouse_live.py: Delta and Iceberg statements,
+"""A PySpark application for tests/test_lakehouse_live*.py: Delta and Iceberg statements,
 DDL included, in one session (one JVM), its event log uncompressed in `<root>/events`.
 
-    python lakehouse_live.py ROOT JARS [KAFKA_BOOTSTRAP]
+    python lakehouse_live.py ROOT JARS PART [KAFKA_BOOTSTRAP]
 
+PART `paths`: a Delta path table's writes and rewrites, and its maintenance; `catalogs`: a
+Delta catalog table's DDL, Iceberg hadoop-catalog tables copy-on-write and merge-on-read,
+and with a broker's address a write to and reads from Kafka. Two parts of about the same
+work, two applications: the test files that run them go to different worker processes.
 Run under the lakehouse environment (`scripts/pyenv.py lakehouse`) with the Delta, Iceberg
-and Kafka connector jars of `scripts/jars.py` as JARS (comma-separated). With a broker's
-address it also writes to and reads from Kafka. Every statement sets its own job
-description.
+and Kafka connector jars of `scripts/jars.py` as JARS (comma-separated). Every statement
+sets its own job description.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 
-def main(root: Path, jars: str, kafka: str | None) -> None:
+def main(root: Path, jars: str, part: str, kafka: str | None) -> None:
     spark = (
         SparkSession.builder.master("local[2]")
-        .appName("lakehouse_live")
+        .appName(f"lakehouse_live_{part}")
         .config("spark.eventLog.enabled", "true")
         .config("spark.eventLog.dir", str(root / "events"))
         .config("spark.eventLog.compress", "false")
@@ -49,6 +52,15 @@ def main(root: Path, jars: str, kafka: str | None) -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    if part == "paths":
+        delta_paths(spark, root)
+    else:
+        delta_catalog(spark)
+        iceberg(spark, root, kafka)
+    spark.stop()
+
+
+def delta_paths(spark: SparkSession, root: Path) -> None:
     say = spark.sparkContext.setJobDescription
     path = str(root / "data" / "events")
 
@@ -85,6 +97,9 @@ def main(root: Path, jars: str, kafka: str | None) -> None:
     say("delta maintenance: vacuum")
     spark.sql(f"VACUUM delta.`{maintained}`")
 
+
+def delta_catalog(spark: SparkSession) -> None:
+    say = spark.sparkContext.setJobDescription
     say("delta table: create")
     spark.sql("CREATE TABLE accounts (id BIGINT, owner STRING) USING delta")
     say("delta table: insert")
@@ -98,6 +113,9 @@ def main(root: Path, jars: str, kafka: str | None) -> None:
     say("delta table: drop")
     spark.sql("DROP TABLE owners_v2")
 
+
+def iceberg(spark: SparkSession, root: Path, kafka: str | None) -> None:
+    say = spark.sparkContext.setJobDescription
     say("iceberg: create")
     spark.sql("CREATE TABLE lake.db.orders (id BIGINT, status STRING) USING iceberg")
     say("iceberg: insert")
@@ -148,8 +166,9 @@ def main(root: Path, jars: str, kafka: str | None) -> None:
             ).option("startingOffsets", "earliest").load().selectExpr(
                 "CAST(value AS STRING) AS v"
             ).write.mode("overwrite").parquet(str(root / "data" / f"from_{name}"))
-    spark.stop()
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    if len(sys.argv) < 4 or sys.argv[3] not in ("paths", "catalogs"):
+        sys.exit(__doc__)
+    main(Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)

@@ -1,0 +1,69 @@
+"""The `alone` marker: a test that looks at the machine's processes runs while no other test
+does, in this run's worker processes or in another run on the same machine.
+
+`job stop` of another user's driver picks it among that uid's SparkSubmit JVMs that started
+when the application was submitted (agent/spark/follow/driver/stopping.py). A Spark job that
+another worker starts at that moment is one more candidate, and the agent rightly refuses to
+guess: the test would fail for what its neighbour did. So every test holds one lock file for
+its whole protocol (its setup, module and session fixtures it starts included, its call and
+its teardown): shared by default, exclusive when marked `alone`. An `alone` test waits for
+the tests running elsewhere to end, and they wait for it; the rest run side by side.
+
+Registered through `pytest_plugins` in tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+#: One lock for the machine, not for one run: a run started from another checkout (or by
+#: another user of a shared machine) starts Spark drivers as well.
+LOCK = Path(tempfile.gettempdir()) / "lineage-agent-tests-alone.lock"
+
+_fd: int | None = None
+
+
+def _lock_fd() -> int:
+    global _fd
+    if _fd is None:
+        _fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        # Whoever comes next, as any user, may lock it too; made by another user, it is.
+        with contextlib.suppress(PermissionError):
+            os.fchmod(_fd, 0o666)
+    return _fd
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "alone: runs while no other test runs on this machine (it looks at the machine's "
+        "processes); every other test holds the same lock shared",
+    )
+
+
+# Outermost (tryfirst): the wait for the lock is no part of the test's time under
+# pytest-timeout, whose wrapper starts its clock inside this one.
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    fd = _lock_fd()
+    fcntl.flock(fd, fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH)
+    try:
+        return (yield)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _fd
+    if _fd is not None:
+        os.close(_fd)
+        _fd = None
