@@ -20,6 +20,13 @@ Appends are `write(2)`s, which the kernel keeps when the process dies. With `fsy
 in-flight mark is made durable (off the event loop) before the batch leaves, and a dirty
 segment is synced every second, so a power cut cannot make an event that left look unsent.
 
+The resolution of events already marked in flight is not written at once: it rides along
+with the next record (usually the next batch's in-flight mark), or goes at `flush` (every
+second) or `close`, so one event per batch costs two writes, not three. Lost in a kill, it
+only leaves such events in flight, counted unconfirmed and never sent again; a resolution
+of events never marked in flight (a drop before they left) is written at once, since
+without it they would look unsent and go out after a restart.
+
 A spool that cannot be written (a full or failing disk) gives itself up rather than risk a
 resend: it deletes its segments, logs `spool_failed` once, and the agent carries on from memory
 alone (what is queued then is lost at a stop, as without a spool).
@@ -106,6 +113,7 @@ class Spool:
         self._active = 0
         self._fd = -1
         self._dirty = False
+        self._pending: list[bytes] = []  # resolutions of in-flight events not yet written
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -225,20 +233,32 @@ class Spool:
 
     def resolved(self, transport: str, seqs: Sequence[int]) -> None:
         """The events have an outcome on `transport` (delivered, dropped or unconfirmed)."""
-        seqs = [s for s in seqs if s in self._entries and transport in self._entries[s].owed]
-        self._mark(RESOLVED, transport, seqs)
+        entries = self._entries
+        seqs = [s for s in seqs if s in entries and transport in entries[s].owed]
+        if not seqs:
+            return
+        record = mark_record(RESOLVED, transport, seqs)
+        if self.working and all(transport in entries[s].flying for s in seqs):
+            self._pending.append(record)  # in flight until written: never resent either way
+        else:
+            self._write(record)
         for seq in seqs:
-            entry = self._entries[seq]
+            entry = entries[seq]
             entry.owed.discard(transport)
             entry.flying.discard(transport)
             if not entry.owed:
                 del self._entries[seq]
                 self._live[entry.segment] -= 1
-        if seqs:
-            self._collect()
+        self._collect()
+
+    def flush(self) -> None:
+        """Write the resolutions still held back (see the module docstring)."""
+        if self._pending:
+            self._write(b"")
 
     async def sync(self) -> None:
         """Make what was written durable (a no-op when nothing was written since)."""
+        self.flush()
         if not self._dirty or self._fd < 0:
             return
         self._dirty = False
@@ -253,6 +273,7 @@ class Spool:
                 self._give_up(error)
 
     def close(self) -> None:
+        self.flush()
         if self._fd >= 0:
             with contextlib.suppress(OSError):
                 if self.fsync and self._dirty:
@@ -283,8 +304,13 @@ class Spool:
                 entry.flying.discard(transport)
 
     def _write(self, record: bytes) -> None:
+        """Append `record`, after the resolutions held back (one `write(2)` for all)."""
         if not self.working:
             return
+        if self._pending:
+            self._pending.append(record)
+            record = b"".join(self._pending)
+            self._pending.clear()
         try:
             if self._segments[self._active] + len(record) > self.segment_bytes:
                 self._rotate()
@@ -315,6 +341,7 @@ class Spool:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
         self._fd = -1
+        self._pending.clear()
         for first in list(self._segments):
             self._drop_segment(first)
         self._entries.clear()
