@@ -22,7 +22,8 @@ segment is synced every second, so a power cut cannot make an event that left lo
 
 The resolution of events already marked in flight is not written at once: it rides along
 with the next record (usually the next batch's in-flight mark), or goes at `flush` (every
-second) or `close`, so one event per batch costs two writes, not three. Lost in a kill, it
+second) or `close`, so one event per batch costs two writes, not three; the in-flight marks
+of batches that start in the same turn of the event loop share one write. Lost in a kill, it
 only leaves such events in flight, counted unconfirmed and never sent again; a resolution
 of events never marked in flight (a drop before they left) is written at once, since
 without it they would look unsent and go out after a restart.
@@ -42,25 +43,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-import orjson
 import structlog
 
 from agent.delivery.spoolrecords import (
-    EVENT,
     NOT_SENT,
     RESOLVED,
     SENT,
+    Owed,
     SpooledEvent,
     event_record,
     mark_record,
-    parse_event,
-    records,
+    replay,
 )
 
 log = structlog.get_logger("agent.pipeline")
@@ -113,7 +111,10 @@ class Spool:
         self._active = 0
         self._fd = -1
         self._dirty = False
-        self._pending: list[bytes] = []  # resolutions of in-flight events not yet written
+        # Records not written yet: resolutions of in-flight events, and in-flight marks
+        # until the end of the loop's turn (`sending` waits for those).
+        self._pending: list[bytes] = []
+        self._marks_written: asyncio.Future[None] | None = None
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -121,11 +122,11 @@ class Spool:
         """Read what an earlier run left, keep what is still owed, start a fresh segment."""
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         found = Recovered()
-        owed: dict[int, tuple[SpooledEvent, set[str], set[str]]] = {}
+        owed: Owed = {}
         old = sorted(self._segment_files())
         for first, path in old:
             with contextlib.suppress(FileNotFoundError):
-                found.corrupt += self._replay(path.read_bytes(), owed)
+                found.corrupt += replay(path.read_bytes(), owed)
             self._next = max(self._next, first + 1)
         for seq in sorted(owed):
             event, waiting, flying = owed[seq]
@@ -151,40 +152,6 @@ class Spool:
             stem, dot, suffix = path.name.partition(".")
             if dot and "." + suffix == SUFFIX and stem.isdigit():
                 yield int(stem), path
-
-    @staticmethod
-    def _replay(data: bytes, owed: dict[int, tuple[SpooledEvent, set[str], set[str]]]) -> int:
-        """Apply one segment's records to `owed`; returns how many stretches were skipped."""
-        corrupt = 0
-        for record in records(data):
-            if record is None:
-                corrupt += 1
-                continue
-            kind, body = record
-            try:
-                if kind == EVENT:
-                    event, transports = parse_event(body)
-                    previous = owed.get(event.seq)
-                    flying = previous[2] if previous else set()
-                    owed[event.seq] = (event, set(transports), flying)
-                    continue
-                transport, seqs = orjson.loads(body)
-                for seq in seqs:
-                    entry = owed.get(seq)
-                    if entry is None:
-                        continue
-                    if kind == SENT:
-                        entry[2].add(transport)
-                    elif kind == NOT_SENT:
-                        entry[2].discard(transport)
-                    else:
-                        entry[1].discard(transport)
-                        entry[2].discard(transport)
-                        if not entry[1]:
-                            del owed[seq]
-            except (ValueError, TypeError, struct.error):
-                corrupt += 1
-        return corrupt
 
     # -- the hot path --------------------------------------------------------------------------
 
@@ -222,10 +189,29 @@ class Spool:
         return seq
 
     async def sending(self, transport: str, seqs: Sequence[int]) -> None:
-        """Mark a batch in flight before any of it may leave; durable first with `fsync`."""
-        self._mark(SENT, transport, seqs)
+        """Mark a batch in flight before any of it may leave; durable first with `fsync`.
+
+        Returns once the mark is written: the marks of every batch that starts in the same
+        turn of the event loop (lanes woken by one answer, or one poll of Kafka reports) go
+        in one `write(2)` at the end of that turn."""
+        if not seqs or not self.working:
+            return
+        self._mark(SENT, transport, seqs, hold=True)
+        written = self._marks_written
+        if written is None:
+            loop = asyncio.get_running_loop()
+            written = self._marks_written = loop.create_future()
+            loop.call_soon(self._write_marks)
+        # Shielded: a batch cancelled while it waits leaves the others' wait alone.
+        await asyncio.shield(written)
         if self.fsync:
             await self.sync()
+
+    def _write_marks(self) -> None:
+        written, self._marks_written = self._marks_written, None
+        self.flush()
+        if written is not None and not written.done():
+            written.set_result(None)
 
     def not_sent(self, transport: str, seqs: Sequence[int]) -> None:
         """The batch provably never left: waiting again."""
@@ -290,10 +276,15 @@ class Spool:
         self._entries[event.seq] = _Entry(event, self._active, set(transports), set())
         self._live[self._active] += 1
 
-    def _mark(self, kind: bytes, transport: str, seqs: Sequence[int]) -> None:
+    def _mark(self, kind: bytes, transport: str, seqs: Sequence[int], hold: bool = False) -> None:
+        """Record `kind` for `seqs`; with `hold` it waits in `_pending` for the next write."""
         if not seqs:
             return
-        self._write(mark_record(kind, transport, seqs))
+        record = mark_record(kind, transport, seqs)
+        if hold:
+            self._pending.append(record)
+        else:
+            self._write(record)
         for seq in seqs:
             entry = self._entries.get(seq)
             if entry is None:
