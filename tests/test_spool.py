@@ -218,30 +218,6 @@ def test_a_killed_writer_leaves_every_appended_event(tmp_path: Path) -> None:
     assert payloads(found, "http") == [b"event %d" % i for i in range(100)]
 
 
-async def test_in_flight_marks_of_one_turn_share_one_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Batches that start in the same turn of the event loop are marked in one `write(2)`,
-    done before any of them returns. (The real `os.write` is wrapped to count its calls:
-    nothing else shows how many system calls a mark took.)"""
-    s, _ = spool(tmp_path)
-    seqs = add(s, 3)
-    calls: list[int] = []
-    real = os.write
-
-    def counted(fd: int, data: bytes) -> int:
-        calls.append(len(data))
-        return real(fd, data)
-
-    monkeypatch.setattr(os, "write", counted)
-    await asyncio.gather(*(s.sending("http", [seq]) for seq in seqs))
-    assert len(calls) == 1
-    monkeypatch.undo()
-    s.close()
-    _, found = spool(tmp_path)
-    assert [e.seq for e in found.in_flight["http"]] == seqs
-
-
 def killed_after(tmp_path: Path, steps: str) -> Recovered:
     """What a spool recovers after a process ran `steps` (Python, with a spool `s` holding
     events 1 and 2 for http and an event loop `loop`) and was SIGKILLed."""

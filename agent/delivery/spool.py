@@ -22,11 +22,12 @@ segment is synced every second, so a power cut cannot make an event that left lo
 
 The resolution of events already marked in flight is not written at once: it rides along
 with the next record (usually the next batch's in-flight mark), or goes at `flush` (every
-second) or `close`, so one event per batch costs two writes, not three; the in-flight marks
-of batches that start in the same turn of the event loop share one write. Lost in a kill, it
+second) or `close`, so one event per batch costs two writes, not three. Lost in a kill, it
 only leaves such events in flight, counted unconfirmed and never sent again; a resolution
 of events never marked in flight (a drop before they left) is written at once, since
-without it they would look unsent and go out after a restart.
+without it they would look unsent and go out after a restart. (Holding back the in-flight
+marks of batches that start in one turn of the loop, to share a write, cost more CPU than
+the writes it saved: a wait for the end of the turn per batch.)
 
 A spool that cannot be written (a full or failing disk) gives itself up rather than risk a
 resend: it deletes its segments, logs `spool_failed` once, and the agent carries on from memory
@@ -111,10 +112,7 @@ class Spool:
         self._active = 0
         self._fd = -1
         self._dirty = False
-        # Records not written yet: resolutions of in-flight events, and in-flight marks
-        # until the end of the loop's turn (`sending` waits for those).
-        self._pending: list[bytes] = []
-        self._marks_written: asyncio.Future[None] | None = None
+        self._pending: list[bytes] = []  # resolutions of in-flight events not yet written
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -189,29 +187,10 @@ class Spool:
         return seq
 
     async def sending(self, transport: str, seqs: Sequence[int]) -> None:
-        """Mark a batch in flight before any of it may leave; durable first with `fsync`.
-
-        Returns once the mark is written: the marks of every batch that starts in the same
-        turn of the event loop (lanes woken by one answer, or one poll of Kafka reports) go
-        in one `write(2)` at the end of that turn."""
-        if not seqs or not self.working:
-            return
-        self._mark(SENT, transport, seqs, hold=True)
-        written = self._marks_written
-        if written is None:
-            loop = asyncio.get_running_loop()
-            written = self._marks_written = loop.create_future()
-            loop.call_soon(self._write_marks)
-        # Shielded: a batch cancelled while it waits leaves the others' wait alone.
-        await asyncio.shield(written)
+        """Mark a batch in flight before any of it may leave; durable first with `fsync`."""
+        self._mark(SENT, transport, seqs)
         if self.fsync:
             await self.sync()
-
-    def _write_marks(self) -> None:
-        written, self._marks_written = self._marks_written, None
-        self.flush()
-        if written is not None and not written.done():
-            written.set_result(None)
 
     def not_sent(self, transport: str, seqs: Sequence[int]) -> None:
         """The batch provably never left: waiting again."""
@@ -276,15 +255,10 @@ class Spool:
         self._entries[event.seq] = _Entry(event, self._active, set(transports), set())
         self._live[self._active] += 1
 
-    def _mark(self, kind: bytes, transport: str, seqs: Sequence[int], hold: bool = False) -> None:
-        """Record `kind` for `seqs`; with `hold` it waits in `_pending` for the next write."""
+    def _mark(self, kind: bytes, transport: str, seqs: Sequence[int]) -> None:
         if not seqs:
             return
-        record = mark_record(kind, transport, seqs)
-        if hold:
-            self._pending.append(record)
-        else:
-            self._write(record)
+        self._write(mark_record(kind, transport, seqs))
         for seq in seqs:
             entry = self._entries.get(seq)
             if entry is None:
