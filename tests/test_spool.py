@@ -197,30 +197,9 @@ async def test_fsync_mode_syncs_before_a_batch_leaves(tmp_path: Path) -> None:
     s.close()
 
 
-def test_a_killed_writer_leaves_every_appended_event(tmp_path: Path) -> None:
-    """SIGKILL right after the appends: the kernel kept every record."""
-    program = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        from pathlib import Path
-        sys.path.insert(0, {str(ROOT)!r})
-        from agent.delivery.spool import Spool
-        s = Spool(Path({str(tmp_path)!r}), 1 << 20)
-        s.open()
-        for i in range(100):
-            s.append("run", "START", "app", b"event %d" % i, ["http"])
-        os.kill(os.getpid(), signal.SIGKILL)
-        """
-    )
-    result = subprocess.run([sys.executable, "-c", program], check=False)
-    assert result.returncode == -signal.SIGKILL
-    _, found = spool(tmp_path)
-    assert payloads(found, "http") == [b"event %d" % i for i in range(100)]
-
-
-def killed_after(tmp_path: Path, steps: str) -> Recovered:
+def killed_after(tmp_path: Path, steps: str, events: int = 2) -> Recovered:
     """What a spool recovers after a process ran `steps` (Python, with a spool `s` holding
-    events 1 and 2 for http and an event loop `loop`) and was SIGKILLed."""
+    `events` events for http, numbered from 1, and an event loop `loop`) and was SIGKILLed."""
     program = textwrap.dedent(
         f"""
         import asyncio, os, signal, sys
@@ -229,7 +208,7 @@ def killed_after(tmp_path: Path, steps: str) -> Recovered:
         from agent.delivery.spool import Spool
         s = Spool(Path({str(tmp_path)!r}), 1 << 20)
         s.open()
-        for i in range(2):
+        for i in range({events}):
             s.append("run", "START", "app", b"event %d" % i, ["http"])
         loop = asyncio.new_event_loop()
         """
@@ -238,6 +217,12 @@ def killed_after(tmp_path: Path, steps: str) -> Recovered:
     result = subprocess.run([sys.executable, "-c", program], check=False)
     assert result.returncode == -signal.SIGKILL
     return spool(tmp_path)[1]
+
+
+def test_a_killed_writer_leaves_every_appended_event(tmp_path: Path) -> None:
+    """SIGKILL right after the appends: the kernel kept every record."""
+    found = killed_after(tmp_path, "", events=100)
+    assert payloads(found, "http") == [b"event %d" % i for i in range(100)]
 
 
 def test_a_resolution_held_back_at_a_kill_leaves_the_event_in_flight(tmp_path: Path) -> None:
