@@ -31,6 +31,7 @@ FIGURES = {
     "shipping": [
         "one_event_per_post",
         "batch_per_post",
+        "one_event_per_post_expect_on_every_request",
         "collector_headroom_one_event_per_post",
         "collector_headroom_batch",
         "signed_path_per_event_batch_end_to_end",

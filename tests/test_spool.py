@@ -197,25 +197,66 @@ async def test_fsync_mode_syncs_before_a_batch_leaves(tmp_path: Path) -> None:
     s.close()
 
 
-def test_a_killed_writer_leaves_every_appended_event(tmp_path: Path) -> None:
-    """SIGKILL right after the appends: the kernel kept every record."""
+def killed_after(tmp_path: Path, steps: str, events: int = 2) -> Recovered:
+    """What a spool recovers after a process ran `steps` (Python, with a spool `s` holding
+    `events` events for http, numbered from 1, and an event loop `loop`) and was SIGKILLed."""
     program = textwrap.dedent(
         f"""
-        import os, signal, sys
+        import asyncio, os, signal, sys
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
         from agent.delivery.spool import Spool
         s = Spool(Path({str(tmp_path)!r}), 1 << 20)
         s.open()
-        for i in range(100):
+        for i in range({events}):
             s.append("run", "START", "app", b"event %d" % i, ["http"])
-        os.kill(os.getpid(), signal.SIGKILL)
+        loop = asyncio.new_event_loop()
         """
     )
+    program += textwrap.dedent(steps) + "\nos.kill(os.getpid(), signal.SIGKILL)\n"
     result = subprocess.run([sys.executable, "-c", program], check=False)
     assert result.returncode == -signal.SIGKILL
-    _, found = spool(tmp_path)
+    return spool(tmp_path)[1]
+
+
+def test_a_killed_writer_leaves_every_appended_event(tmp_path: Path) -> None:
+    """SIGKILL right after the appends: the kernel kept every record."""
+    found = killed_after(tmp_path, "", events=100)
     assert payloads(found, "http") == [b"event %d" % i for i in range(100)]
+
+
+def test_a_resolution_held_back_at_a_kill_leaves_the_event_in_flight(tmp_path: Path) -> None:
+    """The resolution of an in-flight event is held back until the next record or `flush`:
+    killed before either, the event is in flight (unconfirmed), never waiting (resent)."""
+    found = killed_after(
+        tmp_path, 'loop.run_until_complete(s.sending("http", [1]))\ns.resolved("http", [1])'
+    )
+    assert [e.seq for e in found.in_flight["http"]] == [1]
+    assert [e.seq for e in found.waiting["http"]] == [2]
+
+
+def test_a_resolution_of_events_never_sent_is_written_at_once(tmp_path: Path) -> None:
+    """Events dropped before they left are forgotten at once: a kill cannot send them later."""
+    found = killed_after(tmp_path, 's.resolved("http", [1])')
+    assert [e.seq for e in found.waiting["http"]] == [2] and found.in_flight == {}
+
+
+def test_held_back_resolutions_go_with_the_next_record_or_at_flush(tmp_path: Path) -> None:
+    """The next in-flight mark carries the resolutions held back, and so does `flush`."""
+    found = killed_after(
+        tmp_path,
+        """
+        loop.run_until_complete(s.sending("http", [1]))
+        s.resolved("http", [1])
+        loop.run_until_complete(s.sending("http", [2]))
+        """,
+    )
+    assert [e.seq for e in found.in_flight["http"]] == [2] and "http" not in found.waiting
+    flushed = killed_after(
+        tmp_path / "flush",
+        'loop.run_until_complete(s.sending("http", [1, 2]))\ns.resolved("http", [1, 2])\ns.flush()',
+    )
+    assert flushed.in_flight == {} and flushed.waiting == {}
 
 
 @settings(max_examples=80, deadline=None)

@@ -21,6 +21,7 @@ from agent.config.model import HttpAuth, HttpConfig
 from agent.delivery.envelope import Envelope
 from agent.delivery.transports.http.settings import check_endpoint
 from agent.delivery.transports.http.transport import HttpTransport
+from agent.delivery.transports.http.wire import ExpectRule
 from agent.errors import (
     DeliveryError,
     NotSent,
@@ -344,6 +345,36 @@ async def test_keep_alive_reuses_one_connection(collector: Collector, make: Fact
         await transport.send([envelope(i)])
     assert collector.connections == 1
     assert len(collector.events) == 25
+
+
+async def test_expect_asked_on_a_new_connection_only(collector: Collector, make: Factory) -> None:
+    """`Expect: 100-continue` goes with the first request of a connection; requests on the
+    kept-alive connection the collector has just answered on skip the round trip."""
+    transport = make(collector.url)
+    for i in range(3):
+        await transport.send([envelope(i)])
+    asked = [r.headers.get("expect") for r in collector.requests]
+    assert asked == ["100-continue", None, None]
+    assert collector.connections == 1
+
+
+async def test_expect_asked_after_idling_and_for_large_bodies(collector: Collector) -> None:
+    """A connection idle for `ExpectRule.idle` seconds, or a body of `ExpectRule.body`
+    bytes, asks for `100 Continue` again."""
+    config = HttpConfig(endpoint=collector.url)
+    idle = HttpTransport(config, token=None, expect=ExpectRule(idle=0.0, body=1 << 30))
+    large = HttpTransport(config, token=None, expect=ExpectRule(idle=3600.0, body=200))
+    try:
+        for transport in (idle, large):
+            await transport.send([envelope(0)])
+            await transport.send([envelope(1)])
+        small = start_envelope(b"{}", str(uuid.UUID(int=2)))
+        await large.send([small])
+    finally:
+        await idle.aclose()
+        await large.aclose()
+    asked = [r.headers.get("expect") for r in collector.requests]
+    assert asked == ["100-continue", "100-continue", "100-continue", "100-continue", None]
 
 
 async def test_sequential_sends_arrive_in_order(collector: Collector, make: Factory) -> None:

@@ -93,10 +93,14 @@ class Deliveries:
         )
 
     async def sync(self) -> None:
-        """Make the spool's appends durable (with `lineage.spool.fsync`; else nothing)."""
+        """Write the spool's held-back resolutions, and make its appends durable (with
+        `lineage.spool.fsync`)."""
         spool = self.pipeline.spool
-        if spool is not None and spool.fsync:
-            await spool.sync()
+        if spool is not None:
+            if spool.fsync:
+                await spool.sync()
+            else:
+                spool.flush()
 
     def to_rebuild(self, old: LineageConfig, new: LineageConfig) -> tuple[str, ...]:
         """The transports a reload builds anew: all but a file transport whose settings did

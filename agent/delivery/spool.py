@@ -20,6 +20,15 @@ Appends are `write(2)`s, which the kernel keeps when the process dies. With `fsy
 in-flight mark is made durable (off the event loop) before the batch leaves, and a dirty
 segment is synced every second, so a power cut cannot make an event that left look unsent.
 
+The resolution of events already marked in flight is not written at once: it rides along
+with the next record (usually the next batch's in-flight mark), or goes at `flush` (every
+second) or `close`, so one event per batch costs two writes, not three. Lost in a kill, it
+only leaves such events in flight, counted unconfirmed and never sent again; a resolution
+of events never marked in flight (a drop before they left) is written at once, since
+without it they would look unsent and go out after a restart. (Holding back the in-flight
+marks of batches that start in one turn of the loop, to share a write, cost more CPU than
+the writes it saved: a wait for the end of the turn per batch.)
+
 A spool that cannot be written (a full or failing disk) gives itself up rather than risk a
 resend: it deletes its segments, logs `spool_failed` once, and the agent carries on from memory
 alone (what is queued then is lost at a stop, as without a spool).
@@ -35,25 +44,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-import orjson
 import structlog
 
 from agent.delivery.spoolrecords import (
-    EVENT,
     NOT_SENT,
     RESOLVED,
     SENT,
+    Owed,
     SpooledEvent,
     event_record,
     mark_record,
-    parse_event,
-    records,
+    replay,
 )
 
 log = structlog.get_logger("agent.pipeline")
@@ -106,6 +112,7 @@ class Spool:
         self._active = 0
         self._fd = -1
         self._dirty = False
+        self._pending: list[bytes] = []  # resolutions of in-flight events not yet written
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -113,11 +120,11 @@ class Spool:
         """Read what an earlier run left, keep what is still owed, start a fresh segment."""
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         found = Recovered()
-        owed: dict[int, tuple[SpooledEvent, set[str], set[str]]] = {}
+        owed: Owed = {}
         old = sorted(self._segment_files())
         for first, path in old:
             with contextlib.suppress(FileNotFoundError):
-                found.corrupt += self._replay(path.read_bytes(), owed)
+                found.corrupt += replay(path.read_bytes(), owed)
             self._next = max(self._next, first + 1)
         for seq in sorted(owed):
             event, waiting, flying = owed[seq]
@@ -143,40 +150,6 @@ class Spool:
             stem, dot, suffix = path.name.partition(".")
             if dot and "." + suffix == SUFFIX and stem.isdigit():
                 yield int(stem), path
-
-    @staticmethod
-    def _replay(data: bytes, owed: dict[int, tuple[SpooledEvent, set[str], set[str]]]) -> int:
-        """Apply one segment's records to `owed`; returns how many stretches were skipped."""
-        corrupt = 0
-        for record in records(data):
-            if record is None:
-                corrupt += 1
-                continue
-            kind, body = record
-            try:
-                if kind == EVENT:
-                    event, transports = parse_event(body)
-                    previous = owed.get(event.seq)
-                    flying = previous[2] if previous else set()
-                    owed[event.seq] = (event, set(transports), flying)
-                    continue
-                transport, seqs = orjson.loads(body)
-                for seq in seqs:
-                    entry = owed.get(seq)
-                    if entry is None:
-                        continue
-                    if kind == SENT:
-                        entry[2].add(transport)
-                    elif kind == NOT_SENT:
-                        entry[2].discard(transport)
-                    else:
-                        entry[1].discard(transport)
-                        entry[2].discard(transport)
-                        if not entry[1]:
-                            del owed[seq]
-            except (ValueError, TypeError, struct.error):
-                corrupt += 1
-        return corrupt
 
     # -- the hot path --------------------------------------------------------------------------
 
@@ -225,20 +198,32 @@ class Spool:
 
     def resolved(self, transport: str, seqs: Sequence[int]) -> None:
         """The events have an outcome on `transport` (delivered, dropped or unconfirmed)."""
-        seqs = [s for s in seqs if s in self._entries and transport in self._entries[s].owed]
-        self._mark(RESOLVED, transport, seqs)
+        entries = self._entries
+        seqs = [s for s in seqs if s in entries and transport in entries[s].owed]
+        if not seqs:
+            return
+        record = mark_record(RESOLVED, transport, seqs)
+        if self.working and all(transport in entries[s].flying for s in seqs):
+            self._pending.append(record)  # in flight until written: never resent either way
+        else:
+            self._write(record)
         for seq in seqs:
-            entry = self._entries[seq]
+            entry = entries[seq]
             entry.owed.discard(transport)
             entry.flying.discard(transport)
             if not entry.owed:
                 del self._entries[seq]
                 self._live[entry.segment] -= 1
-        if seqs:
-            self._collect()
+        self._collect()
+
+    def flush(self) -> None:
+        """Write the resolutions still held back (see the module docstring)."""
+        if self._pending:
+            self._write(b"")
 
     async def sync(self) -> None:
         """Make what was written durable (a no-op when nothing was written since)."""
+        self.flush()
         if not self._dirty or self._fd < 0:
             return
         self._dirty = False
@@ -253,6 +238,7 @@ class Spool:
                 self._give_up(error)
 
     def close(self) -> None:
+        self.flush()
         if self._fd >= 0:
             with contextlib.suppress(OSError):
                 if self.fsync and self._dirty:
@@ -283,8 +269,13 @@ class Spool:
                 entry.flying.discard(transport)
 
     def _write(self, record: bytes) -> None:
+        """Append `record`, after the resolutions held back (one `write(2)` for all)."""
         if not self.working:
             return
+        if self._pending:
+            self._pending.append(record)
+            record = b"".join(self._pending)
+            self._pending.clear()
         try:
             if self._segments[self._active] + len(record) > self.segment_bytes:
                 self._rotate()
@@ -315,6 +306,7 @@ class Spool:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
         self._fd = -1
+        self._pending.clear()
         for first in list(self._segments):
             self._drop_segment(first)
         self._entries.clear()

@@ -4,7 +4,8 @@ A segment is a run of records, each `MAGIC kind length(u32 BE) crc32(u32 BE) bod
 checksum over the kind and the body. Kinds: `E` an event (its sequence number, a JSON header
 with its run, type, application and the transports that took it, then its payload), `S` sent,
 `N` not sent, `R` resolved (a JSON pair: a transport and sequence numbers). Reading skips a
-stretch that does not check and goes on at the next frame that does. Pure: no I/O.
+stretch that does not check and goes on at the next frame that does; `replay` applies a
+segment's records to what is owed. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -89,3 +90,42 @@ def parse_event(body: bytes) -> tuple[SpooledEvent, list[str]]:
     run_id, event_type, app_id, transports = orjson.loads(body[start : start + size])
     payload = body[start + size :]
     return SpooledEvent(seq, run_id, event_type, app_id, payload), list(transports)
+
+
+#: What replaying segments leaves per sequence number: the event, the transports that still
+#: owe it, and those of them it is in flight to.
+Owed = dict[int, tuple[SpooledEvent, set[str], set[str]]]
+
+
+def replay(data: bytes, owed: Owed) -> int:
+    """Apply one segment's records to `owed`; returns how many stretches were skipped."""
+    corrupt = 0
+    for record in records(data):
+        if record is None:
+            corrupt += 1
+            continue
+        kind, body = record
+        try:
+            if kind == EVENT:
+                event, transports = parse_event(body)
+                previous = owed.get(event.seq)
+                flying = previous[2] if previous else set()
+                owed[event.seq] = (event, set(transports), flying)
+                continue
+            transport, seqs = orjson.loads(body)
+            for seq in seqs:
+                entry = owed.get(seq)
+                if entry is None:
+                    continue
+                if kind == SENT:
+                    entry[2].add(transport)
+                elif kind == NOT_SENT:
+                    entry[2].discard(transport)
+                else:
+                    entry[1].discard(transport)
+                    entry[2].discard(transport)
+                    if not entry[1]:
+                        del owed[seq]
+        except (ValueError, TypeError, struct.error):
+            corrupt += 1
+    return corrupt
