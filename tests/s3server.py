@@ -53,6 +53,22 @@ class S3Server:
                 client.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
 
 
+@contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """`os.environ` with `env` set while the block runs (the variables through which the
+    agent's store libraries find a store and its credentials), as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -4,7 +4,6 @@ server mode) and read through the Spark source, against the same logs read from 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from agent.spark.follow import liveness
 from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
-from tests.s3server import S3Server, running_s3
+from tests.s3server import S3Server, environment, running_s3
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app
 from tests.spark_scenarios import source_running
 from tests.test_watcher import run_until, settled
@@ -36,17 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """One S3 server for the session, with the AWS variables pointing at it."""
-    with running_s3(log=tmp_path_factory.mktemp("s3") / "moto.log") as server:
-        saved = {name: os.environ.get(name) for name in server.env}
-        os.environ.update(server.env)
-        try:
-            yield server
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    with (
+        running_s3(log=tmp_path_factory.mktemp("s3") / "moto.log") as server,
+        environment(server.env),
+    ):
+        yield server
 
 
 def url(s3: S3Server, prefix: str) -> str:

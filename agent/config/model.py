@@ -261,6 +261,8 @@ class SparkConfig:
     poll_interval: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 1.0
     # how often logs on a store (URLs above) are listed and read: each look costs requests
     store_poll_interval: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 10.0
+    # one request to a store, whole (connect, first byte, body), before it is given up
+    store_request_timeout: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 30.0
     # an in-progress log that has not grown this long is checked
     stale_after: Annotated[float, Kind.DURATION, Bounds(0, 30 * DAY, low_open=True)] = 600.0
     # RUNNING events with live counters; 0 disables

@@ -229,6 +229,33 @@ class Metrics:
         )
         for request in ("list", "head", "get"):
             self.store_requests.labels(request=request)
+        # Per followed directory on a store (its URL without a password): a few at most.
+        self.store_up = Gauge(
+            "lineage_eventlog_store_up",
+            "1 when the last look at an event-log directory on a store listed it whole, 0 "
+            "while it fails (unreachable, refused, or no whole answer within "
+            "spark.store_request_timeout).",
+            ["store"],
+            registry=registry,
+        )
+        self.store_failures = Counter(
+            "lineage_eventlog_store_failures",
+            "Looks at an event-log directory on a store that could not list it.",
+            ["store"],
+            registry=registry,
+        )
+        self.store_last_listing = Gauge(
+            "lineage_eventlog_store_last_listing_timestamp_seconds",
+            "Unix time the last whole listing of an event-log directory on a store ended.",
+            ["store"],
+            registry=registry,
+        )
+        self.store_listing_seconds = Gauge(
+            "lineage_eventlog_store_listing_seconds",
+            "How long the last look at an event-log directory on a store took, failed or not.",
+            ["store"],
+            registry=registry,
+        )
         self.liveness_refused = Counter(
             "lineage_liveness_refused",
             "Liveness lookups refused before any request: a driver or manager address from an "

@@ -15,7 +15,6 @@ Requests are the agent's own count (`lineage_eventlog_store_requests_total`).
 from __future__ import annotations
 
 import math
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from tests.bench.harness import (
     scrape,
     wait_until,
 )
-from tests.s3server import S3Server, running_s3
+from tests.s3server import S3Server, environment, running_s3
 
 POLL = 2.0  # spark.store_poll_interval of the run
 
@@ -117,25 +116,18 @@ def run(context: Context) -> Result:
     params = SMOKE if context.smoke else FULL
     result = Result("stores", "python -m tests.bench stores")
     base = context.directory("stores-runs")
-    with running_s3("bench-logs", log=base / "moto.log") as s3:
-        saved = {name: os.environ.get(name) for name in s3.env}
-        os.environ.update(s3.env)  # the agent's credentials chain: AWS_* variables
-        try:
-            began = time.monotonic()
-            populate(s3, "apps", params.apps)
-            s3.client().put_object(Bucket=s3.bucket, Key="empty/", Body=b"")
-            made = time.monotonic() - began
-            time.sleep(2.0)  # older than the 1s start horizon
-            empty = follow(base / "empty", f"s3a://{s3.bucket}/empty", 0, params.steady_seconds)
-            full = follow(
-                base / "full", f"s3a://{s3.bucket}/apps", params.apps, params.steady_seconds
-            )
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    # The AWS_* variables: the chain through which the agent finds the store.
+    with (
+        running_s3("bench-logs", log=base / "moto.log") as s3,
+        environment(s3.env),
+    ):  # AWS_* variables: the agent's chain
+        began = time.monotonic()
+        populate(s3, "apps", params.apps)
+        s3.client().put_object(Bucket=s3.bucket, Key="empty/", Body=b"")
+        made = time.monotonic() - began
+        time.sleep(2.0)  # older than the 1s start horizon
+        empty = follow(base / "empty", f"s3a://{s3.bucket}/empty", 0, params.steady_seconds)
+        full = follow(base / "full", f"s3a://{s3.bucket}/apps", params.apps, params.steady_seconds)
     rolling = params.apps // 2
     entries = params.apps  # names directly under the prefix: one per application
     floor_first = math.ceil(entries / 1000) + rolling

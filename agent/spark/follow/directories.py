@@ -29,6 +29,7 @@ class Directories:
         self.missing: set[str] = set()  # not listable at the last look (logged once)
         self.on_ignored = on_ignored
         self.ignored: set[str] = set()  # entries Spark did not name, already logged
+        self.failed: dict[str, OSError] = {}  # why each directory failed at the last look
 
     async def list(self, finished: Collection[str] = frozenset()) -> dict[str, list[LogRef]]:
         """The logs of each directory that can be listed now. In a thread: a directory on a
@@ -40,7 +41,9 @@ class Directories:
         for directory, scanned in listed.items():
             if isinstance(scanned, OSError):
                 self._unlistable(directory, scanned)
+                self.failed[directory] = scanned
                 continue
+            self.failed.pop(directory, None)
             if directory in self.missing:
                 self.missing.discard(directory)
                 log.info("eventlog_dir_found", directory=directory)

@@ -1,0 +1,129 @@
+"""A store that drips its LIST answers (one byte a second, through a loopback proxy in front
+of moto) holds its own directory only: a log moved into a local followed directory meanwhile
+has its events out, the same as a replay of it; each request has a whole deadline, after
+which `status` (the source's `stores()`), the metrics and /healthz name the stalled store and
+since when, until it answers again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from agent.config.model import SparkConfig
+from agent.spark.follow.source import SparkSource
+from agent.state.db import StateDB
+from agent.telemetry.metrics import Metrics
+from tests.dripstore import DripStore
+from tests.s3server import environment, running_s3
+from tests.samples import sample_bytes
+from tests.spark_scenarios import read_all, source_running
+
+BUCKET = "drip-logs"  # its own bucket: the agent keeps one client per bucket
+APP = "local-1795495169157"
+
+
+@pytest.fixture(scope="module")
+def drip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DripStore]:
+    """moto on loopback behind the drip proxy; the AWS variables point at the proxy."""
+    with running_s3(BUCKET, log=tmp_path_factory.mktemp("s3") / "moto.log") as s3:
+        s3.client().put_object(Bucket=BUCKET, Key="logs/", Body=b"")
+        port = int(s3.endpoint.rpartition(":")[2])
+        with (
+            DripStore(port, interval=1.0) as proxy,
+            environment({**s3.env, "AWS_ENDPOINT_URL": proxy.url}),
+        ):
+            yield proxy
+
+
+def source_for(local: Path, state: Path, **spark: Any) -> tuple[SparkSource, Metrics]:
+    metrics = Metrics(CollectorRegistry())
+    config = SparkConfig(
+        event_log_dirs=(str(local), f"s3a://{BUCKET}/logs"),
+        poll_interval=0.1,
+        store_poll_interval=0.1,
+        replay_horizon=0,
+        **spark,
+    )
+    return SparkSource(config, "spark", StateDB(state), metrics), metrics
+
+
+def move_in(log: bytes, directory: Path, staging: Path) -> None:
+    """The log written elsewhere, then renamed into the followed directory."""
+    staging.mkdir(exist_ok=True)
+    (staging / APP).write_bytes(log)
+    os.rename(staging / APP, directory / APP)
+
+
+async def test_local_events_out_while_a_store_listing_drips(
+    drip: DripStore, tmp_path: Path
+) -> None:
+    """With a LIST answer dripping (and a deadline far away), a local log moved in has all
+    its events out before that LIST answered: the store holds its own task only."""
+    local = tmp_path / "local"
+    local.mkdir()
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    (reference / APP).write_bytes(sample_bytes("success"))
+    expected = await read_all(reference, tmp_path / "reference-state")
+    assert expected
+    source, _ = source_for(local, tmp_path / "state", store_request_timeout=600)
+    drip.dripping.set()
+    answered = drip.lists_answered
+    try:
+        async with source_running(source) as emitted:
+            async with asyncio.timeout(30):
+                while drip.lists_started == 0:
+                    await asyncio.sleep(0.05)
+            move_in(sample_bytes("success"), local, tmp_path / "staging")
+            async with asyncio.timeout(30):
+                while len(emitted) < len(expected):
+                    await asyncio.sleep(0.05)
+            assert drip.lists_answered == answered  # the LIST still drips
+            [store] = source.stores()
+            assert store.last_listing is None and store.last_error is None
+            drip.dripping.clear()
+            async with asyncio.timeout(30):  # the store is listed once it answers
+                while source.stores()[0].last_listing is None:
+                    await asyncio.sleep(0.05)
+    finally:
+        drip.dripping.clear()
+    assert [orjson.dumps(e) for _, e in emitted] == [orjson.dumps(e) for _, e in expected]
+
+
+async def test_a_stalled_store_is_named_until_it_answers(drip: DripStore, tmp_path: Path) -> None:
+    """A LIST that has not answered whole within store_request_timeout is given up; the
+    store is then named with its error and since when, counted and shown down, and shown up
+    again with its last good listing once it answers."""
+    local = tmp_path / "local"
+    local.mkdir()
+    source, metrics = source_for(local, tmp_path / "state", store_request_timeout=2)
+    label = f"s3a://{BUCKET}/logs"
+    drip.dripping.set()
+    try:
+        async with source_running(source):
+            async with asyncio.timeout(60):
+                while source.stores()[0].last_error is None:
+                    await asyncio.sleep(0.05)
+            [stalled] = source.stores()
+            assert stalled.directory == label and stalled.last_listing is None
+            assert "no whole answer within 2 s" in (stalled.last_error or "")
+            assert stalled.error_since is not None
+            assert label in (stalled.problem() or "")
+            assert metrics.store_up.labels(store=label)._value.get() == 0
+            assert metrics.store_failures.labels(store=label)._value.get() >= 1
+            drip.dripping.clear()
+            async with asyncio.timeout(60):
+                while source.stores()[0].last_error is not None:
+                    await asyncio.sleep(0.05)
+            [recovered] = source.stores()
+            assert recovered.last_listing is not None and recovered.problem() is None
+            assert metrics.store_up.labels(store=label)._value.get() == 1
+    finally:
+        drip.dripping.clear()
