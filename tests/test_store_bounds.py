@@ -12,14 +12,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.config.model import SparkConfig
+from agent.service.control.client import request
 from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
+from tests.agentproc import keygen, write_config
+from tests.bench.harness import agent_process, wait_until
 from tests.dripstore import DripStore
 from tests.s3server import environment, running_s3
 from tests.samples import sample_bytes
@@ -27,6 +31,11 @@ from tests.spark_scenarios import read_all, source_running
 
 BUCKET = "drip-logs"  # its own bucket: the agent keeps one client per bucket
 APP = "local-1795495169157"
+#: Taken by moto as any others are, and distinct enough to be found in any output.
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "AKIADRIPSTORE7Q2X",
+    "AWS_SECRET_ACCESS_KEY": "dr1p-s3cr3t-v9Lq",
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +46,7 @@ def drip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DripStore]:
         port = int(s3.endpoint.rpartition(":")[2])
         with (
             DripStore(port, interval=1.0) as proxy,
-            environment({**s3.env, "AWS_ENDPOINT_URL": proxy.url}),
+            environment({**s3.env, **CREDENTIALS, "AWS_ENDPOINT_URL": proxy.url}),
         ):
             yield proxy
 
@@ -127,3 +136,52 @@ async def test_a_stalled_store_is_named_until_it_answers(drip: DripStore, tmp_pa
             assert metrics.store_up.labels(store=label)._value.get() == 1
     finally:
         drip.dripping.clear()
+
+
+def test_the_daemon_names_a_stalled_store(drip: DripStore, tmp_path: Path) -> None:
+    """The real daemon: with its store dripping, /healthz says degraded and names the store,
+    `status` shows its error and since when, and no credential is in its output; once the
+    store answers, /healthz is ok again and `status` shows its last good listing."""
+    local = tmp_path / "local"
+    local.mkdir()
+    keygen(tmp_path)
+    config = write_config(
+        tmp_path,
+        {"transport": "file", "file": {"path": str(tmp_path / "events.jsonl")}},
+        spark={
+            "event_log_dirs": [str(local), f"s3a://{BUCKET}/logs"],
+            "store_poll_interval": "0.5s",
+            "store_request_timeout": "2s",
+        },
+    )
+    socket_path = str(tmp_path / "control.sock")
+    drip.dripping.set()
+    try:
+        with agent_process(config) as agent:
+            assert agent.metrics_url is not None
+            healthz = agent.metrics_url.replace("/metrics", "/healthz")
+
+            def stalled() -> bool:
+                body = httpx.get(healthz, timeout=5).json()
+                return body["status"] == "degraded" and any(
+                    f"s3a://{BUCKET}/logs" in p for p in body["problems"]
+                )
+
+            wait_until(stalled, 60, "/healthz naming the stalled store")
+            [store] = request(socket_path, {"command": "status"}, timeout=10)["stores"]
+            assert store["directory"] == f"s3a://{BUCKET}/logs"
+            assert "no whole answer within 2 s" in store["last_error"]
+            assert store["error_since"] is not None and store["last_listing"] is None
+            drip.dripping.clear()
+            wait_until(
+                lambda: httpx.get(healthz, timeout=5).json()["status"] == "ok",
+                60,
+                "/healthz ok once the store answers",
+            )
+            [store] = request(socket_path, {"command": "status"}, timeout=10)["stores"]
+            assert store["last_error"] is None and store["last_listing"] is not None
+            agent.stop()
+            output = agent.raw_output()
+    finally:
+        drip.dripping.clear()
+    assert not any(secret in output for secret in CREDENTIALS.values())
