@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import threading
 
+from tests.s3server import S3Server
 from tests.tinyproxy import TinyProxy
 
 _TIMEOUT = 30.0  # seconds any one read from either side may take: a stuck test ends
@@ -21,9 +22,10 @@ _TIMEOUT = 30.0  # seconds any one read from either side may take: a stuck test 
 class DripStore(TinyProxy):
     """The proxy's life (a thread, its loop, `with`) is TinyProxy's; what it serves is not."""
 
-    def __init__(self, upstream_port: int, interval: float = 1.0) -> None:
+    def __init__(self, upstream: S3Server, interval: float = 1.0) -> None:
         super().__init__()
-        self.upstream_port = upstream_port
+        self.upstream = upstream
+        self.upstream_port = int(upstream.endpoint.rpartition(":")[2])
         self.interval = interval
         self.dripping = threading.Event()
         self.lists_started = 0

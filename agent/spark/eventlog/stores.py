@@ -150,8 +150,10 @@ def pages(url: str, start_after: str = "") -> Iterator[list[Entry]]:
             is_dir = item.get("type") == "directory"
             size = int(item.get("size") or 0)
             entries.append(Entry(name, child(url, name), is_dir, size, _mtime_ns(item)))
+        found = []  # one page held at a time: let this one go before the next request
         seen = seen or bool(entries)
         yield entries
+        entries = []
     if not seen and not start_after and not _exists_dir(fs, path):
         raise FileNotFoundError(2, "no such directory", redact(url))
 
@@ -200,9 +202,11 @@ def _s3_pages(fs: Any, path: str, start_after: str) -> Iterator[list[dict[str, A
                     "LastModified": item.get("LastModified"),
                 }
             )
+        token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+        page = {}  # one page held at a time: let this one go before the next request
         yield found
-        token = page.get("NextContinuationToken")
-        if not page.get("IsTruncated") or not token:
+        found = []
+        if not token:
             return
         request.pop("StartAfter", None)
         request["ContinuationToken"] = token

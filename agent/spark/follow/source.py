@@ -109,7 +109,9 @@ class SparkSource(Control):
         self._dirs = Directories(local, ignored)
         stores.configure(spark.store_request_timeout)
         self._stores = [
-            StoreDirectory(d, metrics, ignored) for d in spark.event_log_dirs if stores.is_url(d)
+            StoreDirectory(d, spark.store_horizon, metrics, ignored)
+            for d in spark.event_log_dirs
+            if stores.is_url(d)
         ]
         self._unreadable: dict[str, str] = {}  # key -> the error logged (again if it changes)
         self._store_requests = stores.requests()

@@ -2,8 +2,11 @@
 own: listed, its new applications discovered, its unfinished logs read, once per
 `spark.store_poll_interval`. A store that hangs or drips its answers holds its own task only
 (every request to it has a whole deadline, `stores.configure`): the local directories and
-every other store go on meanwhile. What each look found, or why it failed and since when, is
-kept here for `status`, `describe` and /healthz, and in the per-store metrics."""
+every other store go on meanwhile. Single-file logs last written before
+`spark.store_horizon` are passed over as the listing pages by, so what a look keeps is
+bounded by what is followed, not by what the bucket holds. What each look found, or why it
+failed and since when, is kept here for `status`, `describe` and /healthz, and in the
+per-store metrics."""
 
 from __future__ import annotations
 
@@ -25,8 +28,11 @@ log = structlog.get_logger("agent.spark")
 class StoreDirectory:
     """One directory on a store: its listing, and how its looks went."""
 
-    def __init__(self, url: str, metrics: Metrics, on_ignored: Callable[[], object]) -> None:
+    def __init__(
+        self, url: str, horizon: float, metrics: Metrics, on_ignored: Callable[[], object]
+    ) -> None:
         self.url = url
+        self.horizon = horizon  # seconds back a log is still followed; 0: every one
         self.label = stores.redact(url)
         self.prefix = f"{url.rstrip('/')}/"  # of its applications' keys
         self.first = True  # no listing yet: the next one is its first scan
@@ -44,7 +50,8 @@ class StoreDirectory:
         """The applications listed now; None when the store could not be listed (the reason
         kept for the status)."""
         began = time.monotonic()
-        found = await self._dirs.list(finished)
+        since_ns = time.time_ns() - int(self.horizon * 1e9) if self.horizon else 0
+        found = await self._dirs.list(finished, since_ns)
         refs = found.get(self.url)
         metrics = self._metrics
         metrics.store_listing_seconds.labels(store=self.label).set(time.monotonic() - began)
