@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -20,8 +21,10 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from agent.config.loader import parse_config
 from agent.config.model import SparkConfig
 from agent.service.control.client import request
+from agent.service.preflight import check_startup
 from agent.spark.eventlog import discovery, stores
 from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
@@ -228,3 +231,22 @@ def test_a_listing_holds_a_page_not_the_prefix(
         large = listed_peak(f"s3a://{bucket}/many-large")
     per_object = (large - small) / (counts["large"] - counts["small"])
     assert per_object < 100, (small, large)
+
+
+def test_config_check_names_the_extra_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store URL whose library is not installed: config check names the package and the
+    exact extra that brings it. (The library is hidden from the import system, since this
+    machine has it installed for the other tests.)"""
+    monkeypatch.setitem(sys.modules, "s3fs", None)  # `import s3fs` now raises ImportError
+    text = (
+        f"lineage: {{transport: file, file: {{path: {tmp_path / 'events.jsonl'}}}}}\n"
+        f"signing: {{key_path: {tmp_path / 'key'}}}\n"
+        f"state_dir: {tmp_path / 'state'}\n"
+        "spark: {event_log_dirs: ['s3://no-library-bucket/logs']}\n"
+    )
+    checked = check_startup(parse_config(text, "c.yaml"), service=False)
+    [note] = [n for n in checked.notes if n.startswith("spark.")]
+    assert "needs the s3fs package: install the agent's [s3] extra" in note, note
+    assert "pip install 'edge-lineage-agent[s3]'" in note, note

@@ -53,6 +53,8 @@ SCHEMES: Final = {
 }
 #: The pip package that provides each implementation (named in the error when it is missing).
 PACKAGES: Final = {"s3": "s3fs", "gs": "gcsfs", "abfs": "adlfs", "webhdfs": "fsspec"}
+#: The agent's extra (pyproject's optional dependencies) that brings each of those packages.
+EXTRAS: Final = {"s3": "s3", "gs": "gcs", "abfs": "azure"}
 CONNECT_TIMEOUT: Final = 5.0  # seconds per connection attempt
 READ_TIMEOUT: Final = 20.0  # seconds per response
 REQUEST_DEADLINE: Final = 30.0  # seconds for a whole request (spark.store_request_timeout)
@@ -344,8 +346,11 @@ def _make(protocol: str, parts: Any) -> Any:
     try:
         fs = fsspec.filesystem(protocol, **options)
     except ImportError as error:
+        extra = EXTRAS.get(protocol)
+        how = f": install the agent's [{extra}] extra, pip install 'edge-lineage-agent[{extra}]'"
         raise StoreError(
-            f"reading {parts.scheme}:// needs the {PACKAGES[protocol]} package ({error})"
+            f"reading {parts.scheme}:// needs the {PACKAGES[protocol]} package"
+            f"{how if extra else ''} ({error})"
         ) from None
     if protocol == "webhdfs":  # its requests.Session sends without a timeout of its own
         adapter = _TimeoutAdapter()
