@@ -35,7 +35,7 @@ class DripStore(TinyProxy):
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             for _ in range(10_000):  # requests on one kept-alive connection
                 request = await _message(reader)
-                answer = await self._forward(request)
+                answer = await self._upstream(request)
                 if self.dripping.is_set() and b"list-type=2" in request.split(b"\r\n", 1)[0]:
                     self.lists_started += 1
                     sent = 0
@@ -52,7 +52,7 @@ class DripStore(TinyProxy):
                     await writer.drain()
         writer.close()
 
-    async def _forward(self, request: bytes) -> bytes:
+    async def _upstream(self, request: bytes) -> bytes:
         reader, writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         try:
             writer.write(request)

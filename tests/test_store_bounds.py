@@ -7,6 +7,7 @@ since when, until it answers again."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import sys
 import time
@@ -240,6 +241,8 @@ def test_config_check_names_the_extra_to_install(
     exact extra that brings it. (The library is hidden from the import system, since this
     machine has it installed for the other tests.)"""
     monkeypatch.setitem(sys.modules, "s3fs", None)  # `import s3fs` now raises ImportError
+    # ... and fsspec forgets the class it imported for other tests, so it imports it again.
+    monkeypatch.delitem(importlib.import_module("fsspec.registry")._registry, "s3", False)
     text = (
         f"lineage: {{transport: file, file: {{path: {tmp_path / 'events.jsonl'}}}}}\n"
         f"signing: {{key_path: {tmp_path / 'key'}}}\n"
