@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +44,29 @@ class S3Server:
             region_name=self.env["AWS_DEFAULT_REGION"],
         )
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return (self.env["AWS_SECRET_ACCESS_KEY"],)
+
+    def url(self, prefix: str) -> str:
+        return f"s3a://{self.bucket}/{prefix}"
+
+    def put(self, key: str, body: bytes) -> None:
+        self.client().put_object(Bucket=self.bucket, Key=key, Body=body)
+
+    def delete(self, key: str) -> None:
+        self.client().delete_object(Bucket=self.bucket, Key=key)
+
     def upload_tree(self, local: Path, prefix: str) -> None:
         """Copy every file under `local` to `prefix/<relative path>` in the bucket."""
-        client = self.client()
-        for path in sorted(local.rglob("*")):
-            if path.is_file():
-                key = f"{prefix.rstrip('/')}/{path.relative_to(local).as_posix()}"
-                client.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+        upload_tree(self.put, local, prefix)
+
+
+def upload_tree(put: Callable[[str, bytes], None], local: Path, prefix: str) -> None:
+    """`put` every file under `local` as `prefix/<relative path>`."""
+    for path in sorted(local.rglob("*")):
+        if path.is_file():
+            put(f"{prefix.rstrip('/')}/{path.relative_to(local).as_posix()}", path.read_bytes())
 
 
 @contextmanager
@@ -67,6 +83,20 @@ def environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def wait_listening(process: subprocess.Popen[Any], port: int, what: str) -> None:
+    """Until `process` accepts connections on loopback `port`; RuntimeError if it exits or
+    takes longer than START_TIMEOUT."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.1)
 
 
 def free_port() -> int:
@@ -94,15 +124,7 @@ def running_s3(bucket: str = "spark-logs", log: Path | None = None) -> Iterator[
         env={**os.environ, **env},
     )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the moto S3 server did not start") from None
-                time.sleep(0.1)
+        wait_listening(process, port, "the moto S3 server")
         server = S3Server(endpoint, bucket, env)
         server.client().create_bucket(Bucket=bucket)
         yield server
