@@ -58,7 +58,7 @@ class EmulatedStore:
     secrets: tuple[str, ...]
     put: Callable[[str, bytes], None]
     delete: Callable[[str], None]
-    requests_with_token: Callable[[], int] = lambda: 0
+    token_exchanges: Callable[[], int] = lambda: 0
 
     def url(self, prefix: str) -> str:
         return f"{self.scheme_root}/{prefix}"

@@ -190,6 +190,14 @@ def test_the_daemon_follows_the_store_and_shows_no_credential(
     assert not [secret for secret in store.secrets if secret in output or secret in written]
 
 
+def test_gcs_is_read_with_the_service_account_token(gcs: EmulatedStore) -> None:
+    """gcsfs reads the emulator with the token bought by the key file's signed assertion
+    (the emulator itself checks no token, so the loopback token endpoint counts)."""
+    gcs.put("token/app-1", b"{}\n")
+    assert [e.name for e in stores.listdir(gcs.url("token"))] == ["app-1"]
+    assert gcs.token_exchanges() >= 1
+
+
 def _read_part(source: SparkSource, name: str) -> bool:
     for app in source.apps.values():
         position = app.log.reader.position
