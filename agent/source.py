@@ -4,6 +4,7 @@ may ask of a source that follows applications."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -50,6 +51,33 @@ class ApplicationStatus:
     log: str
     complete: bool  # Spark finished writing the log
     summary: Any  # the translator's snapshot: runs, datasets, counters
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """One followed directory on a store (S3, GCS, Azure, HDFS) as `status`, `describe` and
+    /healthz show it: when it was last listed whole, and what failed since."""
+
+    directory: str  # its URL, without a password
+    last_listing: float | None  # unix time the last whole listing ended; None: none yet
+    applications: int  # applications that listing found
+    last_error: str | None  # why the looks since then failed; None while they succeed
+    error_since: float | None  # unix time of the first of those failures
+
+    def problem(self) -> str | None:
+        """What /healthz says of it while it fails."""
+        if self.last_error is None:
+            return None
+        since = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.error_since or 0))
+        return f"event-log store {self.directory} failing since {since}: {self.last_error}"
+
+
+@runtime_checkable
+class StoreReport(Protocol):
+    """A source that follows directories on stores."""
+
+    def stores(self) -> Sequence[StoreStatus]:
+        """Each followed directory on a store, as it stands now."""
 
 
 @dataclass(frozen=True, slots=True)

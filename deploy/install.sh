@@ -4,6 +4,7 @@
 #
 #   install.sh [--root DIR] [--source PROJECT_DIR_OR_WHEEL] [--python PYTHON]
 #              [--python-env EXISTING_VENV] [--unit-dir DIR] [--no-systemctl]
+#              [--extras s3,gcs,azure]
 #
 # What it does, each step only when needed (running it again changes nothing):
 #   - the system user and group lineage-agent: a sysusers.d entry, and on a live system
@@ -50,6 +51,7 @@ die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
 usage() {
   echo "usage: install.sh [--root DIR] [--source PROJECT_DIR_OR_WHEEL] [--python PYTHON]"
   echo "                  [--python-env EXISTING_VENV] [--unit-dir DIR] [--no-systemctl]"
+  echo "                  [--extras s3,gcs,azure]"
   echo
   echo "  --root DIR       stage the tree below DIR (an image's root file system or a package"
   echo "                   build) instead of installing into this system"
@@ -61,6 +63,9 @@ usage() {
   echo "  --unit-dir DIR   where the unit goes, as the target system sees it (default:"
   echo "                   /etc/systemd/system here, /usr/lib/systemd/system with --root)"
   echo "  --no-systemctl   no daemon-reload or enable (a container build)"
+  echo "  --extras LIST    the libraries of the stores spark.event_log_dirs names, installed"
+  echo "                   with the agent: s3 (s3://, s3a://), gcs (gs://), azure (abfs[s]://);"
+  echo "                   'lineage-agent config check' names the one a URL needs"
   echo
   echo "No signing key is installed or staged: the agent makes the node's key at its first"
   echo "start (signing.key_path, default /var/lib/lineage-agent/ed25519.key, mode 0600)."
@@ -72,6 +77,7 @@ python=
 python_env=
 unit_dir=
 use_systemctl=1
+extras=
 while (($#)); do
   case $1 in
     --root) root=${2:?--root needs a directory}; shift 2 ;;
@@ -80,12 +86,23 @@ while (($#)); do
     --python-env) python_env=${2:?--python-env needs a virtual environment}; shift 2 ;;
     --unit-dir) unit_dir=${2:?--unit-dir needs a directory}; shift 2 ;;
     --no-systemctl) use_systemctl=0; shift ;;
+    --extras) extras=${2?--extras needs a list such as s3,gcs}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) printf 'install: error: unknown argument: %s\n' "$1" >&2; usage >&2; exit 2 ;;
   esac
 done
 
 [[ -d $root ]] || die "--root $root: no such directory"
+# The optional dependencies of pyproject.toml that bring a store's library.
+for extra in ${extras//,/ }; do
+  case $extra in
+    s3 | gcs | azure) ;;
+    *) die "--extras $extras: unknown extra '$extra' (known: s3, gcs, azure)" ;;
+  esac
+done
+[[ -z $extras || -z $python_env ]] ||
+  die "--extras installs into the environment install.sh makes; with --python-env, install" \
+    "them into $python_env itself (pip install 'edge-lineage-agent[$extras]')"
 root=$(cd "$root" && pwd -P)
 live=0  # installing into the running system (not staging a tree)
 [[ $root == / ]] && live=1
@@ -251,7 +268,7 @@ else
   else
     staged_python
   fi
-  want=$(source_fingerprint "$source_path")
+  want=$(source_fingerprint "$source_path")${extras:+ [$extras]}
   stamp=$venv/.lineage-agent-source
   installed=0
   if [[ -x $venv/bin/lineage-agent && -f $stamp && $(<"$stamp") == "$want" ]]; then
@@ -266,11 +283,12 @@ else
     fi
     pip=("$venv/bin/python" -m pip install --quiet --upgrade --disable-pip-version-check
       --root-user-action=ignore)
+    spec=$source_path${extras:+[$extras]}
     if ((live)); then
-      "${pip[@]}" "$source_path"
+      "${pip[@]}" "$spec"
     else
       venv_paths build
-      "${pip[@]}" --no-compile "$source_path"
+      "${pip[@]}" --no-compile "$spec"
       venv_paths image
       say "$venv runs the image's ${python#"$prefix"} (made with $python)"
     fi

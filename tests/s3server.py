@@ -3,7 +3,7 @@ store-discovery benchmark, with the AWS variables that point clients at it.
 
 `running_s3(bucket)`: a context manager that starts `moto.server` on a free loopback port,
 creates `bucket`, yields an `S3Server` and stops the process (SIGTERM, then SIGKILL);
-`aws_environment(server)` points this process's `AWS_*` variables at it for a while. The
+`environment(server.env)` points this process's `AWS_*` variables at it for a while. The
 credentials are moto's dummies, passed only through the standard `AWS_*` variables, the way a
 deployment passes real ones: the agent itself never sees them.
 """
@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,21 +45,37 @@ class S3Server:
             region_name=self.env["AWS_DEFAULT_REGION"],
         )
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return (self.env["AWS_SECRET_ACCESS_KEY"],)
+
+    def url(self, prefix: str) -> str:
+        return f"s3a://{self.bucket}/{prefix}"
+
+    def put(self, key: str, body: bytes) -> None:
+        self.client().put_object(Bucket=self.bucket, Key=key, Body=body)
+
+    def delete(self, key: str) -> None:
+        self.client().delete_object(Bucket=self.bucket, Key=key)
+
     def upload_tree(self, local: Path, prefix: str) -> None:
         """Copy every file under `local` to `prefix/<relative path>` in the bucket."""
-        client = self.client()
-        for path in sorted(local.rglob("*")):
-            if path.is_file():
-                key = f"{prefix.rstrip('/')}/{path.relative_to(local).as_posix()}"
-                client.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+        upload_tree(self.put, local, prefix)
+
+
+def upload_tree(put: Callable[[str, bytes], None], local: Path, prefix: str) -> None:
+    """`put` every file under `local` as `prefix/<relative path>`."""
+    for path in sorted(local.rglob("*")):
+        if path.is_file():
+            put(f"{prefix.rstrip('/')}/{path.relative_to(local).as_posix()}", path.read_bytes())
 
 
 @contextmanager
-def aws_environment(server: S3Server) -> Iterator[None]:
-    """The `AWS_*` variables of this process point at `server` (the agent's credentials chain
-    reads them) until the block ends; then they are as they were."""
-    saved = {name: os.environ.get(name) for name in server.env}
-    os.environ.update(server.env)
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """`os.environ` with `env` set while the block runs (the variables through which the
+    agent's store libraries find a store and its credentials), as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
     try:
         yield
     finally:
@@ -68,6 +84,20 @@ def aws_environment(server: S3Server) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def wait_listening(process: subprocess.Popen[Any], port: int, what: str) -> None:
+    """Until `process` accepts connections on loopback `port`; RuntimeError if it exits or
+    takes longer than START_TIMEOUT."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.1)
 
 
 def free_port() -> int:
@@ -95,15 +125,7 @@ def running_s3(bucket: str = "spark-logs", log: Path | None = None) -> Iterator[
         env={**os.environ, **env},
     )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the moto S3 server did not start") from None
-                time.sleep(0.1)
+        wait_listening(process, port, "the moto S3 server")
         server = S3Server(endpoint, bucket, env)
         server.client().create_bucket(Bucket=bucket)
         yield server

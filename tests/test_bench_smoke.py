@@ -70,7 +70,14 @@ FIGURES = {
         "rss_horizon_including_peak_mib",
     ],
     "state": ["claims_per_second", "failover_seconds"],
-    "stores": ["first_scan_requests", "steady_requests_per_minute", "rss_mib"],
+    "stores": [
+        "first_scan_requests",
+        "steady_requests_per_minute",
+        "rss_mib",
+        "listing_seconds",
+        "listing_requests",
+        "listing_rss_growth_mib",
+    ],
     "spool": [
         "submit_to_delivery_cpu_per_event_with_spool",
         "submit_to_delivery_cpu_per_event_with_fsync",

@@ -1,5 +1,6 @@
-"""Event logs on S3: real Spark logs copied to an S3-compatible server on loopback (moto in
-server mode) and read through the Spark source, against the same logs read from local disk."""
+"""Event logs on stores: real Spark logs copied to an S3-compatible server on loopback (moto in
+server mode), a GCS emulator and Azurite (tests/emulators.py), and read through the Spark source
+and the real daemon, against the same logs read from local disk."""
 
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ from agent.spark.follow import liveness
 from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
-from tests.s3server import S3Server, aws_environment, running_s3
+from tests.agentproc import keygen, write_config
+from tests.bench.harness import agent_process
+from tests.emulators import EmulatedStore, running_azurite, running_gcs
+from tests.s3server import S3Server, environment, running_s3
 from tests.spark_logs import CODECS, LAYOUTS, SparkLogs, running_app
-from tests.spark_scenarios import source_running
+from tests.spark_scenarios import events_in, source_running, wait_events
 from tests.test_watcher import run_until, settled
 
 pytestmark = pytest.mark.spark
@@ -35,9 +39,36 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """One S3 server for the session, with the AWS variables pointing at it."""
-    log = tmp_path_factory.mktemp("s3") / "moto.log"
-    with running_s3(log=log) as server, aws_environment(server):
+    with (
+        running_s3(log=tmp_path_factory.mktemp("s3") / "moto.log") as server,
+        environment(server.env),
+    ):
         yield server
+
+
+@pytest.fixture(scope="session")
+def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatedStore]:
+    """One GCS emulator for the session, with the variables pointing gcsfs at it."""
+    with running_gcs(tmp_path_factory.mktemp("gcs")) as server, environment(server.env):
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatedStore]:
+    """One Azurite for the session, with the connection string pointing adlfs at it."""
+    with running_azurite(tmp_path_factory.mktemp("azure")) as server, environment(server.env):
+        yield server
+
+
+Store = S3Server | EmulatedStore
+STORES = ["s3", "gcs", "azure"]
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> Store:
+    """Each store in turn: the same checks hold for S3, GCS and Azure."""
+    server: Store = request.getfixturevalue(request.param)
+    return server
 
 
 def url(s3: S3Server, prefix: str) -> str:
@@ -57,17 +88,17 @@ def source_for(
 
 
 async def test_byte_identical_to_local_disk(
-    s3: S3Server, spark_logs: SparkLogs, tmp_path: Path
+    store: Store, spark_logs: SparkLogs, tmp_path: Path
 ) -> None:
-    """Every layout and codec read from S3 gives the very bytes read from local disk."""
+    """Every layout and codec read from the store gives the very bytes read from local disk."""
     for layout_name in LAYOUTS:
         for codec in CODECS:
             local = spark_logs.directory(layout_name, codec)
-            s3.upload_tree(local, f"identity/{layout_name}-{codec}")
+            store.upload_tree(local, f"identity/{layout_name}-{codec}")
             runs = []
             for name, directory in (
                 ("local", str(local)),
-                ("s3", url(s3, f"identity/{layout_name}-{codec}")),
+                ("store", store.url(f"identity/{layout_name}-{codec}")),
             ):
                 source, _ = source_for([directory], tmp_path / f"{layout_name}-{codec}-{name}")
                 emitted = await run_until(source, settled(source))
@@ -96,7 +127,7 @@ async def test_restart_emits_nothing_twice_and_counts_requests(
 
 
 async def test_rolling_parts_read_as_they_appear(
-    s3: S3Server, spark_logs: SparkLogs, tmp_path: Path
+    store: Store, spark_logs: SparkLogs, tmp_path: Path
 ) -> None:
     """A rolling log's parts are read as each appears; it ends when appstatus loses
     .inprogress, with the same events as the whole log read at once."""
@@ -108,28 +139,63 @@ async def test_rolling_parts_read_as_they_appear(
     assert len(parts) >= 2
     status = next(p.name for p in rolling.iterdir() if p.name.startswith("appstatus_"))
     prefix = f"parts/{rolling.name}"
-    client = s3.client()
-    client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{status}.inprogress", Body=b"")
-    source, _ = source_for([url(s3, "parts")], tmp_path / "state", store_poll_interval=0.2)
+    store.put(f"{prefix}/{status}.inprogress", b"")
+    source, _ = source_for([store.url("parts")], tmp_path / "state", store_poll_interval=0.2)
     async with source_running(source) as emitted:
         for number, part in enumerate(parts):
-            client.put_object(Bucket=s3.bucket, Key=f"{prefix}/{part.name}", Body=part.read_bytes())
+            store.put(f"{prefix}/{part.name}", part.read_bytes())
             async with asyncio.timeout(30):
                 # The first part's START comes before the next part exists.
                 while not _read_part(source, part.name) or (number == 0 and not emitted):
                     await asyncio.sleep(0.05)
-        client.copy_object(
-            Bucket=s3.bucket,
-            Key=f"{prefix}/{status}",
-            CopySource={"Bucket": s3.bucket, "Key": f"{prefix}/{status}.inprogress"},
-        )
-        client.delete_object(Bucket=s3.bucket, Key=f"{prefix}/{status}.inprogress")
+        # Spark renames the empty status file: a new object, then the old one gone.
+        store.put(f"{prefix}/{status}", b"")
+        store.delete(f"{prefix}/{status}.inprogress")
         async with asyncio.timeout(30):
             while source.apps or source._first_scan:
                 await asyncio.sleep(0.05)
     whole, _ = source_for([str(spark_logs.multi)], tmp_path / "whole")
     expected = await run_until(whole, settled(whole))
     assert [orjson.dumps(e) for _, e in emitted] == [orjson.dumps(e) for _, e in expected]
+
+
+def test_the_daemon_follows_the_store_and_shows_no_credential(
+    store: Store, spark_logs: SparkLogs, tmp_path: Path
+) -> None:
+    """The real daemon following a directory on the store sends the events of a local replay
+    of the same logs, and no credential of the store is in its output or its events."""
+    store.upload_tree(spark_logs.multi, "daemon")
+    local, _ = source_for([spark_logs.multi], tmp_path / "local")
+    expected = [event for _, event in asyncio.run(run_until(local, settled(local)))]
+    keygen(tmp_path)
+    events = tmp_path / "events.jsonl"
+    config = write_config(
+        tmp_path,
+        {"transport": "file", "file": {"path": str(events)}},
+        spark={
+            "event_log_dirs": [store.url("daemon")],
+            "store_poll_interval": "0.5s",
+            "replay_horizon": 0,
+        },
+    )
+    with agent_process(config) as agent:
+        wait_events(events, lambda sent: len(sent) >= len(expected), seconds=60)
+        agent.stop()
+        output = agent.raw_output()
+    sent = events_in(events)
+    # The daemon signs each event; what it signs is the replay's event.
+    assert all(e["run"]["facets"].pop("lineageAgent_signature") for e in sent)
+    assert sent == expected
+    written = events.read_text()
+    assert not [secret for secret in store.secrets if secret in output or secret in written]
+
+
+def test_gcs_is_read_with_the_service_account_token(gcs: EmulatedStore) -> None:
+    """gcsfs reads the emulator with the token bought by the key file's signed assertion
+    (the emulator itself checks no token, so the loopback token endpoint counts)."""
+    gcs.put("token/app-1", b"{}\n")
+    assert [e.name for e in stores.listdir(gcs.url("token"))] == ["app-1"]
+    assert gcs.token_exchanges() >= 1
 
 
 def _read_part(source: SparkSource, name: str) -> bool:
@@ -284,7 +350,10 @@ async def test_spark_writes_to_s3_and_the_agent_follows(s3: S3Server, tmp_path: 
             async with asyncio.timeout(60):  # appstatus_*.inprogress shows the application
                 while not source.apps:
                     await asyncio.sleep(0.05)
-            await asyncio.to_thread(app.finish)
+            for step, done in (("go-job", None), ("release", "job-done"), ("go-stop", "stopped")):
+                app.signal(step)
+                if done:
+                    await asyncio.to_thread(app.wait, done)
             async with asyncio.timeout(60):
                 while not any(
                     e["eventType"] == "COMPLETE" and "parent" not in e["run"]["facets"]

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -1033,3 +1034,25 @@ def test_marquez_endpoint_matches_the_compose_api_port(name: str) -> None:
     api_port = int(environment["MARQUEZ_PORT"])
     assert (url.hostname, url.port, url.path) == ("localhost", 5000, "/api/v1/lineage")
     assert ("127.0.0.1", url.port, api_port) in published_ports(api)
+
+
+def test_install_refuses_unknown_extras_and_extras_with_a_linked_environment(
+    tmp_path: Path,
+) -> None:
+    """--extras takes the store extras pyproject.toml defines, named back in the error when
+    another is given, and refuses to be combined with --python-env (an environment
+    install.sh does not make), before anything is staged."""
+    root = tmp_path / "root"
+    root.mkdir()
+    unknown = run_script(INSTALL, "--root", str(root), "--extras", "s3,hdfs")
+    assert unknown.returncode == 1
+    assert unknown.stderr == (
+        "install: error: --extras s3,hdfs: unknown extra 'hdfs' (known: s3, gcs, azure)\n"
+    )
+    refused = run_script(
+        INSTALL, "--root", str(root), "--extras", "gcs", "--python-env", str(tmp_path)
+    )
+    assert refused.returncode == 1 and "pip install 'edge-lineage-agent[gcs]'" in refused.stderr
+    assert list(root.iterdir()) == []
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert {"s3", "gcs", "azure"} <= set(project["optional-dependencies"])

@@ -296,6 +296,11 @@ class SparkConfig:
     poll_interval: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 1.0
     # how often logs on a store (URLs above) are listed and read: each look costs requests
     store_poll_interval: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 10.0
+    # how far back a log on a store is still followed: older single-file logs in a listing
+    # are passed over as it pages, never held or read; 0 follows every one
+    store_horizon: Annotated[float, Kind.DURATION, Bounds(0, 3650 * DAY)] = 7 * DAY
+    # one request to a store, whole (connect, first byte, body), before it is given up
+    store_request_timeout: Annotated[float, Kind.DURATION, Bounds(0, HOUR, low_open=True)] = 30.0
     # an in-progress log that has not grown this long is checked
     stale_after: Annotated[float, Kind.DURATION, Bounds(0, 30 * DAY, low_open=True)] = 600.0
     # RUNNING events with live counters; 0 disables

@@ -42,7 +42,7 @@ from agent.service.owned import OwnedFiles
 from agent.service.preflight import check_startup
 from agent.service.reload import apply_config, signer_of
 from agent.service.sdnotify import Notifier, watchdog_interval
-from agent.source import ApplicationControl, Source, SourceContext
+from agent.source import ApplicationControl, Source, SourceContext, StoreReport, StoreStatus
 from agent.state.opening import open_state
 from agent.state.reach import Reachable
 from agent.state.store import StateStore, call
@@ -369,6 +369,9 @@ class Daemon:
         pipeline = self.pipeline
         status: str = "ok" if self.phase == "running" else self.phase
         problems = self.owned.described()
+        apps = self.applications
+        stores: list[StoreStatus] = list(apps.stores()) if isinstance(apps, StoreReport) else []
+        problems += [problem for problem in (s.problem() for s in stores) if problem]
         state = self.state_db
         reach = state.reach.now() if isinstance(state, Reachable) else None
         if reach is not None and not reach.reachable:  # from memory: never waits on it
@@ -390,6 +393,7 @@ class Daemon:
             },
             "unhealthy_executions": len(self.health.unhealthy()),
             "problems": problems,
+            **({"stores": [asdict(s) for s in stores]} if stores else {}),
             **({} if reach is None else {"state_store": asdict(reach)}),
         }
         return json.dumps(body).encode()

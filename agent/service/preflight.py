@@ -249,14 +249,15 @@ def _store_notes(config: AgentConfig) -> list[str]:
         if not stores.is_url(url):
             continue
         where = f"spark.event_log_dirs[{i}]: {stores.redact(url)}"
-        try:
-            found = len(stores.listdir(url))
+        try:  # the first page only: a bucket may hold millions of objects
+            found = len(next(stores.pages(url), []))
         except FileNotFoundError:
             notes.append(f"{where}: does not exist yet (the agent waits for it)")
         except OSError as error:
             notes.append(f"{where}: cannot be listed from here: {error}")
         else:
-            notes.append(f"{where}: reachable from here ({found} entries)")
+            more = "+" if found >= stores.LIST_PAGE else ""
+            notes.append(f"{where}: reachable from here ({found}{more} entries)")
     return notes
 
 

@@ -208,6 +208,29 @@ class Metrics:
         )
         for request in ("list", "head", "get"):
             self.store_requests.labels(request=request)
+        # Per followed directory on a store (its URL without a password): a few at most.
+        self.store_up = gauge(
+            "lineage_eventlog_store_up",
+            "1 when the last look at an event-log directory on a store listed it whole, 0 "
+            "while it fails (unreachable, refused, or no whole answer within "
+            "spark.store_request_timeout).",
+            ["store"],
+        )
+        self.store_failures = counter(
+            "lineage_eventlog_store_failures",
+            "Looks at an event-log directory on a store that could not list it.",
+            ["store"],
+        )
+        self.store_last_listing = gauge(
+            "lineage_eventlog_store_last_listing_timestamp_seconds",
+            "Unix time the last whole listing of an event-log directory on a store ended.",
+            ["store"],
+        )
+        self.store_listing_seconds = gauge(
+            "lineage_eventlog_store_listing_seconds",
+            "How long the last look at an event-log directory on a store took, failed or not.",
+            ["store"],
+        )
         self.liveness_refused = counter(
             "lineage_liveness_refused",
             "Liveness lookups refused before any request: a driver or manager address from an "

@@ -14,7 +14,11 @@ Requests are the agent's own count (`lineage_eventlog_store_requests_total`).
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import harness
-from tests.s3server import S3Server, aws_environment, running_s3
+from tests.listserver import ListServer, running_listing
+from tests.s3server import S3Server, environment, running_s3
 
 POLL = 2.0  # spark.store_poll_interval of the run
 
@@ -31,10 +36,12 @@ POLL = 2.0  # spark.store_poll_interval of the run
 class Params:
     apps: int = 10_000
     steady_seconds: float = 60.0
+    objects: int = 1_000_000  # the prefix of the listing figures
 
 
 FULL = Params()
-SMOKE = Params(apps=100, steady_seconds=6.0)
+SMOKE = Params(apps=100, steady_seconds=6.0, objects=5_000)
+LIST_TIMEOUT = 3600.0  # seconds one listing child may take (a million objects: ~20 min)
 
 
 def populate(s3: S3Server, prefix: str, apps: int) -> None:
@@ -99,12 +106,109 @@ def follow(base: Path, url: str, apps: int, steady: float) -> dict[str, Any]:
     }
 
 
+def list_in_child(how: str, url: str, endpoint: str, server: ListServer) -> dict[str, Any]:
+    """One listing of `url` in a fresh interpreter (`how`: the agent's scan, or the plain
+    listing by the same library): seconds, LIST pages served and resident-set growth."""
+    pages = server.pages
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.stores", how, url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=LIST_TIMEOUT,
+        check=True,
+    )
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**figures, "requests": server.pages - pages}
+
+
+def listing_figures(result: harness.Result, objects: int) -> None:
+    """The agent's scan of a prefix of `objects` objects past the horizon against the plain
+    paginated listing of it by s3fs, each in its own interpreter, one after the other."""
+    with running_listing(objects) as server:
+        url = f"s3a://bench/logs-{objects}"
+        plain = list_in_child("plain", url, server.endpoint, server)
+        agent = list_in_child("agent", url, server.endpoint, server)
+    result.setup["listing"] = {
+        "objects": objects,
+        "store": "tests.listserver on loopback (ListObjectsV2, 1,000 names a page)",
+        "plain": "s3fs ls(detail=True) of the prefix, every page, held as a list",
+        "agent": "discovery.listing with every object past store_horizon",
+    }
+    result.add(
+        harness.Figure(
+            "listing_seconds",
+            agent["seconds"],
+            "s",
+            "the plain paginated listing of the same prefix",
+            plain["seconds"],
+            harness.Target("<=", 1.2),
+        )
+    )
+    result.add(
+        harness.Figure(
+            "listing_requests",
+            agent["requests"],
+            "requests",
+            "the plain paginated listing's LIST pages",
+            plain["requests"],
+            harness.Target("<=", 1.0),
+        )
+    )
+    result.add(
+        harness.Figure(
+            "listing_rss_growth_mib",
+            agent["rss_growth_mib"],
+            "MiB",
+            "the plain listing's growth (it holds every object)",
+            plain["rss_growth_mib"],
+            harness.Target("<=", 64.0, on="value"),
+            {
+                "agent_peak_rss_mib": agent["peak_rss_mib"],
+                "plain_peak_rss_mib": plain["peak_rss_mib"],
+            },
+        )
+    )
+
+
+def child(how: str, url: str) -> None:
+    """In the child: list `url` once as `how` says and print the figures as JSON."""
+    import fsspec
+
+    from agent.spark.eventlog import discovery, stores
+
+    pid = os.getpid()
+    stores.configure(300.0)  # a page, not the whole listing, has this deadline
+    fs = fsspec.filesystem("s3", skip_instance_cache=True, use_listings_cache=False)
+    before = harness.rss_mib(pid)
+    began = time.monotonic()
+    if how == "agent":
+        found = len(discovery.listing(url, since_ns=time.time_ns()).refs)
+    else:
+        found = len(fs.ls(url.partition("://")[2], detail=True))
+    seconds = time.monotonic() - began
+    peak = harness.peak_rss_mib(pid)
+    figures = {"seconds": seconds, "found": found, "peak_rss_mib": peak}
+    print(json.dumps({**figures, "rss_growth_mib": peak - before}))
+
+
 def run(context: harness.Context) -> harness.Result:
     params = SMOKE if context.smoke else FULL
     result = harness.Result("stores", "python -m tests.bench stores")
     base = context.directory("stores-runs")
-    # the agent's credentials chain reads the AWS_* variables
-    with running_s3("bench-logs", log=base / "moto.log") as s3, aws_environment(s3):
+    # The AWS_* variables: the chain through which the agent finds the store.
+    with (
+        running_s3("bench-logs", log=base / "moto.log") as s3,
+        environment(s3.env),
+    ):  # AWS_* variables: the agent's chain
         began = time.monotonic()
         populate(s3, "apps", params.apps)
         s3.client().put_object(Bucket=s3.bucket, Key="empty/", Body=b"")
@@ -160,8 +264,13 @@ def run(context: harness.Context) -> harness.Result:
             {"peak_rss_mib": round(full["peak_rss_mib"], 1)},
         )
     )
+    listing_figures(result, params.objects)
     result.notes.append(
         "After the first scan no finished application is listed or read again: the steady "
         "cost is the directory's LIST pages (1,000 names each) per store_poll_interval."
     )
     return result
+
+
+if __name__ == "__main__":
+    child(sys.argv[1], sys.argv[2])

@@ -23,7 +23,7 @@ from agent.config.model import AgentConfig
 from agent.delivery.pipeline import Pipeline
 from agent.errors import ControlError
 from agent.service.control.peers import user_name
-from agent.source import ApplicationControl, ApplicationStatus
+from agent.source import ApplicationControl, ApplicationStatus, StoreReport, StoreStatus
 from agent.state.reach import Reachable
 from agent.state.store import Leases, StateStore, call
 from agent.telemetry.health import HealthTracker
@@ -102,6 +102,7 @@ class Handlers:
                         drops.setdefault(transport, {})[sample.labels["reason"]] = sample.value
         pipeline = agent.pipeline
         apps = agent.applications
+        stores = _stores(apps)
         return {
             "state": agent.phase,
             "version": __version__,
@@ -132,6 +133,7 @@ class Handlers:
                 }
                 for app in (apps.applications() if apps else ())
             ],
+            **({"stores": [dataclasses.asdict(s) for s in stores]} if stores else {}),
             **(await self.leases()),
         }
 
@@ -183,6 +185,8 @@ class Handlers:
                 raise ControlError(f"the state database did not answer: {error}") from None
         if app is None and not emitted and not ledger:
             raise ControlError(f"unknown application {app_id}: this agent has not seen it")
+        # The store its log is on, if any: how fresh the view of it is.
+        store = [s for s in _stores(apps) if app and app.log.startswith(f"{s.directory}/")]
         return {
             "app_id": app_id,
             "tracked": app is not None,
@@ -191,6 +195,7 @@ class Handlers:
             "deliveries": ledger,
             "health": agent.health.get(app_id).as_dict(),
             "stop": stop,
+            **({"store": dataclasses.asdict(store[0])} if store else {}),
         }
 
     @staticmethod
@@ -244,6 +249,11 @@ class Handlers:
             grace=grace,
         )
         return {**dataclasses.asdict(outcome), "pids": list(outcome.pids)}
+
+
+def _stores(apps: ApplicationControl | None) -> list[StoreStatus]:
+    """The followed directories on stores, when the source follows any."""
+    return list(apps.stores()) if isinstance(apps, StoreReport) else []
 
 
 def _exec_id(request: dict[str, Any]) -> str:

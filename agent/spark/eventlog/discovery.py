@@ -42,6 +42,7 @@ from agent.spark.eventlog.layout import (
 )
 
 STORE_LISTINGS: Final = 8  # rolling directories on a store listed at once
+MAX_LEFT_OUT: Final = 1000  # names of entries left out that one store listing reports
 HOLLOW: Final = "nothing Spark wrote"  # a rolling directory with decoys only: no application
 
 
@@ -60,13 +61,15 @@ def scan(directory: str | os.PathLike[str], skip: Container[str] = frozenset()) 
     return listing(directory, skip).refs
 
 
-def listing(directory: str | os.PathLike[str], skip: Container[str] = frozenset()) -> Listing:
+def listing(
+    directory: str | os.PathLike[str], skip: Container[str] = frozenset(), since_ns: int = 0
+) -> Listing:
     """Every application logged in `directory`, sorted by key, and the entries left out:
     one `os.scandir` of the directory, one stat per single-file log, one scandir plus stats
     per rolling directory. On a store, rolling directories whose key is in `skip` are not
-    listed (nor returned)."""
+    listed (nor returned), nor are single-file logs last written before `since_ns`."""
     if stores.is_url(str(directory)):
-        return _scan_store(str(directory), skip)
+        return _scan_store(str(directory), skip, since_ns)
     found: dict[str, LogRef] = {}
     left_out: list[str] = []
     with os.scandir(directory) as entries:
@@ -196,24 +199,28 @@ def _rolling(path: str, key: str) -> LogRef | None:
 # -- logs on a store ---------------------------------------------------------------------------
 
 
-def _scan_store(directory: str, skip: Container[str]) -> Listing:
+def _scan_store(directory: str, skip: Container[str], since_ns: int) -> Listing:
+    """The listing of a directory on a store, taken page by page as each arrives: what it
+    keeps is the applications it returns, never the whole listing (a bucket may hold
+    millions of objects), nor more than MAX_LEFT_OUT names of entries it left out."""
     found: dict[str, LogRef] = {}
     refs: list[LogRef | None] = []
     left_out: list[str] = []
     rolling: list[tuple[str, str]] = []  # (url, key) of the directories to list
-    for entry in sorted(stores.listdir(directory), key=lambda e: e.name):
-        if ignored(entry.name):
-            continue
-        key = names.rolling(entry.name) if entry.is_dir else None
-        if entry.is_dir and key is None:
-            left_out.append(entry.url)
-        elif key is not None:
-            if key not in skip:
-                rolling.append((entry.url, key))
-        elif names.single(entry.name) is None:
-            left_out.append(entry.url)
-        else:
-            refs.append(_single_store(entry))
+    for page in stores.pages(directory):
+        for entry in page:
+            if ignored(entry.name):
+                continue
+            key = names.rolling(entry.name) if entry.is_dir else None
+            if key is not None:
+                if key not in skip:
+                    rolling.append((entry.url, key))
+            elif entry.is_dir or names.single(entry.name) is None:
+                if len(left_out) < MAX_LEFT_OUT:
+                    left_out.append(entry.url)
+            elif entry.mtime_ns >= since_ns:  # older: past the horizon, passed over
+                refs.append(_single_store(entry))
+        page = []  # one page held at a time
     # A LIST per rolling directory: a few at once, as their cost is the store's latency.
     with ThreadPoolExecutor(STORE_LISTINGS, thread_name_prefix="eventlog-list") as pool:
         refs.extend(pool.map(lambda item: _rolling_store(*item), rolling))

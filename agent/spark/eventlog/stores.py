@@ -1,11 +1,18 @@
 """Event logs on a shared store (S3, GCS, Azure, HDFS) through fsspec, as blocking calls.
 
 Every function here blocks on the network and is called from a worker thread (discovery and
-reading already run there), never from the event loop. Each request has a bounded time (the
-connect and read timeouts below, one retry at most), so a hung store delays a pass, never
-the deliveries. Credentials come from each library's standard chain (for S3: the `AWS_*`
-variables, `AWS_PROFILE`, instance roles, `AWS_ENDPOINT_URL` for S3-compatible stores); the
-agent never reads, logs or passes them, and `redact` takes the password out of a URL before
+reading already run there), never from the event loop. Each request is bounded as a whole,
+not per read: on S3, GCS and Azure (asynchronous libraries) the request, its retry, its first
+byte and its whole body must come within `deadline()` seconds (`configure`), or the request
+is cancelled and fails as a StoreError, so a store that drips its answer a byte at a time
+holds one listing for that long and no longer. A listing on S3 is paged by the agent itself
+(`pages`): each LIST page is one request with its own deadline, so a large prefix is never
+cut short by the deadline of the whole. WebHDFS (blocking `requests`) has the connect and
+read timeouts below, per read.
+
+Credentials come from each library's standard chain (for S3: the `AWS_*` variables,
+`AWS_PROFILE`, instance roles, `AWS_ENDPOINT_URL` for S3-compatible stores); the agent never
+reads, logs or passes them, and `redact` takes the password out of a URL before
 it reaches a log line.
 
 Objects have no inode: a file's identity (the `ino` of a position) is a hash of its URL
@@ -19,17 +26,19 @@ Listings are never cached (fsspec's directory cache would hide new parts).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import math
 import os
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
+import fsspec.asyn
 from requests.adapters import HTTPAdapter
 
 #: URL schemes Spark writes event logs to, and the fsspec implementation that reads each.
@@ -44,14 +53,28 @@ SCHEMES: Final = {
 }
 #: The pip package that provides each implementation (named in the error when it is missing).
 PACKAGES: Final = {"s3": "s3fs", "gs": "gcsfs", "abfs": "adlfs", "webhdfs": "fsspec"}
+#: The agent's extra (pyproject's optional dependencies) that brings each of those packages.
+EXTRAS: Final = {"s3": "s3", "gs": "gcs", "abfs": "azure"}
 CONNECT_TIMEOUT: Final = 5.0  # seconds per connection attempt
 READ_TIMEOUT: Final = 20.0  # seconds per response
+REQUEST_DEADLINE: Final = 30.0  # seconds for a whole request (spark.store_request_timeout)
 LIST_PAGE: Final = 1000  # names per LIST request (S3's, GCS's and WebHDFS' page)
 WEBHDFS_PORT: Final = 9870  # Hadoop 3's NameNode HTTP port, where WebHDFS answers
 
 Request = Literal["list", "head", "get"]
 _counts: Counter[str] = Counter()
 _counts_lock = threading.Lock()
+_deadline = REQUEST_DEADLINE
+
+
+def configure(request_timeout: float) -> None:
+    """The deadline of each whole request from now on (`spark.store_request_timeout`)."""
+    global _deadline
+    _deadline = request_timeout
+
+
+def deadline() -> float:
+    return _deadline
 
 
 class StoreError(OSError):
@@ -107,32 +130,88 @@ def child(directory: str, name: str) -> str:
 
 
 def listdir(url: str) -> list[Entry]:
-    """The entries directly under the directory `url`; FileNotFoundError when it does not
-    exist (an empty prefix on object stores), StoreError when the store cannot answer."""
+    """The entries directly under the directory `url` (all its `pages`)."""
+    return [entry for page in pages(url) for entry in page]
+
+
+def pages(url: str, start_after: str = "") -> Iterator[list[Entry]]:
+    """The entries directly under the directory `url`, a page at a time as each arrives
+    (names after `start_after` only, where the store can skip: S3); FileNotFoundError when it
+    does not exist (an empty prefix on object stores), StoreError when the store cannot
+    answer, or not within the deadline."""
     fs, path = _resolve(url)
+    base = path.rstrip("/")
+    seen = False
+    listed = _s3_pages(fs, base, start_after) if _protocol(url) == "s3" else _whole(fs, path)
+    for found in listed:
+        entries = []
+        for item in found:
+            name = str(item["name"]).rstrip("/").rpartition("/")[2]
+            if str(item["name"]).rstrip("/") == base or not name:
+                continue  # some stores list the directory itself
+            is_dir = item.get("type") == "directory"
+            size = int(item.get("size") or 0)
+            entries.append(Entry(name, child(url, name), is_dir, size, _mtime_ns(item)))
+        found = []  # one page held at a time: let this one go before the next request
+        seen = seen or bool(entries)
+        yield entries
+        entries = []
+    if not seen and not start_after and not _exists_dir(fs, path):
+        raise FileNotFoundError(2, "no such directory", redact(url))
+
+
+def _whole(fs: Any, path: str) -> Iterator[list[dict[str, Any]]]:
+    """The library's own listing (it pages through it: GCS, Azure, WebHDFS), as one page."""
     try:
-        found = fs.ls(path, detail=True)
+        found = _call(fs, "ls", path, detail=True)
     except FileNotFoundError:
         _count("list")
         raise
     except Exception as error:
         _count("list")
         raise _unavailable(error) from None
-    # The library pages through the listing: S3, GCS and WebHDFS answer 1,000 names a page.
-    _count("list", max(1, math.ceil(len(found) / LIST_PAGE)))
-    entries = []
-    base = path.rstrip("/")
-    for item in found:
-        name = str(item["name"]).rstrip("/").rpartition("/")[2]
-        if str(item["name"]).rstrip("/") == base or not name:
-            continue  # some stores list the directory itself
-        is_dir = item.get("type") == "directory"
-        entries.append(
-            Entry(name, child(url, name), is_dir, int(item.get("size") or 0), _mtime_ns(item))
-        )
-    if not entries and not _exists_dir(fs, path):
-        raise FileNotFoundError(2, "no such directory", redact(url))
-    return entries
+    # S3, GCS and WebHDFS answer 1,000 names a page.
+    _count("list", max(1, -(-len(found) // LIST_PAGE)))
+    yield found
+
+
+def _s3_pages(fs: Any, path: str, start_after: str) -> Iterator[list[dict[str, Any]]]:
+    """LIST pages of `path/` on S3, one request (with its deadline) per page."""
+    bucket, _, key = path.partition("/")
+    prefix = f"{key}/" if key else ""
+    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+    request["MaxKeys"] = LIST_PAGE
+    if start_after:
+        request["StartAfter"] = prefix + start_after
+    while True:
+        _count("list")
+        try:
+            page = _call(fs, "call_s3", "list_objects_v2", **request)
+        except FileNotFoundError:
+            raise
+        except Exception as error:
+            raise _unavailable(error) from None
+        found: list[dict[str, Any]] = [
+            {"name": f"{bucket}/{p['Prefix']}", "type": "directory"}
+            for p in page.get("CommonPrefixes", ())
+        ]
+        for item in page.get("Contents", ()):
+            found.append(
+                {
+                    "name": f"{bucket}/{item['Key']}",
+                    "type": "file",
+                    "size": item.get("Size", 0),
+                    "LastModified": item.get("LastModified"),
+                }
+            )
+        token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+        page = {}  # one page held at a time: let this one go before the next request
+        yield found
+        found = []
+        if not token:
+            return
+        request.pop("StartAfter", None)
+        request["ContinuationToken"] = token
 
 
 def stat(url: str) -> Entry | None:
@@ -140,7 +219,7 @@ def stat(url: str) -> Entry | None:
     fs, path = _resolve(url)
     _count("head")
     try:
-        item = fs.info(path)
+        item = _call(fs, "info", path)
     except FileNotFoundError:
         return None
     except Exception as error:
@@ -155,11 +234,11 @@ def read_range(url: str, start: int, end: int) -> bytes:
     fs, path = _resolve(url)
     _count("get")
     try:
-        if SCHEMES[urlsplit(url).scheme.lower()] == "webhdfs":
+        if _protocol(url) == "webhdfs":
             # WebHDFS' OPEN itself: fsspec's file object stops at the NameNode's length,
             # which leaves out what Spark flushed into a block still being written.
             return bytes(fs._call("OPEN", path=path, offset=start, length=end - start).content)
-        return bytes(fs.cat_file(path, start=start, end=end))
+        return bytes(_call(fs, "cat_file", path, start=start, end=end))
     except FileNotFoundError:
         raise
     except RuntimeError as error:
@@ -182,7 +261,7 @@ class RemoteFile:
         self.url = url
         self.offset = 0
         self.known_size = size
-        self.growing = SCHEMES[urlsplit(url).scheme.lower()] == "webhdfs"
+        self.growing = _protocol(url) == "webhdfs"
 
     def read(self, size: int) -> bytes:
         if self.offset >= self.known_size and not self.growing:
@@ -214,6 +293,19 @@ class RemoteFile:
 
 _systems: dict[tuple[str, str], Any] = {}
 _systems_lock = threading.Lock()
+
+
+def _protocol(url: str) -> str:
+    return SCHEMES[urlsplit(url).scheme.lower()]
+
+
+def _call(fs: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+    """One call of the file system, bounded as a whole where the library is asynchronous:
+    it runs on fsspec's own event loop and is cancelled at the deadline (FSTimeoutError)."""
+    if getattr(fs, "async_impl", False):
+        call = getattr(fs, f"_{method}")
+        return fsspec.asyn.sync(fs.loop, call, *args, timeout=_deadline, **kwargs)
+    return getattr(fs, method)(*args, **kwargs)
 
 
 def _resolve(url: str) -> tuple[Any, str]:
@@ -254,8 +346,11 @@ def _make(protocol: str, parts: Any) -> Any:
     try:
         fs = fsspec.filesystem(protocol, **options)
     except ImportError as error:
+        extra = EXTRAS.get(protocol)
+        how = f": install the agent's [{extra}] extra, pip install 'edge-lineage-agent[{extra}]'"
         raise StoreError(
-            f"reading {parts.scheme}:// needs the {PACKAGES[protocol]} package ({error})"
+            f"reading {parts.scheme}:// needs the {PACKAGES[protocol]} package"
+            f"{how if extra else ''} ({error})"
         ) from None
     if protocol == "webhdfs":  # its requests.Session sends without a timeout of its own
         adapter = _TimeoutAdapter()
@@ -275,7 +370,7 @@ class _TimeoutAdapter(HTTPAdapter):
 def _exists_dir(fs: Any, path: str) -> bool:
     _count("head")
     try:
-        return bool(fs.isdir(path))
+        return bool(_call(fs, "isdir", path))
     except Exception as error:
         raise _unavailable(error) from None
 
@@ -299,4 +394,9 @@ def _unavailable(error: Exception) -> StoreError:
     """The store's error as a StoreError whose text names no credential."""
     if isinstance(error, StoreError):
         return error
+    if isinstance(error, asyncio.TimeoutError):  # fsspec's FSTimeoutError is one
+        return StoreError(
+            f"no whole answer within {_deadline:g} s (spark.store_request_timeout): the "
+            "request was cancelled"
+        )
     return StoreError(f"{type(error).__name__}: {redact(str(error))}")

@@ -29,18 +29,24 @@ class Directories:
         self.missing: set[str] = set()  # not listable at the last look (logged once)
         self.on_ignored = on_ignored
         self.ignored: set[str] = set()  # entries Spark did not name, already logged
+        self.failed: dict[str, OSError] = {}  # why each directory failed at the last look
 
-    async def list(self, finished: Collection[str] = frozenset()) -> dict[str, list[LogRef]]:
+    async def list(
+        self, finished: Collection[str] = frozenset(), since_ns: int = 0
+    ) -> dict[str, list[LogRef]]:
         """The logs of each directory that can be listed now. In a thread: a directory on a
         slow or hung mount must not hold up the deliveries, the control socket or SIGTERM.
         `finished` (keys `<directory>/<name>`) spares a store the listing of rolling
-        directories of applications already finished."""
-        listed = await asyncio.to_thread(_list_all, self.paths, finished)
+        directories of applications already finished; single-file logs on a store last
+        written before `since_ns` are passed over."""
+        listed = await asyncio.to_thread(_list_all, self.paths, finished, since_ns)
         found: dict[str, list[LogRef]] = {}
         for directory, scanned in listed.items():
             if isinstance(scanned, OSError):
                 self._unlistable(directory, scanned)
+                self.failed[directory] = scanned
                 continue
+            self.failed.pop(directory, None)
             if directory in self.missing:
                 self.missing.discard(directory)
                 log.info("eventlog_dir_found", directory=directory)
@@ -79,7 +85,7 @@ class Directories:
 
 
 def _list_all(
-    directories: Sequence[str], finished: Collection[str]
+    directories: Sequence[str], finished: Collection[str], since_ns: int
 ) -> dict[str, Listing | OSError]:
     """Each directory's logs, or why it cannot be listed (blocking I/O)."""
     listed: dict[str, Listing | OSError] = {}
@@ -89,7 +95,7 @@ def _list_all(
             prefix = f"{directory.rstrip('/')}/"
             skip = {key[len(prefix) :] for key in finished if key.startswith(prefix)}
         try:
-            listed[directory] = listing(directory, skip)
+            listed[directory] = listing(directory, skip, since_ns)
         except OSError as error:
             listed[directory] = error
     return listed

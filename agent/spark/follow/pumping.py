@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -49,24 +50,23 @@ class Pumping:
     _finished: set[str]  # log keys not to read again
     _stops: dict[str, tuple[str, str]]  # app id -> (reason, requested by)
     _sink: Sink | None
-    _store_pass: bool  # this pass lists and reads the logs on stores
     guard: Guard  # what liveness lookups may ask, and how often
 
     # -- reading -----------------------------------------------------------------------------
 
-    async def _pump_all(self, stop: asyncio.Event) -> None:
+    async def _pump_all(self, stop: asyncio.Event, which: Callable[[str], bool]) -> None:
+        """Pump the applications whose key `which` takes (the local ones, or one store's:
+        each is pumped by one task only)."""
         # Iterate over keys, not a list of apps: a finished app must be freed during the pass.
         for key in list(self.apps):
             app = self.apps.get(key)
-            if app is None:
+            if app is None or not which(key):
                 continue
             if stop.is_set() or self.claims.refused:
                 return
             if app.term is not None and app.term.lost:
                 self._lose(app)
                 continue
-            if app.remote and not self._store_pass:
-                continue  # read at the store's own interval
             try:
                 await self._pump(app)
             except Exception as error:  # one log must never stop the others
@@ -202,9 +202,9 @@ class Pumping:
 
     # -- stale in-progress logs ----------------------------------------------------------------
 
-    async def _check_stale(self) -> None:
+    async def _check_stale(self, which: Callable[[str], bool]) -> None:
         ended = await liveness.close_dead(
-            list(self.apps.values()),
+            [app for key, app in self.apps.items() if which(key)],
             stale_after=self.spark.stale_after,
             stops=self._stops.get,
             on_lost=self.metrics.applications_ended.labels(cause="driver_lost").inc,

@@ -39,7 +39,7 @@ from typing import Final
 import structlog
 
 from agent.config.model import AgentConfig, LivenessConfig, SparkConfig
-from agent.source import Sink, SourceContext
+from agent.source import Sink, SourceContext, StoreStatus
 from agent.spark.eventlog import stores
 from agent.spark.eventlog.inotify import DirectoryWatch
 from agent.spark.eventlog.layout import LogRef
@@ -52,6 +52,7 @@ from agent.spark.follow.driver.outbound import Guard
 from agent.spark.follow.followed import Followed
 from agent.spark.follow.leasing import Leasing
 from agent.spark.follow.problems import LogProblems
+from agent.spark.follow.storewatch import StoreDirectory
 from agent.spark.tables.metadata import DiskTableMetadata
 from agent.state.db import LogPosition
 from agent.state.store import LeaseLost, Leases, StateStore, Term, call
@@ -106,18 +107,21 @@ class SparkSource(Control):
         local = [d for d in spark.event_log_dirs if not stores.is_url(d)]
         ignored = metrics.eventlog_files_ignored.inc
         self._dirs = Directories(local, ignored)
-        self._store_dirs = Directories(
-            [d for d in spark.event_log_dirs if stores.is_url(d)], ignored
-        )
+        stores.configure(spark.store_request_timeout)
+        self._stores = [
+            StoreDirectory(d, spark.store_horizon, metrics, ignored)
+            for d in spark.event_log_dirs
+            if stores.is_url(d)
+        ]
         self._unreadable: dict[str, str] = {}  # key -> the error logged (again if it changes)
-        self._store_pass = False  # this pass lists and reads the logs on stores
         self._store_requests = stores.requests()
         self._skipped_by_horizon = 0
+        self._recreation_told = False
         self._use_inotify = use_inotify
         self._wake = asyncio.Event()
         self._fs = DirectoryWatch(local, self._wake)
         self._sink: Sink | None = None
-        self._first_scan = True
+        self._local_first = True  # the first scan of the local directories is to come
 
     @classmethod
     def from_config(cls, config: AgentConfig, context: SourceContext) -> SparkSource:
@@ -138,10 +142,14 @@ class SparkSource(Control):
         if self._use_inotify:
             self._fs.start(loop, self.spark.poll_interval)
         last_scan = 0.0
-        last_store_scan = -self.spark.store_poll_interval
         beats = None
         if self.leasing is not None:
             beats = asyncio.create_task(self.leasing.run(self._terms_held, stop), name="leases")
+        # Each store on its own task: one that hangs holds nothing else up.
+        followers = [
+            asyncio.create_task(self._follow_store(store, stop), name=f"store {store.label}")
+            for store in self._stores
+        ]
         try:
             while not stop.is_set():
                 # Cleared before reading, so a change notified during the read wakes the
@@ -150,57 +158,71 @@ class SparkSource(Control):
                 # Applications of an agent that died are taken once their lease expires.
                 orphaned = self.leasing is not None and self.leasing.take_orphaned()
                 self._let_go_of_lost()
+                if orphaned:
+                    for store in self._stores:
+                        store.wake.set()
                 now = time.monotonic()
-                local_pass = (
+                if (
                     not self._fs.available
                     or self._fs.rescan
-                    or self._first_scan
+                    or self._local_first
                     or bool(self._dirs.missing)  # not watchable yet: look each poll interval
                     or now - last_scan >= RESCAN_EVERY
                     or (orphaned and bool(self._dirs.paths))
-                )  # a bool, not the set itself: listing empties that set
-                self._store_pass = bool(self._store_dirs.paths) and (
-                    now - last_store_scan >= self.spark.store_poll_interval or orphaned
-                )
-                listed: dict[str, list[LogRef]] = {}
-                if local_pass:
+                ):  # a bool, not the set itself: listing empties that set
                     self._fs.rescan = False
-                    listed.update(await self._dirs.list())
+                    await self._discover(await self._dirs.list(), first=self._local_first)
+                    self._local_first = False
                     last_scan = now
-                if self._store_pass:
-                    listed.update(await self._store_dirs.list(self._finished))
-                    last_store_scan = now
-                if local_pass or self._store_pass:  # one discovery: the first sees all
-                    await self._discover(listed)
                 self.claims.new_pass()
-                await self._pump_all(stop)
-                await self._check_stale()
-                self.metrics.applications.set(sum(1 for a in self.apps.values() if not a.closed))
-                self.metrics.leases_held.set(
-                    sum(1 for a in self.apps.values() if a.token is not None)
-                )
-                self._count_store_requests()
-                waiter = asyncio.create_task(self._wake.wait())
-                stopper = asyncio.create_task(stop.wait())
-                await asyncio.wait(
-                    {waiter, stopper},
-                    timeout=self.spark.poll_interval,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                waiter.cancel()
-                stopper.cancel()
+                await self._pump_all(stop, _is_local)
+                await self._check_stale(_is_local)
+                self._count()
+                await _until(self._wake, stop, self.spark.poll_interval)
         finally:
             self._fs.stop(loop)
-            if beats is not None:
-                beats.cancel()
+            for task in [*followers, *([beats] if beats is not None else [])]:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await beats
+                    await task
             self.claims.new_pass()
             for app in list(self.apps.values()):
                 with contextlib.suppress(LeaseLost):
                     await self._save(app)
                 app.log.close()
                 await self._release(app)  # another agent may take it at once
+
+    async def _follow_store(self, store: StoreDirectory, stop: asyncio.Event) -> None:
+        """List one directory on a store, discover and read its logs, once per
+        `store_poll_interval` (sooner when woken); a failure is this store's alone."""
+        while not stop.is_set():
+            store.wake.clear()
+            refs = await store.list(self._finished)
+            if refs is not None:
+                await self._discover({store.url: refs}, first=store.first)
+                store.first = False
+            await self._pump_all(stop, store.holds)
+            await self._check_stale(store.holds)
+            self._count()
+            await _until(store.wake, stop, self.spark.store_poll_interval)
+
+    @property
+    def _first_scan(self) -> bool:
+        """Some directory was not scanned yet (a store that cannot be listed stays so)."""
+        return self._local_first or any(store.first for store in self._stores)
+
+    def wake(self) -> None:
+        self._wake.set()
+        for store in self._stores:
+            store.wake.set()
+
+    def stores(self) -> list[StoreStatus]:
+        return [store.status() for store in self._stores]
+
+    def _count(self) -> None:
+        self.metrics.applications.set(sum(1 for a in self.apps.values() if not a.closed))
+        self.metrics.leases_held.set(sum(1 for a in self.apps.values() if a.token is not None))
+        self._count_store_requests()
 
     def _count_store_requests(self) -> None:
         now = stores.requests()
@@ -217,10 +239,12 @@ class SparkSource(Control):
 
     # -- discovery ---------------------------------------------------------------------------
 
-    async def _discover(self, listed: Mapping[str, list[LogRef]]) -> None:
+    async def _discover(self, listed: Mapping[str, list[LogRef]], *, first: bool) -> None:
+        """Follow the applications `listed` newly shows; at a directory's `first` scan, take
+        the finished ones older than the horizon as handled."""
         horizon = self.spark.replay_horizon
         now_ns = time.time_ns()
-        lost_state = self._first_scan and self.state.recreated and not self.spark.replay_existing
+        lost_state = first and self.state.recreated and not self.spark.replay_existing
         skipped_as_handled = 0
         for directory, refs in listed.items():
             self._watch(directory)
@@ -244,7 +268,7 @@ class SparkSource(Control):
                 old = horizon > 0 and (now_ns - ref.mtime_ns) / 1e9 > horizon
                 # After a lost state database, logs finished before it was made were handled.
                 lost = lost_state and ref.mtime_ns < self.state.opened_ns
-                if self._first_scan and ref.complete and (old or lost):
+                if first and ref.complete and (old or lost):
                     # A finished application: not replayed unless the horizon says so.
                     skipped = await self._skip(key, ref)
                     if skipped is not None:
@@ -261,13 +285,14 @@ class SparkSource(Control):
                 quiet = lost and await self._position(key) is None
                 self._follow(key, ref, quiet=quiet)
                 self.apps[key].term = term
-        if self._first_scan and self._skipped_by_horizon:
+        if first and self._skipped_by_horizon:
             log.info(
                 "eventlogs_skipped_by_horizon",
                 count=self._skipped_by_horizon,
                 horizon_seconds=horizon,
             )
-        if self._first_scan and lost_state:
+        if lost_state and not self._recreation_told:
+            self._recreation_told = True
             log.warning(
                 "state_database_recreated",
                 path=str(self.state.path),
@@ -276,7 +301,6 @@ class SparkSource(Control):
                 detail="the state database was lost: completed event logs older than it are "
                 "taken as already emitted (spark.replay_existing: true replays them)",
             )
-        self._first_scan = False
 
     # -- leases (a state several agents share) --------------------------------------------------
 
@@ -355,3 +379,17 @@ class SparkSource(Control):
             codec="pending" if pending else ref.codec,
             complete=ref.complete,
         )
+
+
+def _is_local(key: str) -> bool:
+    """The application's log is on this node's file system (not on a store)."""
+    return not stores.is_url(key)
+
+
+async def _until(wake: asyncio.Event, stop: asyncio.Event, seconds: float) -> None:
+    """Wait until `wake` or `stop` is set, or `seconds` passed."""
+    waiter = asyncio.create_task(wake.wait())
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({waiter, stopper}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    stopper.cancel()
