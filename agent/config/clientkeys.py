@@ -63,31 +63,29 @@ COMPOSITE_KEYS: Final = (
     "continueonfailure",
     "continue_on_success",
 )
+
+
+def _spellings(*fields: str) -> dict[str, str]:
+    """Each field under its snake_case name and the client's camelCase one, lowercased."""
+    return {spelling: field for field in fields for spelling in (field.replace("_", ""), field)}
+
+
 #: The client's auth keys (lowercased, both its spellings) and the agent's own, by the
 #: `HttpAuth` field each sets; secrets apart, they are kept as `Secret`s.
 AUTH_FIELDS: Final = {
-    "tokenendpoint": "token_endpoint",
-    "token_endpoint": "token_endpoint",
-    "clientid": "client_id",
-    "client_id": "client_id",
-    "scope": "scope",
-    "clientauthmethod": "client_auth_method",
-    "client_auth_method": "client_auth_method",
-    "granttype": "grant_type",
-    "grant_type": "grant_type",
-    "responsetype": "response_type",
-    "response_type": "response_type",
-    "expiresinfield": "expires_in_field",
-    "expires_in_field": "expires_in_field",
+    **_spellings(
+        "token_endpoint",
+        "client_id",
+        "scope",
+        "client_auth_method",
+        "grant_type",
+        "response_type",
+        "expires_in_field",
+    ),
     "token_env": "token_env",
     "client_secret_env": "client_secret_env",
 }
-AUTH_SECRETS: Final = {
-    "apikey": "api_key",
-    "api_key": "api_key",
-    "clientsecret": "client_secret",
-    "client_secret": "client_secret",
-}
+AUTH_SECRETS: Final = _spellings("api_key", "client_secret")
 AUTH_KEYS: Final = (
     "type",
     *AUTH_FIELDS,

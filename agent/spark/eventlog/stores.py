@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -39,27 +38,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
 import fsspec.asyn
-from requests.adapters import HTTPAdapter
 
-#: URL schemes Spark writes event logs to, and the fsspec implementation that reads each.
-SCHEMES: Final = {
-    "s3": "s3",
-    "s3a": "s3",
-    "gs": "gs",
-    "abfs": "abfs",
-    "abfss": "abfs",
-    "hdfs": "webhdfs",  # at the NameNode's HTTP port, WEBHDFS_PORT
-    "webhdfs": "webhdfs",  # the same, with the HTTP port in the URL
-}
-#: The pip package that provides each implementation (named in the error when it is missing).
-PACKAGES: Final = {"s3": "s3fs", "gs": "gcsfs", "abfs": "adlfs", "webhdfs": "fsspec"}
-#: The agent's extra (pyproject's optional dependencies) that brings each of those packages.
-EXTRAS: Final = {"s3": "s3", "gs": "gcs", "abfs": "azure"}
-CONNECT_TIMEOUT: Final = 5.0  # seconds per connection attempt
-READ_TIMEOUT: Final = 20.0  # seconds per response
+from agent.spark.eventlog import filesystems
+from agent.spark.eventlog.filesystems import StoreError as StoreError
+
 REQUEST_DEADLINE: Final = 30.0  # seconds for a whole request (spark.store_request_timeout)
 LIST_PAGE: Final = 1000  # names per LIST request (S3's, GCS's and WebHDFS' page)
-WEBHDFS_PORT: Final = 9870  # Hadoop 3's NameNode HTTP port, where WebHDFS answers
 
 Request = Literal["list", "head", "get"]
 _counts: Counter[str] = Counter()
@@ -77,10 +61,6 @@ def deadline() -> float:
     return _deadline
 
 
-class StoreError(OSError):
-    """The store could not answer now (network, throttling, permission); tried again later."""
-
-
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One listed object or directory (a common prefix on object stores)."""
@@ -95,7 +75,7 @@ class Entry:
 def is_url(path: str) -> bool:
     """`path` names a directory or file on a shared store (a URL Spark writes logs to)."""
     scheme, sep, _ = path.partition("://")
-    return bool(sep) and scheme.lower() in SCHEMES
+    return bool(sep) and scheme.lower() in filesystems.SCHEMES
 
 
 def redact(url: str) -> str:
@@ -139,10 +119,12 @@ def pages(url: str, start_after: str = "") -> Iterator[list[Entry]]:
     (names after `start_after` only, where the store can skip: S3); FileNotFoundError when it
     does not exist (an empty prefix on object stores), StoreError when the store cannot
     answer, or not within the deadline."""
-    fs, path = _resolve(url)
+    fs, path = filesystems.resolve(url)
     base = path.rstrip("/")
     seen = False
-    listed = _s3_pages(fs, base, start_after) if _protocol(url) == "s3" else _whole(fs, path)
+    listed = (
+        _s3_pages(fs, base, start_after) if filesystems.protocol(url) == "s3" else _whole(fs, path)
+    )
     for found in listed:
         entries = []
         for item in found:
@@ -216,7 +198,7 @@ def _s3_pages(fs: Any, path: str, start_after: str) -> Iterator[list[dict[str, A
 
 def stat(url: str) -> Entry | None:
     """The file `url` as it is now; None when it does not exist."""
-    fs, path = _resolve(url)
+    fs, path = filesystems.resolve(url)
     _count("head")
     try:
         item = _call(fs, "info", path)
@@ -231,10 +213,10 @@ def stat(url: str) -> Entry | None:
 
 def read_range(url: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of the file `url` (fewer at its end); FileNotFoundError when gone."""
-    fs, path = _resolve(url)
+    fs, path = filesystems.resolve(url)
     _count("get")
     try:
-        if _protocol(url) == "webhdfs":
+        if filesystems.protocol(url) == "webhdfs":
             # WebHDFS' OPEN itself: fsspec's file object stops at the NameNode's length,
             # which leaves out what Spark flushed into a block still being written.
             return bytes(fs._call("OPEN", path=path, offset=start, length=end - start).content)
@@ -261,7 +243,7 @@ class RemoteFile:
         self.url = url
         self.offset = 0
         self.known_size = size
-        self.growing = _protocol(url) == "webhdfs"
+        self.growing = filesystems.protocol(url) == "webhdfs"
 
     def read(self, size: int) -> bytes:
         if self.offset >= self.known_size and not self.growing:
@@ -291,13 +273,6 @@ class RemoteFile:
 
 # -- file systems ------------------------------------------------------------------------------
 
-_systems: dict[tuple[str, str], Any] = {}
-_systems_lock = threading.Lock()
-
-
-def _protocol(url: str) -> str:
-    return SCHEMES[urlsplit(url).scheme.lower()]
-
 
 def _call(fs: Any, method: str, *args: Any, **kwargs: Any) -> Any:
     """One call of the file system, bounded as a whole where the library is asynchronous:
@@ -306,65 +281,6 @@ def _call(fs: Any, method: str, *args: Any, **kwargs: Any) -> Any:
         call = getattr(fs, f"_{method}")
         return fsspec.asyn.sync(fs.loop, call, *args, timeout=_deadline, **kwargs)
     return getattr(fs, method)(*args, **kwargs)
-
-
-def _resolve(url: str) -> tuple[Any, str]:
-    """The file system for the URL's store (one per scheme and authority) and the path in it."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    protocol = SCHEMES[scheme]
-    key = (protocol, parts.netloc)
-    with _systems_lock:
-        fs = _systems.get(key)
-        if fs is None:
-            fs = _systems[key] = _make(protocol, parts)
-    if protocol == "webhdfs":
-        return fs, parts.path or "/"
-    if protocol == "abfs":  # container@account.dfs.core.windows.net/path -> container/path
-        container = parts.netloc.partition("@")[0]
-        return fs, f"{container}{parts.path}"
-    return fs, f"{parts.netloc}{parts.path}"
-
-
-def _make(protocol: str, parts: Any) -> Any:
-    options: dict[str, Any] = {"skip_instance_cache": True, "use_listings_cache": False}
-    if protocol == "s3":
-        options["config_kwargs"] = {
-            "connect_timeout": CONNECT_TIMEOUT,
-            "read_timeout": READ_TIMEOUT,
-            "retries": {"max_attempts": 2, "mode": "standard"},
-        }
-    elif protocol == "abfs":
-        account = parts.netloc.partition("@")[2].partition(".")[0]
-        if account:
-            options["account_name"] = account
-    elif protocol == "webhdfs":
-        port = parts.port if parts.scheme.lower() == "webhdfs" and parts.port else WEBHDFS_PORT
-        options = {"host": parts.hostname, "port": port}
-        if user := os.environ.get("HADOOP_USER_NAME"):  # as Hadoop's own clients take it
-            options["user"] = user
-    try:
-        fs = fsspec.filesystem(protocol, **options)
-    except ImportError as error:
-        extra = EXTRAS.get(protocol)
-        how = f": install the agent's [{extra}] extra, pip install 'edge-lineage-agent[{extra}]'"
-        raise StoreError(
-            f"reading {parts.scheme}:// needs the {PACKAGES[protocol]} package"
-            f"{how if extra else ''} ({error})"
-        ) from None
-    if protocol == "webhdfs":  # its requests.Session sends without a timeout of its own
-        adapter = _TimeoutAdapter()
-        fs.session.mount("http://", adapter)
-        fs.session.mount("https://", adapter)
-    return fs
-
-
-class _TimeoutAdapter(HTTPAdapter):
-    """Every request of the session bounded in time (WebHDFS)."""
-
-    def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        kwargs["timeout"] = kwargs.get("timeout") or (CONNECT_TIMEOUT, READ_TIMEOUT)
-        return super().send(request, *args, **kwargs)
 
 
 def _exists_dir(fs: Any, path: str) -> bool:
