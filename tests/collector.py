@@ -113,8 +113,29 @@ def per_request(choose: Callable[[Request], Behaviour]) -> PerRequest:
     return PerRequest(choose)
 
 
+@dataclass(frozen=True, slots=True)
+class Together:
+    """Answer 201 once `count` requests wait for their answer at the same time; 503 to a
+    request that waited `patience` seconds without them."""
+
+    count: int
+    patience: float = 30.0
+
+
+def together(count: int, patience: float = 30.0) -> Together:
+    """The behaviour "answer only once `count` requests are open at once": a proof of
+    overlap that a busy machine cannot fake or fail, unlike timing a slow answer."""
+    return Together(count, patience)
+
+
 Behaviour = (
-    int | Slow | Reply | Timeline | PerRequest | Literal["hang", "reset", "close_mid_response"]
+    int
+    | Slow
+    | Reply
+    | Timeline
+    | PerRequest
+    | Together
+    | Literal["hang", "reset", "close_mid_response"]
 )
 _NAMED = ("hang", "reset", "close_mid_response")
 
@@ -246,6 +267,8 @@ class Collector:
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy: set[asyncio.Task[None]] = set()  # read a request, not answered yet
         self._graceful = False
+        self._together = 0  # requests waiting at a `Together` behaviour
+        self._met: asyncio.Event | None = None  # set once that many waited at once
 
     # -- public API ------------------------------------------------------------------------
 
@@ -489,6 +512,8 @@ class Collector:
         if isinstance(behaviour, Slow):
             await asyncio.sleep(behaviour.seconds)
             status = behaviour.status
+        elif isinstance(behaviour, Together):
+            status = 201 if await self._meet(behaviour) else 503
         elif isinstance(behaviour, Reply):
             status = behaviour.status
             if behaviour.retry_after is not None:
@@ -501,6 +526,22 @@ class Collector:
         writer.write(_response(status, extra))
         await writer.drain()
         return keep_alive
+
+    async def _meet(self, gate: Together) -> bool:
+        """Whether `gate.count` requests came to wait here at once within its patience."""
+        if self._met is None:
+            self._met = asyncio.Event()
+        self._together += 1
+        if self._together >= gate.count:
+            self._met.set()  # for good: later requests are answered at once
+        try:
+            async with asyncio.timeout(gate.patience):
+                await self._met.wait()
+        except TimeoutError:
+            return False
+        finally:
+            self._together -= 1
+        return True
 
     def _accept(self, request: Request) -> bool:
         """Record the events of a request about to be answered 2xx; False if not JSON."""
@@ -540,7 +581,7 @@ def _checked(behaviour: Behaviour) -> Behaviour:
     if isinstance(behaviour, Reply):
         _checked(behaviour.status)
         return behaviour
-    if isinstance(behaviour, Slow | Timeline | PerRequest) or behaviour in _NAMED:
+    if isinstance(behaviour, Slow | Timeline | PerRequest | Together) or behaviour in _NAMED:
         return behaviour
     raise ValueError(f"unknown collector behaviour {behaviour!r}")
 
