@@ -419,7 +419,8 @@ def test_an_unreachable_manager_gives_no_answer() -> None:
     where = [Endpoint("standalone", f"http://127.0.0.1:{p}", f"127.0.0.1:{p}") for p in ports]
     began = time.monotonic()
     assert manager.ask(where, STANDALONE_APP) is None
-    assert time.monotonic() - began < 2
+    # Refused, not waited out: well within one request's budget, which a wait would spend.
+    assert time.monotonic() - began < manager.REQUEST_BUDGET
 
 
 def test_hanging_masters_are_asked_once_a_look(rm: Manager) -> None:

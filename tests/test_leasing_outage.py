@@ -124,7 +124,9 @@ async def test_a_round_trip_without_answer_neither_stalls_the_heartbeat_nor_pile
         server.answer.set()  # the server answers again
         began = time.monotonic()
         while not held.holds():
-            assert time.monotonic() - began < LEASE * 3, "no decision after the outage"
+            # Bounded by the hang it guards against (no decision ever), with the margin a
+            # busy machine needs: fifty leases.
+            assert time.monotonic() - began < LEASE * 50, "no decision after the outage"
             await asyncio.sleep(0.02)
     finally:
         stop.set()

@@ -136,9 +136,10 @@ def test_listener_tags_parse_like_the_listener(text: str, tags: list[tuple[str, 
 
 
 def test_listener_tags_are_linear_and_bounded() -> None:
-    """A hostile property of a million separators parses fast into at most MAX_TAGS tags."""
-    began = time.monotonic()
+    """A hostile property of a million separators parses fast (in CPU time, which a busy
+    machine does not lengthen) into at most MAX_TAGS tags."""
+    began = time.thread_time()
     found = listener_tags("k:v;" * 250_000 + "\\" * 100_000)
     assert len(found) == 256
-    assert time.monotonic() - began < 5.0
+    assert time.thread_time() - began < 5.0
     assert tags_facet((), found[:1], run=True) is not None
