@@ -96,14 +96,17 @@ def test_idle_flood_leaves_status_and_metrics_answering(tmp_path: Path) -> None:
         pid = process.proc.pid
         before = descriptors(pid)
         held = [connect(path) for _ in range(LIMITS.max_connections + 50)]
-        time.sleep(0.5)  # every connection accepted
+        deadline = time.monotonic() + 30
+        while descriptors(pid) < before + LIMITS.max_connections:  # the flood held
+            assert time.monotonic() < deadline, descriptors(pid)
+            time.sleep(0.02)
         assert descriptors(pid) <= before + LIMITS.max_connections
 
-        started = time.monotonic()
+        # Answered at once, not after the idle timeout: the notices below say the idle
+        # connections were closed to make room, none for having waited it out.
         status = cli_status(path)
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)["state"] == "running"
-        assert time.monotonic() - started < 5
         metrics = httpx.get(str(process.metrics_url), timeout=5)
         assert metrics.status_code == 200
         assert any(name.startswith("lineage_events_emitted_total") for name in process.scrape())
@@ -125,10 +128,12 @@ def test_idle_flood_leaves_status_and_metrics_answering(tmp_path: Path) -> None:
 def test_idle_connection_is_closed_after_the_timeout(tmp_path: Path) -> None:
     """A connection that sends no request, or only part of one, is closed after the idle
     timeout with the reason; one that keeps asking within it stays open."""
-    with agent(tmp_path, "--control-idle-timeout", "0.5") as (process, path):
+    # Asked every 0.3 s for 3 s, past a 2 s timeout: a busy machine has 1.7 s to lose
+    # between two requests before `asking` would look idle.
+    with agent(tmp_path, "--control-idle-timeout", "2") as (process, path):
         silent, dribbling, asking = connect(path), connect(path), connect(path)
         began = time.monotonic()
-        for _ in range(4):
+        for _ in range(10):
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 dribbling.sendall(b" ")  # a request line that never ends
             asking.sendall(b'{"command": "status"}\n')
@@ -137,10 +142,10 @@ def test_idle_connection_is_closed_after_the_timeout(tmp_path: Path) -> None:
                 answer += asking.recv(65536)
             assert json.loads(answer)["ok"] is True
             time.sleep(0.3)
-        notice = b'{"ok": false, "error": "closed: no request within 0.5s"}\n'
-        assert received(silent, 5) == notice
-        assert received(dribbling, 5) == notice
-        assert 0.5 <= time.monotonic() - began < 5
+        notice = b'{"ok": false, "error": "closed: no request within 2s"}\n'
+        assert received(silent, 30) == notice
+        assert received(dribbling, 30) == notice
+        assert time.monotonic() - began >= 2  # after the timeout, never before
         assert received(asking) is None  # still open: each request came within the timeout
         for sock in (silent, dribbling, asking):
             sock.close()
