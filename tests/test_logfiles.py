@@ -234,14 +234,15 @@ def test_parse_single_name(name: str, parsed: tuple[str, str, bool, bool]) -> No
 
 
 def test_scan_of_thousands_of_applications_is_cheap(tmp_path: Path) -> None:
-    """3000 single files and 300 rolling directories scan in well under the 5 s bound."""
+    """3000 single files and 300 rolling directories scan in well under the 5 s bound (CPU
+    time: a busy machine does not lengthen it)."""
     for i in range(3000):
         touch(tmp_path / f"local-{i}.zstd")
     for i in range(300):
         rolling(tmp_path, f"app-20261127161443-{i:04d}", [1, 2], status="")
-    started = time.perf_counter()
+    started = time.thread_time()
     refs = scan(tmp_path)
-    took = time.perf_counter() - started
+    took = time.thread_time() - started
     assert len(refs) == 3300
     assert all(r.error is None and r.complete for r in refs)
     assert took < 5.0, f"scan took {took:.2f} s"
