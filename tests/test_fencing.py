@@ -9,6 +9,7 @@ import time
 from agent.state.store import Term
 from agent.testing import RecordingTransport, sample_run_events
 from tests.test_pipeline import build, identity_holds, sample
+from tests.waits import until
 
 DROPPED = "lineage_events_dropped_by_reason_total"
 
@@ -30,7 +31,7 @@ async def test_events_of_a_lost_lease_are_dropped_and_never_sent() -> None:
         delivery.start()
     for event in sample_run_events(3):
         pipeline.submit("app-1", event, lost)
-    await asyncio.sleep(0.05)
+    await until(lambda: lost.resolved == 3)
     assert first.sent == [] and second.sent == []
     assert sample(metrics, DROPPED, transport="a", reason="lease_lost") == 3
     assert sample(metrics, DROPPED, transport="b", reason="lease_lost") == 3
@@ -56,7 +57,7 @@ async def test_a_lease_due_for_renewal_holds_its_events_until_renewed() -> None:
     assert transport.sent == []  # one lane: what follows waits too, in order
     assert pipeline.depth("memory") == 3
     due.deadline = time.monotonic() + 30
-    await asyncio.sleep(0.3)
+    await until(lambda: len(transport.sent) == 3)
     assert [e.run_id for e in transport.sent] == [e["run"]["runId"] for e in fenced + free]
     assert due.resolved == 2
     identity_holds(pipeline)
@@ -72,7 +73,7 @@ async def test_a_lease_lost_while_its_events_wait_drops_them() -> None:
         pipeline.submit("app-1", event, due)
     await asyncio.sleep(0.2)
     due.lost = True
-    await asyncio.sleep(0.3)
+    await until(lambda: sample(metrics, DROPPED, transport="memory", reason="lease_lost") == 2)
     assert transport.sent == []
     assert sample(metrics, DROPPED, transport="memory", reason="lease_lost") == 2
     identity_holds(pipeline)
@@ -104,7 +105,7 @@ async def test_a_lease_held_lets_events_leave_and_counts_their_outcomes() -> Non
         delivery.start()
     for event in sample_run_events(4):
         pipeline.submit("app-1", event, held)
-    await asyncio.sleep(0.1)
+    await until(lambda: held.resolved == 4)
     assert len(transport.sent) == 4
     assert held.resolved == 4
     identity_holds(pipeline)

@@ -19,6 +19,7 @@ from agent.state.postgres import PostgresState
 from agent.telemetry.metrics import Metrics
 from tests.pg import Postgres
 from tests.spark_logs import SparkLogs
+from tests.waits import until
 
 Emitted = list[tuple[str, dict[str, Any], Fence | None]]
 
@@ -41,12 +42,6 @@ def shared_source(events_dir: Path, state_url: str) -> SparkSource:
     )
     state = PostgresState(state_url, owner="a", lease_seconds=3.0)
     return SparkSource(config, "spark", state, Metrics(CollectorRegistry()))
-
-
-async def until(check: Any, seconds: float = 30) -> None:
-    async with asyncio.timeout(seconds):
-        while not check():
-            await asyncio.sleep(0.05)
 
 
 async def test_a_hung_state_server_never_stalls_the_event_loop(

@@ -4,18 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry
 
+from agent.delivery.envelope import Envelope
 from agent.delivery.pipeline import Pipeline
 from agent.delivery.queue import BoundedQueue
 from agent.delivery.shipping import Delivery
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 from agent.testing import RecordingTransport, sample_run_events
+from tests.waits import until
+
+
+@dataclass
+class HeldTransport(RecordingTransport):
+    """A RecordingTransport whose sends wait for `release`: a send under way for as long as
+    the test needs, however busy the machine."""
+
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: int = 0  # sends begun
+
+    async def send(self, batch: Sequence[Envelope]) -> None:
+        self.waiting += 1
+        await self.release.wait()
+        await super().send(batch)
 
 
 def fake_sign(event: Mapping[str, Any]) -> bytes:
@@ -153,18 +170,19 @@ async def test_unsignable_event_is_dropped_as_invalid() -> None:
 
 async def test_swap_closes_old_transport_after_in_flight() -> None:
     """A reload swaps the transport; the old one closes only after its send finished."""
-    old = RecordingTransport(name="http", delay=0.2)
+    old = HeldTransport(name="http")
     new = RecordingTransport(name="http")
     pipeline, _, _ = build(old)
     delivery = pipeline.deliveries["http"]
     delivery.start()
     events = list(sample_run_events(2))
     pipeline.submit("app", events[0])
-    await asyncio.sleep(0.05)
+    await until(lambda: old.waiting == 1)  # its send under way, until released
     swap = asyncio.create_task(delivery.swap(new))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a swap that would not wait closes the old one now
     assert not old.closed
     pipeline.submit("app", events[1])
+    old.release.set()
     await swap
     assert old.closed
     await delivery.drain(time.monotonic() + 1)
@@ -181,7 +199,7 @@ async def test_what_never_left_stays_queued_and_leaves_in_order() -> None:
     events = list(sample_run_events(40))
     for event in events:
         pipeline.submit("app-1", event)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while down.attempts < 12 and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert down.sent == []
@@ -216,7 +234,7 @@ async def test_unconfirmed_is_counted_apart_and_never_resent() -> None:
     pipeline.deliveries["http"].start()
     for event in sample_run_events(3):
         pipeline.submit("app-2", event)
-    await asyncio.sleep(0.05)
+    await until(lambda: pipeline.accounting()["http"]["unconfirmed"] == 3)
     assert hung.attempts == 3
     counted = sample(
         metrics, "lineage_events_unconfirmed_total", transport="http", reason="timeout"
@@ -237,7 +255,7 @@ async def test_a_batch_that_never_left_is_dropped_at_the_drain_deadline() -> Non
     pipeline.deliveries["http"].start()
     for event in sample_run_events(5):
         pipeline.submit("app-3", event)
-    await asyncio.sleep(0.05)
+    await until(lambda: down.attempts >= 1)
     left = await pipeline.deliveries["http"].drain(time.monotonic() + 0.3)
     assert left == 5
     assert (

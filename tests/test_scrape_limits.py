@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from agent.telemetry.metrics import Metrics, MetricsServer
 from agent.telemetry.scrapeserver import ScrapeServer
 from tests.agentproc import keygen, run_agent, write_config
+from tests.waits import wait
 
 
 def idle(address: tuple[str, int], count: int) -> list[socket.socket]:
@@ -33,14 +34,6 @@ def closed(sock: socket.socket, seconds: float) -> bool:
         return False
     except ConnectionError:
         return True
-
-
-def wait(condition: Callable[[], bool], seconds: float = 30) -> None:
-    """Return once `condition` holds; fail after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.02)
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from agent.delivery.spoolrecords import RESOLVED, mark_record, records
 from agent.telemetry.health import HealthTracker
 from agent.telemetry.metrics import Metrics
 from agent.testing import RecordingTransport, sample_run_events
+from tests.waits import until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -375,7 +376,7 @@ async def test_a_stop_keeps_what_never_left_and_the_next_start_sends_it_first(
     events = list(sample_run_events(20))
     for event in events:
         first.submit("app-1", event)
-    await asyncio.sleep(0.05)
+    await until(lambda: down.attempts >= 1)
     await stop(first)
     assert balanced(first)["http"] == {
         "offered": 20,
@@ -391,7 +392,7 @@ async def test_a_stop_keeps_what_never_left_and_the_next_start_sends_it_first(
         delivery.start()
     new = {**events[0], "run": {"runId": "01900000-0000-7000-8000-000000000001", "facets": {}}}
     second.submit("app-2", new)
-    await asyncio.sleep(0.05)
+    await until(lambda: len(up.sent) == 21)
     sent = [e.payload for e in up.sent]
     original = [orjson.dumps(e) for e in events]
     kept = [p for p in sent if p in original]
@@ -414,7 +415,7 @@ async def test_in_flight_at_a_kill_is_unconfirmed_after_the_restart_never_resent
         delivery.start()
     for event in sample_run_events(3):
         first.submit("app-1", event)
-    await asyncio.sleep(0.05)
+    await until(lambda: hung.attempts >= 1)
     assert first.spool is not None
     first.spool.close()  # the process dies here: nothing more is written
     for delivery in first.deliveries.values():
@@ -427,8 +428,7 @@ async def test_in_flight_at_a_kill_is_unconfirmed_after_the_restart_never_resent
     second.restore(found)
     for delivery in second.deliveries.values():
         delivery.start()
-    await asyncio.sleep(0.05)
-    assert len(up.sent) == 3 - flying
+    await until(lambda: len(up.sent) == 3 - flying)
     assert (
         counted(metrics, "lineage_events_unconfirmed_total", transport="http", reason="interrupted")
         == flying
