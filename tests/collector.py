@@ -294,11 +294,11 @@ class Collector:
             self.requests.clear()
             self.invalid.clear()
 
-    def wait_for(self, n: int, timeout: float = 5.0) -> list[Any]:
+    def wait_for(self, n: int, timeout: float = 30.0) -> list[Any]:
         """Block until at least `n` events were accepted; return a copy of `.events`."""
         return self._wait(self.events, n, "events", timeout)
 
-    def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[Request]:
+    def wait_for_requests(self, n: int, timeout: float = 30.0) -> list[Request]:
         """Block until at least `n` requests were read; return a copy of `.requests`."""
         return self._wait(self.requests, n, "requests", timeout)
 
