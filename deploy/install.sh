@@ -18,6 +18,9 @@
 #     administrator's place), in /usr/lib/systemd/system when staging a tree with --root (the
 #     place of units a package or image ships, which /etc/systemd/system overrides);
 #     --unit-dir chooses another directory, as the target system will see it;
+#   - the extras of the stores the config's spark.event_log_dirs name (s3:// and s3a://: s3,
+#     gs://: gcs, abfs[s]://: azure), asked of the installed agent (`config extras`) and added
+#     to the environment; --extras LIST installs those instead (--extras '' none);
 #   - /etc/lineage-agent/config.yaml from config/file.yaml, kept if it exists;
 #   - systemctl daemon-reload and enable (not start), on a live systemd system only.
 #
@@ -63,9 +66,10 @@ usage() {
   echo "  --unit-dir DIR   where the unit goes, as the target system sees it (default:"
   echo "                   /etc/systemd/system here, /usr/lib/systemd/system with --root)"
   echo "  --no-systemctl   no daemon-reload or enable (a container build)"
-  echo "  --extras LIST    the libraries of the stores spark.event_log_dirs names, installed"
-  echo "                   with the agent: s3 (s3://, s3a://), gcs (gs://), azure (abfs[s]://);"
-  echo "                   'lineage-agent config check' names the one a URL needs"
+  echo "  --extras LIST    the libraries of stores installed with the agent: s3 (s3://, s3a://),"
+  echo "                   gcs (gs://), azure (abfs[s]://); '' for none. Without it, those the"
+  echo "                   config's spark.event_log_dirs name (the config kept, or the one"
+  echo "                   installed), added to those installed before"
   echo
   echo "No signing key is installed or staged: the agent makes the node's key at its first"
   echo "start (signing.key_path, default /var/lib/lineage-agent/ed25519.key, mode 0600)."
@@ -78,6 +82,7 @@ python_env=
 unit_dir=
 use_systemctl=1
 extras=
+extras_set=0  # --extras given: those, not the config's
 while (($#)); do
   case $1 in
     --root) root=${2:?--root needs a directory}; shift 2 ;;
@@ -86,7 +91,7 @@ while (($#)); do
     --python-env) python_env=${2:?--python-env needs a virtual environment}; shift 2 ;;
     --unit-dir) unit_dir=${2:?--unit-dir needs a directory}; shift 2 ;;
     --no-systemctl) use_systemctl=0; shift ;;
-    --extras) extras=${2?--extras needs a list such as s3,gcs}; shift 2 ;;
+    --extras) extras=${2?--extras needs a list such as s3,gcs}; extras_set=1; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) printf 'install: error: unknown argument: %s\n' "$1" >&2; usage >&2; exit 2 ;;
   esac
@@ -115,6 +120,9 @@ readonly target_venv=/opt/lineage-agent/venv  # where the environment runs from
 readonly venv=$prefix$target_venv
 readonly confdir=$prefix/etc/lineage-agent
 readonly config=$confdir/config.yaml
+# The config the service will read: the one kept, or the example installed below.
+if [[ -e $config ]]; then installing_config=$config; else installing_config=$PROJECT_DIR/config/file.yaml; fi
+readonly installing_config
 if [[ -z $unit_dir ]]; then
   # A package or an image ships its units in /usr/lib; /etc/systemd/system is the
   # administrator's (drop-ins, overrides), where a local install puts its unit.
@@ -240,37 +248,10 @@ venv_paths() {
   done
 }
 
-if [[ -n $python_env ]]; then
-  python_env=$(cd "$python_env" 2>/dev/null && pwd -P) || die "--python-env: no such directory"
-  [[ -x $python_env/bin/lineage-agent ]] ||
-    die "--python-env $python_env: no bin/lineage-agent in it (pip install the project there first)"
-  if [[ -L $venv ]] && [[ $(readlink "$venv") == "$python_env" ]]; then
-    say "$venv links to $python_env"
-  elif [[ -e $venv && ! -L $venv ]]; then
-    die "$venv is a real environment; remove it (uninstall.sh) before linking $python_env"
-  else
-    mkdir -p "$(dirname "$venv")"
-    ln -sfn "$python_env" "$venv"
-    say "linked $venv -> $python_env"
-  fi
-  agent=("$venv/bin/python" -I -m agent)  # -I: never the agent/ of the working directory
-else
-  if [[ -L $venv ]]; then
-    die "$venv is a link (--python-env); remove it (uninstall.sh) first"
-  fi
-  if [[ -d $source_path ]]; then
-    source_path=$(cd "$source_path" && pwd -P)
-  elif [[ -f $source_path ]]; then
-    source_path=$(cd "$(dirname "$source_path")" && pwd -P)/$(basename "$source_path")
-  fi
-  if ((live)); then
-    python=${python:-python3}
-  else
-    staged_python
-  fi
+# The agent and $extras pip-installed into the environment made here, unless its stamp says
+# that source with those extras is there already (sets `installed` when it installs).
+install_env() {
   want=$(source_fingerprint "$source_path")${extras:+ [$extras]}
-  stamp=$venv/.lineage-agent-source
-  installed=0
   if [[ -x $venv/bin/lineage-agent && -f $stamp && $(<"$stamp") == "$want" ]]; then
     say "$venv is up to date with $source_path"
   else
@@ -294,6 +275,49 @@ else
     fi
     printf '%s\n' "$want" >"$stamp"
   fi
+}
+
+if [[ -n $python_env ]]; then
+  python_env=$(cd "$python_env" 2>/dev/null && pwd -P) || die "--python-env: no such directory"
+  [[ -x $python_env/bin/lineage-agent ]] ||
+    die "--python-env $python_env: no bin/lineage-agent in it (pip install the project there first)"
+  if [[ -L $venv ]] && [[ $(readlink "$venv") == "$python_env" ]]; then
+    say "$venv links to $python_env"
+  elif [[ -e $venv && ! -L $venv ]]; then
+    die "$venv is a real environment; remove it (uninstall.sh) before linking $python_env"
+  else
+    mkdir -p "$(dirname "$venv")"
+    ln -sfn "$python_env" "$venv"
+    say "linked $venv -> $python_env"
+  fi
+  agent=("$venv/bin/python" -I -m agent)  # -I: never the agent/ of the working directory
+  # Not this script's environment: it says what the config needs that is missing there.
+  if ((!extras_set)) && missing=$("${agent[@]}" config extras --missing "$installing_config" 2>/dev/null) &&
+    [[ -n $missing ]]; then
+    say "note: $installing_config names stores whose libraries $python_env lacks: install" \
+      "them there (pip install 'edge-lineage-agent[$missing]')"
+  fi
+else
+  if [[ -L $venv ]]; then
+    die "$venv is a link (--python-env); remove it (uninstall.sh) first"
+  fi
+  if [[ -d $source_path ]]; then
+    source_path=$(cd "$source_path" && pwd -P)
+  elif [[ -f $source_path ]]; then
+    source_path=$(cd "$(dirname "$source_path")" && pwd -P)/$(basename "$source_path")
+  fi
+  if ((live)); then
+    python=${python:-python3}
+  else
+    staged_python
+  fi
+  stamp=$venv/.lineage-agent-source
+  if ((!extras_set)) && [[ -f $stamp ]]; then
+    # Without --extras, those installed before stay; the config's are added below.
+    extras=$(sed -n 's/^[^ ]* \[\(.*\)\]$/\1/p' "$stamp")
+  fi
+  installed=0
+  install_env
   if ((live)); then
     agent=("$venv/bin/python" -I -m agent)
   else
@@ -308,6 +332,21 @@ else
     printf 'home = %s\ninclude-system-site-packages = false\n' "$(dirname "$python")" \
       >"$shadow/pyvenv.cfg"
     agent=("$shadow/bin/python" -I -m agent)
+  fi
+  if ((!extras_set)); then
+    # The agent reads the config as the service will (its own parser, the file alone).
+    # A config that does not load is named by the check below.
+    if needed=$("${agent[@]}" config extras "$installing_config" 2>/dev/null); then
+      all=$(printf '%s\n' ${extras//,/ } ${needed//,/ } | LC_ALL=C sort -u | paste -sd, -)
+      if [[ $all != "$(printf '%s\n' ${extras//,/ } | LC_ALL=C sort -u | paste -sd, -)" ]]; then
+        say "$installing_config names stores that need the extras [$needed]: installing them"
+        extras=$all
+        install_env
+      fi
+    else
+      say "warning: cannot tell which extras $installing_config needs: it does not load;" \
+        "give --extras to install them"
+    fi
   fi
   if ((installed)); then
     say "installed $("${agent[@]}" --version) from $source_path into $venv"

@@ -742,6 +742,20 @@ needs_distribution_python = pytest.mark.skipif(
 )
 
 
+def image_source(root: Path, tmp_path: Path) -> Path:
+    """A frozen copy of the project (the checkout may change while a test runs), and in
+    `root` the image's interpreter: on this machine the same path holds the same one, so the
+    staged environment can be run here as the image will run it."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "agent", source / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/bin/python3").symlink_to(Path("/usr/bin/python3").resolve())
+    return source
+
+
 @needs_systemd_analyze
 @needs_distribution_python
 def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
@@ -749,16 +763,7 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
     made with the image's own Python (the tree's /usr/bin/python3): its links, pyvenv.cfg,
     scripts and byte code name paths in the image, never the staging directory or the build
     host's interpreter; systemd-analyze accepts it as ExecStart (needs pip's package index)."""
-    # A frozen copy of the project: the checkout may change while the test runs.
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(ROOT / "agent", source / "agent", ignore=shutil.ignore_patterns("__pycache__"))
-    # The image's interpreter; on this machine the same path holds the same one, so the
-    # staged environment can be run here as the image will run it.
-    (root / "usr/bin").mkdir(parents=True)
-    (root / "usr/bin/python3").symlink_to(Path("/usr/bin/python3").resolve())
+    source = image_source(root, tmp_path)
     result = run_script(INSTALL, "--root", str(root), "--source", str(source))
     assert result.returncode == 0, result.stdout + result.stderr
     venv = root / "opt/lineage-agent/venv"

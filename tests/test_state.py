@@ -15,6 +15,7 @@ from agent.delivery.envelope import Envelope
 from agent.errors import StateError
 from agent.state.db import LogPosition, StateDB
 from agent.state.postgres import PostgresState
+from agent.state.sqlschema import SCHEMA_VERSION
 from agent.state.store import StateStore
 from agent.testing import sample_run_events
 
@@ -138,6 +139,39 @@ def test_positions_and_stops_round_trip(open_store: Opener) -> None:
     assert db.stop_request("app-1") == ("maintenance", "uid 0")
     assert db.stop_request("app-2") is None
     db.close()
+
+
+def test_resume_points_round_trip(open_store: Opener) -> None:
+    """Each store directory's resume point survives a reopen; a new one replaces it."""
+    db = open_store()
+    assert db.resume_point("s3a://b/logs") is None
+    db.save_resume_point("s3a://b/logs", "app-20260101000000-0001")
+    db.save_resume_point("s3a://b/logs", "eventlog_v2_app-20260101000000-0002/")
+    db.save_resume_point("s3a://b/other", "local-1")
+    db.close()
+    db = open_store()
+    assert db.resume_point("s3a://b/logs") == "eventlog_v2_app-20260101000000-0002/"
+    assert db.resume_point("s3a://b/other") == "local-1"
+    db.close()
+
+
+def test_a_first_schema_gets_the_resume_points_in_place(tmp_path: Path) -> None:
+    """A database of schema version 1 (no resume points) gets their table at the next start,
+    its positions kept, and records the version it now has."""
+    StateDB(tmp_path).close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "state.sqlite3")) as first:
+        first.execute("DROP TABLE resume_points")
+        first.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        first.execute("INSERT INTO logs VALUES ('d/app-1', '/l', NULL, NULL, 5, 1, 0)")
+        first.commit()
+    db = StateDB(tmp_path)
+    assert db.finished_keys() == {"d/app-1"} and not db.recreated
+    db.save_resume_point("s3a://b/logs", "local-1")
+    assert db.resume_point("s3a://b/logs") == "local-1"
+    db.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "state.sqlite3")) as again:
+        version = again.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(SCHEMA_VERSION),)
 
 
 def test_ledger_records_outcomes_and_stays_bounded(open_store: Opener) -> None:

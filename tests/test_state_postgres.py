@@ -152,14 +152,23 @@ def test_unreachable_server_is_a_clear_error() -> None:
     assert str(error.value).startswith("postgresql://u:***@127.0.0.1:1/d: state database is")
 
 
+def older_schema(state_url: str, version: int, *rows: str) -> None:
+    """The database as an agent of schema `version` left it, holding `rows` (statements)."""
+    with psycopg.connect(state_url, autocommit=True) as older:  # as the agent's user
+        for step in MIGRATIONS[:version]:
+            older.execute(step)
+        older.execute("CREATE TABLE lineage_agent_schema (version INTEGER)")
+        older.execute("INSERT INTO lineage_agent_schema VALUES (%s)", (version,))
+        for row in rows:
+            older.execute(row)
+
+
 def test_a_first_schema_is_migrated_in_place(state_url: str, postgres_server: Postgres) -> None:
     """A database of the first schema (no terms) is migrated at start, its claims kept."""
     database = state_url.rsplit("/", 1)[1]
-    with psycopg.connect(state_url, autocommit=True) as first:  # as the agent's user
-        first.execute(MIGRATIONS[0])
-        first.execute("CREATE TABLE lineage_agent_schema (version INTEGER)")
-        first.execute("INSERT INTO lineage_agent_schema VALUES (1)")
-        first.execute("INSERT INTO emitted VALUES ('r', 'START', 'd/app-1', 'j', 'START', 't')")
+    older_schema(
+        state_url, 1, "INSERT INTO emitted VALUES ('r', 'START', 'd/app-1', 'j', 'START', 't')"
+    )
     state = PostgresState(state_url, owner="a")
     assert postgres_server.psql("SELECT version FROM lineage_agent_schema", database) == str(
         SCHEMA_VERSION
@@ -167,6 +176,23 @@ def test_a_first_schema_is_migrated_in_place(state_url: str, postgres_server: Po
     assert state.emitted_for("d/app-1") == [("r", "j", "START", "t")]
     assert state.acquire("d/app-1") == 1
     assert postgres_server.psql("SELECT count(*) FROM terms", database) == "1"
+    state.close()
+
+
+def test_a_second_schema_gets_the_resume_points_in_place(
+    state_url: str, postgres_server: Postgres
+) -> None:
+    """A database of schema version 2 (no resume points) is migrated at start, its
+    positions kept, and keeps resume points from then on."""
+    database = state_url.rsplit("/", 1)[1]
+    older_schema(state_url, 2, "INSERT INTO logs VALUES ('d/app-1', '/l', NULL, NULL, 5, TRUE, 0)")
+    state = PostgresState(state_url, owner="a")
+    assert postgres_server.psql("SELECT version FROM lineage_agent_schema", database) == str(
+        SCHEMA_VERSION
+    )
+    assert state.finished_keys() == {"d/app-1"}
+    state.save_resume_point("s3a://b/logs", "local-1")
+    assert state.resume_point("s3a://b/logs") == "local-1"
     state.close()
 
 

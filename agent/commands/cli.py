@@ -15,7 +15,7 @@ from agent import __version__
 from agent.commands.arguments import DEFAULT_CONFIG, duration_option, socket_options
 from agent.commands.control import cmd_describe, cmd_exec, cmd_job_stop, cmd_status
 from agent.commands.keys import cmd_keygen, cmd_pubkey, cmd_verify
-from agent.commands.run import cmd_config_check, cmd_replay, cmd_run
+from agent.commands.run import cmd_config_check, cmd_config_extras, cmd_replay, cmd_run
 
 #: `job stop --grace`: default and largest seconds between SIGTERM and SIGKILL; the same bounds
 #: as the control socket's (agent.service.control.handlers), repeated so --help needs no import.
@@ -71,6 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="look for the files the config names below DIR (a tree staged for an image)",
     )
     check.set_defaults(func=cmd_config_check)
+    extras = config_sub.add_parser(
+        "extras",
+        help="the agent's extras the stores of spark.event_log_dirs need (for install.sh)",
+        description="Read the file alone and print the extras (s3, gcs, azure) that bring the "
+        "libraries of the stores its spark.event_log_dirs name, comma-separated; an empty "
+        "line when it names none. Exit 78 when the file is not a valid config.",
+    )
+    extras.add_argument("file", nargs="?", default=DEFAULT_CONFIG, help="YAML config file")
+    extras.add_argument(
+        "--missing", action="store_true", help="only those whose library is not installed here"
+    )
+    extras.set_defaults(func=cmd_config_extras)
 
     keygen = sub.add_parser("keygen", help="create this node's Ed25519 signing key")
     keygen.add_argument("--out", required=True, help="private key file to create (mode 0600)")

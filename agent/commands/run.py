@@ -126,6 +126,34 @@ def _located(
     return f"{source}:{line}: {message}" if line else f"{source}: {message}"
 
 
+def cmd_config_extras(args: argparse.Namespace) -> int:
+    """The extras (pyproject's optional dependencies) the stores the file's event-log
+    directories are on need, comma-separated: what deploy/install.sh installs."""
+    import importlib.util
+
+    from agent.config.loader import load_located
+    from agent.errors import ConfigError
+    from agent.service.preflight import hint_for
+    from agent.spark.eventlog import filesystems, stores
+
+    try:
+        located = load_located(args.file, {})  # the file alone, as --syntax-only reads it
+    except ConfigError as error:
+        _config_errors(error.messages, hint_for)
+        return EX_CONFIG
+    urls = [d for d in located.config.spark.event_log_dirs if stores.is_url(d)]
+    needed = {
+        extra
+        for extra, package in (
+            (filesystems.EXTRAS.get(p), filesystems.PACKAGES[p])
+            for p in map(filesystems.protocol, urls)
+        )
+        if extra is not None and not (args.missing and importlib.util.find_spec(package))
+    }
+    print(",".join(sorted(needed)))
+    return EX_OK
+
+
 def _config_errors(messages: Sequence[str], hint_for: Callable[[str], str | None]) -> None:
     for message in messages:
         say(message)

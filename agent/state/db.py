@@ -125,7 +125,10 @@ class StateDB(LedgerKeeper):
                 self.recreated, self.lost_as = True, found
             self._db.executescript(SCHEMA)
             self._db.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                # A database of version 1 got the tables it lacked from SCHEMA above.
+                "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE "
+                "SET value = excluded.value WHERE CAST(value AS INTEGER) < excluded.value",
+                (str(SCHEMA_VERSION),),
             )
             info = os.stat(self.path)
             self._identity = (info.st_dev, info.st_ino)
@@ -243,6 +246,19 @@ class StateDB(LedgerKeeper):
 
     def finished_keys(self) -> set[str]:
         return {row[0] for row in self._db.execute("SELECT key FROM logs WHERE finished = 1")}
+
+    # -- resume points of store listings ---------------------------------------------------
+
+    def resume_point(self, directory: str) -> str | None:
+        row = self._db.execute(
+            "SELECT after FROM resume_points WHERE directory = ?", (directory,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def save_resume_point(self, directory: str, after: str) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO resume_points VALUES (?, ?, ?)", (directory, after, time.time())
+        )
 
     # -- stop requests ---------------------------------------------------------------------
 

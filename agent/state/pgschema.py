@@ -73,6 +73,14 @@ MIGRATIONS: tuple[str, ...] = (
         seen TIMESTAMPTZ NOT NULL
     );
     """,
+    # Where the listing of each followed directory on a store starts (`storewatch`).
+    """
+    CREATE TABLE resume_points (
+        directory TEXT PRIMARY KEY,
+        after TEXT NOT NULL,
+        updated DOUBLE PRECISION NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

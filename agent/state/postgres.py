@@ -194,6 +194,26 @@ class PostgresState(PgLeases, LedgerKeeper):
         rows = self._connection().execute("SELECT key FROM logs WHERE finished")
         return {row[0] for row in rows}
 
+    # -- resume points of store listings -----------------------------------------------------
+
+    @serialized
+    def resume_point(self, directory: str) -> str | None:
+        row = (
+            self._connection()
+            .execute("SELECT after FROM resume_points WHERE directory = %s", (directory,))
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    @serialized
+    def save_resume_point(self, directory: str, after: str) -> None:
+        self._connection().execute(
+            "INSERT INTO resume_points VALUES (%s, %s, EXTRACT(EPOCH FROM now())) "
+            "ON CONFLICT (directory) DO UPDATE SET after = excluded.after, "
+            "updated = excluded.updated",
+            (directory, after),
+        )
+
     # -- stop requests -----------------------------------------------------------------------
 
     @serialized

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # 2: resume_points
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs (
@@ -53,6 +53,11 @@ CREATE TABLE IF NOT EXISTS ledger (
     reason TEXT
 );
 CREATE INDEX IF NOT EXISTS ledger_execution ON ledger (execution);
+CREATE TABLE IF NOT EXISTS resume_points (
+    directory TEXT PRIMARY KEY,      -- a followed directory on a store (its URL)
+    after TEXT NOT NULL,             -- its listing starts after this name (`storewatch`)
+    updated REAL NOT NULL
+);
 """
 
 

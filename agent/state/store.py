@@ -94,6 +94,12 @@ class StateStore(Protocol):
     def finished_keys(self) -> set[str]:
         """Keys of the logs read to their end with every terminal event emitted."""
 
+    def resume_point(self, directory: str) -> str | None:
+        """The name after which the listing of a directory on a store starts, if one was kept."""
+
+    def save_resume_point(self, directory: str, after: str) -> None:
+        """Keep the name after which the next listing of `directory` starts."""
+
     def record_stop(self, app_id: str, reason: str, requested_by: str) -> None:
         """Remember that an application was asked to stop."""
 

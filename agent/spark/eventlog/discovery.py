@@ -53,6 +53,8 @@ class Listing:
 
     refs: list[LogRef]
     ignored: tuple[str, ...] = ()
+    # On S3: the last name of the listing's longest prefix that is all decided (`_scan_store`).
+    settled: str = ""
 
 
 def scan(directory: str | os.PathLike[str], skip: Container[str] = frozenset()) -> list[LogRef]:
@@ -62,14 +64,18 @@ def scan(directory: str | os.PathLike[str], skip: Container[str] = frozenset()) 
 
 
 def listing(
-    directory: str | os.PathLike[str], skip: Container[str] = frozenset(), since_ns: int = 0
+    directory: str | os.PathLike[str],
+    skip: Container[str] = frozenset(),
+    since_ns: int = 0,
+    start_after: str = "",
 ) -> Listing:
     """Every application logged in `directory`, sorted by key, and the entries left out:
     one `os.scandir` of the directory, one stat per single-file log, one scandir plus stats
     per rolling directory. On a store, rolling directories whose key is in `skip` are not
-    listed (nor returned), nor are single-file logs last written before `since_ns`."""
+    listed (nor returned), nor are single-file logs last written before `since_ns`; on S3
+    the listing starts after the name `start_after`."""
     if stores.is_url(str(directory)):
-        return _scan_store(str(directory), skip, since_ns)
+        return _scan_store(str(directory), skip, since_ns, start_after)
     found: dict[str, LogRef] = {}
     left_out: list[str] = []
     with os.scandir(directory) as entries:
@@ -199,27 +205,46 @@ def _rolling(path: str, key: str) -> LogRef | None:
 # -- logs on a store ---------------------------------------------------------------------------
 
 
-def _scan_store(directory: str, skip: Container[str], since_ns: int) -> Listing:
+def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after: str) -> Listing:
     """The listing of a directory on a store, taken page by page as each arrives: what it
     keeps is the applications it returns, never the whole listing (a bucket may hold
-    millions of objects), nor more than MAX_LEFT_OUT names of entries it left out."""
+    millions of objects), nor more than MAX_LEFT_OUT names of entries it left out.
+
+    On S3 it also finds `Listing.settled`, the last name of the longest prefix of the
+    listing (in the store's key order) whose every entry is decided: an application already
+    finished (in `skip`), a single-file log past the horizon, or a name Spark does not
+    write. Only a prefix is safe: names are in lexical order, not time order. Application
+    ids sort by time within one cluster and one scheme only (`application_<clusterStart>_`
+    of two YARN clusters, `app-` beside `local-`, random Kubernetes `spark-` ids, a YARN
+    sequence past 9999), so a live or undecided application may sort before a finished
+    one; stopping at the first undecided entry never passes over one that is there now."""
     found: dict[str, LogRef] = {}
     refs: list[LogRef | None] = []
     left_out: list[str] = []
     rolling: list[tuple[str, str]] = []  # (url, key) of the directories to list
-    for page in stores.pages(directory):
+    resumable = stores.resumable(directory)
+    start_after = start_after if resumable else ""
+    settled, open_prefix = start_after, resumable
+    for page in stores.pages(directory, start_after):
+        # A page is a range of keys; S3 gives its directories (common prefixes) apart.
+        page.sort(key=_key_order)
         for entry in page:
+            decided = True
             if ignored(entry.name):
-                continue
-            key = names.rolling(entry.name) if entry.is_dir else None
-            if key is not None:
-                if key not in skip:
+                pass
+            elif (key := names.rolling(entry.name) if entry.is_dir else None) is not None:
+                decided = key in skip
+                if not decided:
                     rolling.append((entry.url, key))
-            elif entry.is_dir or names.single(entry.name) is None:
+            elif entry.is_dir or (single := names.single(entry.name)) is None:
                 if len(left_out) < MAX_LEFT_OUT:
                     left_out.append(entry.url)
             elif entry.mtime_ns >= since_ns:  # older: past the horizon, passed over
+                decided = single.key in skip
                 refs.append(_single_store(entry))
+            open_prefix = open_prefix and decided
+            if open_prefix:
+                settled = _key_order(entry)
         page = []  # one page held at a time
     # A LIST per rolling directory: a few at once, as their cost is the store's latency.
     with ThreadPoolExecutor(STORE_LISTINGS, thread_name_prefix="eventlog-list") as pool:
@@ -229,7 +254,12 @@ def _scan_store(directory: str, skip: Container[str], since_ns: int) -> Listing:
             left_out += ref.ignored
             if ref.error != HOLLOW:
                 found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
-    return Listing([found[key] for key in sorted(found)], tuple(left_out))
+    return Listing([found[key] for key in sorted(found)], tuple(left_out), settled)
+
+
+def _key_order(entry: stores.Entry) -> str:
+    """The entry's place in the store's key order: a directory is its keys' prefix."""
+    return f"{entry.name}/" if entry.is_dir else entry.name
 
 
 def _single_store(entry: stores.Entry) -> LogRef:

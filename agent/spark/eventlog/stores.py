@@ -105,6 +105,11 @@ def _count(kind: Request, requests: int = 1) -> None:
         _counts[kind] += requests
 
 
+def resumable(url: str) -> bool:
+    """A listing of `url` can start after a name (`pages`' start_after): S3 only."""
+    return filesystems.protocol(url) == "s3"
+
+
 def child(directory: str, name: str) -> str:
     return f"{directory.rstrip('/')}/{name}"
 
@@ -122,9 +127,7 @@ def pages(url: str, start_after: str = "") -> Iterator[list[Entry]]:
     fs, path = filesystems.resolve(url)
     base = path.rstrip("/")
     seen = False
-    listed = (
-        _s3_pages(fs, base, start_after) if filesystems.protocol(url) == "s3" else _whole(fs, path)
-    )
+    listed = _s3_pages(fs, base, start_after) if resumable(url) else _whole(fs, path)
     for found in listed:
         entries = []
         for item in found:

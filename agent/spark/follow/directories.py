@@ -5,7 +5,7 @@ write is counted and logged once (`eventlog_file_ignored`): it changes no applic
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Final
 
 import structlog
@@ -30,16 +30,22 @@ class Directories:
         self.on_ignored = on_ignored
         self.ignored: set[str] = set()  # entries Spark did not name, already logged
         self.failed: dict[str, OSError] = {}  # why each directory failed at the last look
+        self.settled: dict[str, str] = {}  # each store directory's `Listing.settled`
 
     async def list(
-        self, finished: Collection[str] = frozenset(), since_ns: int = 0
+        self,
+        finished: Collection[str] = frozenset(),
+        since_ns: int = 0,
+        start_after: Mapping[str, str] | None = None,
     ) -> dict[str, list[LogRef]]:
         """The logs of each directory that can be listed now. In a thread: a directory on a
         slow or hung mount must not hold up the deliveries, the control socket or SIGTERM.
         `finished` (keys `<directory>/<name>`) spares a store the listing of rolling
         directories of applications already finished; single-file logs on a store last
-        written before `since_ns` are passed over."""
-        listed = await asyncio.to_thread(_list_all, self.paths, finished, since_ns)
+        written before `since_ns` are passed over; an S3 directory in `start_after` is listed
+        after that name."""
+        after = start_after or {}
+        listed = await asyncio.to_thread(_list_all, self.paths, finished, since_ns, after)
         found: dict[str, list[LogRef]] = {}
         for directory, scanned in listed.items():
             if isinstance(scanned, OSError):
@@ -51,6 +57,7 @@ class Directories:
                 self.missing.discard(directory)
                 log.info("eventlog_dir_found", directory=directory)
             self._ignore(scanned.ignored)
+            self.settled[directory] = scanned.settled
             found[directory] = scanned.refs
         return found
 
@@ -85,7 +92,10 @@ class Directories:
 
 
 def _list_all(
-    directories: Sequence[str], finished: Collection[str], since_ns: int
+    directories: Sequence[str],
+    finished: Collection[str],
+    since_ns: int,
+    start_after: Mapping[str, str],
 ) -> dict[str, Listing | OSError]:
     """Each directory's logs, or why it cannot be listed (blocking I/O)."""
     listed: dict[str, Listing | OSError] = {}
@@ -95,7 +105,7 @@ def _list_all(
             prefix = f"{directory.rstrip('/')}/"
             skip = {key[len(prefix) :] for key in finished if key.startswith(prefix)}
         try:
-            listed[directory] = listing(directory, skip, since_ns)
+            listed[directory] = listing(directory, skip, since_ns, start_after.get(directory, ""))
         except OSError as error:
             listed[directory] = error
     return listed

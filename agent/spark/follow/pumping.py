@@ -48,6 +48,7 @@ class Pumping:
     problems: LogProblems
     apps: dict[str, Followed]  # log key -> the application followed
     _finished: set[str]  # log keys not to read again
+    _abandoned: set[str]  # of those, the ones the state does not hold as finished
     _stops: dict[str, tuple[str, str]]  # app id -> (reason, requested by)
     _sink: Sink | None
     guard: Guard  # what liveness lookups may ask, and how often
@@ -79,6 +80,7 @@ class Pumping:
         app.log.close()
         self.apps.pop(app.key, None)
         self._finished.add(app.key)  # in memory only: the next start tries it again
+        self._abandoned.add(app.key)
 
     async def _pump(self, app: Followed) -> None:
         reader = app.log.reader

@@ -103,13 +103,14 @@ class SparkSource(Control):
         self.tables = DiskTableMetadata()
         self.apps: dict[str, Followed] = {}
         self._finished: set[str] = state.finished_keys()
+        self._abandoned: set[str] = set()  # of those, finished in memory only (`pumping`)
         self._stops = state.stop_requests()  # kept in step by request_stop
         local = [d for d in spark.event_log_dirs if not stores.is_url(d)]
         ignored = metrics.eventlog_files_ignored.inc
         self._dirs = Directories(local, ignored)
         stores.configure(spark.store_request_timeout)
         self._stores = [
-            StoreDirectory(d, spark.store_horizon, metrics, ignored)
+            StoreDirectory(d, spark.store_horizon, metrics, ignored, state)
             for d in spark.event_log_dirs
             if stores.is_url(d)
         ]
@@ -197,7 +198,7 @@ class SparkSource(Control):
         `store_poll_interval` (sooner when woken); a failure is this store's alone."""
         while not stop.is_set():
             store.wake.clear()
-            refs = await store.list(self._finished)
+            refs = await store.list(self._finished, self._abandoned)
             if refs is not None:
                 await self._discover({store.url: refs}, first=store.first)
                 store.first = False
