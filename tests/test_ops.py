@@ -871,7 +871,13 @@ def test_example_config_passes_config_check(name: str, root: Path) -> None:
                     ("lineage.file.path", 28),
                 ]
             )
-            + notes
+            + "differs: lineage.queue_size: events wait in a queue of 1024 per transport and are "
+            "dropped when it is full (at-most-once); the client sends each event inside emit()\n"
+            "differs: signing.key_path: every event carries the agent's Ed25519 signature facet; "
+            "the client's carry none\n"
+            "differs: lineage.transport: composite: each member has its own queue and gets every "
+            "event whatever the others do (continue_on_failure and continue_on_success both "
+            "true)\n" + notes
         )
     if name == "https-bearer.yaml":
         notes += (

@@ -284,20 +284,20 @@ def load_signing_key(path: StrPath) -> SigningKey:
     if len(data) >= _KEY_FILE_LIMIT:
         _decode_key(data, name, "private key")  # says it is too long
     header, body = _split_header(data)
-    if header is None and body.strip():
-        # A bare base64 line is what `pubkey` prints: a public key given here would sign
-        # nothing anyone can verify, so only the header tells a private key apart.
-        raise KeyFileError(
-            f"{name}: found one base64 line and no `{_HEADER_MARK}` header: a public key (as"
-            " `lineage-agent pubkey` prints it) or a private key written before the header;"
-            " a private key needs that line at its top (see docs/operations/install.md)"
-        )
     if header is not None and not header.startswith(_HEADER_MARK):
         raise KeyFileError(
             f"{name}: not a lineage-agent private key file (its first line is a comment that "
             "is not the header `lineage-agent keygen` writes)"
         )
     seed = _decode_key(body, name, "private key")
+    if header is None:
+        # A bare base64 key is what `pubkey` prints: a public key given here would sign
+        # nothing anyone can verify, so only the header tells a private key apart.
+        raise KeyFileError(
+            f"{name}: found one base64 line and no `{_HEADER_MARK}` header: a public key (as"
+            " `lineage-agent pubkey` prints it) or a private key written before the header;"
+            " a private key needs that line at its top (see docs/operations/install.md)"
+        )
     return SigningKey(seed)
 
 

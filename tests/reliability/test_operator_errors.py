@@ -129,6 +129,7 @@ RANGES = {
     "lineage.http.batch_size": "an integer from 1 to 10000",
     "lineage.http.concurrency": "an integer from 1 to 64",
     "lineage.http.late_answer_wait": "a duration from 0s to 1h",
+    "lineage.http.auth.token_refresh_buffer": "a duration from 0s to 1h",
     "lineage.http.retry.total": "an integer from 0 to 100",
     "lineage.http.retry.connect": "an integer from 0 to 100",
     "lineage.http.retry.read": "an integer from 0 to 100",
@@ -148,6 +149,8 @@ RANGES = {
     "spark.exec_verdict_wait": "a duration from 0s to 1h",
     "spark.master_ui_port": "an integer from 1 to 65535",
     "spark.store_poll_interval": "a duration > 0s and <= 1h",
+    "spark.store_request_timeout": "a duration > 0s and <= 1h",
+    "spark.store_horizon": "a duration from 0s to 3650d",
     "state_lease": "a duration from 1s to 1h",
 }
 HUGE = int("9" * 400)
