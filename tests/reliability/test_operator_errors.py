@@ -178,7 +178,15 @@ def numbers_config(directory: Path, **values: Any) -> Path:
         directory,
         {
             **file_lineage(directory / "events.jsonl"),
-            "http": {"endpoint": "http://127.0.0.1:9/api/v1/lineage"},
+            # jwt auth for its numbers: a token from any variable every environment has
+            "http": {
+                "endpoint": "https://127.0.0.1:9/api/v1/lineage",
+                "auth": {
+                    "type": "jwt",
+                    "token_endpoint": "https://127.0.0.1:9/token",
+                    "token_env": "PATH",
+                },
+            },
         },
         spark={"event_log_dirs": [str(directory / "spark-events")]},
     )
