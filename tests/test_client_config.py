@@ -5,8 +5,6 @@ from, and the errors that name the place and never the secret."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from agent.config.redact import redacted
 from agent.delivery.transports.http.settings import check_endpoint
 from agent.errors import ConfigError, StartError
 from agent.service.preflight import check_startup
+from tests.agentproc import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "f048521b-dfe8-47cd-9c65-0cb07d57591e"
@@ -593,14 +592,7 @@ def test_config_check_says_where_each_value_came_from(tmp_path: Path) -> None:
         "OPENLINEAGE_URL": "https://lineage.example.com",
         "OPENLINEAGE_API_KEY": SECRET,
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "agent", "config", "check", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        env=env,
-    )
+    result = cli("config", "check", str(config), env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:5] == [

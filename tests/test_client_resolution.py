@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 from agent.config.loader import parse_config
 from agent.config.model import AgentConfig, EventFilter, HttpAuth, HttpConfig, Secret
 from agent.errors import ConfigError
+from tests.agentproc import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -334,13 +333,6 @@ def test_config_check_names_the_openlineage_yml_for_its_settings(tmp_path: Path)
         "HOME": str(tmp_path),
         "OPENLINEAGE_CONFIG": str(yml),
     }
-    ran = subprocess.run(
-        [sys.executable, "-m", "agent", "config", "check", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        env=env,
-    )
+    ran = cli("config", "check", str(config), env=env, timeout=60)
     assert ran.returncode != 0
     assert f"{yml}:4: lineage.http.ca_file: {tmp_path}: not a regular file" in ran.stderr
