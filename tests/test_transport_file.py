@@ -362,3 +362,23 @@ def test_file_size_limit_is_write_error_without_torn_line(path: Path) -> None:
     assert outcome["error"] == f"write_error: cannot write {path}: File too large"
     assert outcome["size_after_error"] == 3 * line
     assert run_ids(path) == [str(uuid.UUID(int=i)) for i in (0, 1, 2, 6)]
+
+
+def test_a_reload_leaves_the_line_its_predecessor_is_writing(path: Path, make: Factory) -> None:
+    """A transport built beside a live one on the same path (a reload) keeps a tail without
+    its newline: it is the old transport's batch being written, not a killed writer's."""
+    old = make(path)
+    send(old, envelope(1))
+    with path.open("ab") as file:  # the old transport's next batch, halfway through
+        file.write(b'{"eventType": "START", "run"')
+    before = path.read_bytes()
+    new = FileTransport(FileConfig(path=str(path)), lock_of=old)
+    try:
+        assert path.read_bytes() == before
+    finally:
+        close(new)
+    path.write_bytes(before)
+    close(old)
+    fresh = make(path)  # no transport of this process holds the file: a torn line is cut
+    assert path.read_bytes() == before[: before.rindex(b"\n") + 1]
+    close(fresh)

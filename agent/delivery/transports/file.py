@@ -88,13 +88,17 @@ class FileTransport:
         except OSError as exc:
             raise StartError(f"cannot create directory {parent}: {exc.strerror}") from None
         self._lock_fd: int
-        if lock_of is not None and lock_of.path == self._path and lock_of.lock_fd >= 0:
+        shared = lock_of is not None and lock_of.path == self._path and lock_of.lock_fd >= 0
+        if shared and lock_of is not None:
             # The same open file description, hence the same flock: held until both close.
             self._lock_fd = os.dup(lock_of.lock_fd)
         else:
             self._lock_fd = _take_lock(self._path)
         try:
-            self._open()
+            # A transport of this process still writes the file (a reload builds this one in a
+            # worker thread meanwhile): a tail without its newline is a batch being written,
+            # not a crash's torn line, and cutting it would lose events counted delivered.
+            self._open(cut_torn_tail=not shared)
         except OSError as exc:
             os.close(self._lock_fd)
             raise StartError(_open_problem(self._path, exc)) from None
@@ -160,7 +164,7 @@ class FileTransport:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _open(self) -> None:
+    def _open(self, *, cut_torn_tail: bool = True) -> None:
         _check_links(self._path)  # the directories may have been swapped since the last open
         fd = os.open(self._path, _OPEN_FLAGS, _FILE_MODE)
         try:
@@ -172,7 +176,7 @@ class FileTransport:
             os.close(fd)
             raise
         try:
-            cut = _cut_torn_tail(fd, info.st_size)
+            cut = _cut_torn_tail(fd, info.st_size) if cut_torn_tail else 0
         except OSError:
             cut = 0  # the next write reports what is wrong with the file
         if cut:
