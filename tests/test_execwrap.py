@@ -8,11 +8,11 @@ import pty
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from agent.commands.exec_wrap import command_env
+from tests import waits
 
 EXEC = (sys.executable, "-m", "agent", "exec", "--socket", "/nonexistent/control.sock")
 EXEC_NO_RETRY = (*EXEC, "--retry-for", "0", "--")
@@ -24,10 +24,7 @@ NOT_TOLD = (
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     """Until `condition()` holds; fails with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
+    waits.wait(condition, timeout, what)
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:

@@ -15,9 +15,10 @@ async def until(check: Callable[[], object], seconds: float = 30) -> None:
             await asyncio.sleep(0.02)
 
 
-def wait(check: Callable[[], object], seconds: float = 30) -> None:
-    """Return once `check()` is true, looking every 20 ms; fail after `seconds`."""
+def wait(check: Callable[[], object], seconds: float = 30, what: str = "the condition") -> None:
+    """Return once `check()` is true, looking every 20 ms; fail naming `what` after `seconds`."""
     deadline = time.monotonic() + seconds
     while not check():
-        assert time.monotonic() < deadline, "the condition never held"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {seconds:g}s")
         time.sleep(0.02)

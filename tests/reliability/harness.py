@@ -33,6 +33,7 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent.errors import DROP_REASONS, UNCONFIRMED_REASONS
+from tests import waits
 from tests.agentproc import AgentProcess, accounting
 from tests.agentproc import cli as agent_cli
 from tests.collector import Behaviour, Collector, Reply, Request, Slow
@@ -152,11 +153,7 @@ def assert_healthy(process: AgentProcess) -> dict[str, Any]:
 
 
 def wait_until(what: str, check: Callable[[], bool], timeout: float = PATIENCE) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:g}s")
-        time.sleep(0.05)
+    waits.wait(check, timeout, what)
 
 
 def settle(
