@@ -52,6 +52,8 @@ from typing import Any, Literal, Self, TypeVar
 
 LINEAGE_PATH = "/api/v1/lineage"
 _T = TypeVar("_T")
+#: Seconds a graceful stop at least keeps open connections, turning their requests away.
+_GRACE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,8 +318,9 @@ class Collector:
 
     def stop(self, *, graceful: bool = False) -> None:
         """Close every connection (hung ones too) and stop the thread; idempotent. With
-        `graceful`, as a server that restarts: stop accepting, answer the requests already
-        read, then close (idle keep-alive connections at once)."""
+        `graceful`, as Jetty's graceful shutdown (Marquez restarting): stop accepting, answer
+        the requests already read, answer 503 with `Connection: close` to any request that
+        comes over an open connection meanwhile (for at least `_GRACE` seconds), then close."""
         loop, stopping, thread = self._loop, self._stopping, self._thread
         if loop is None or stopping is None or thread is None:
             return
@@ -383,8 +386,11 @@ class Collector:
         finally:
             server.close()
             if self._graceful:
-                for task in list(self._tasks - self._busy):
-                    task.cancel()  # idle between requests
+                # Closing an idle kept-alive connection at once would race a request already
+                # on its way over it, which no client can tell from one the server stored;
+                # Jetty keeps such connections and turns their requests away with 503.
+                grace = asyncio.create_task(asyncio.sleep(_GRACE))
+                await asyncio.wait([grace, *self._busy], timeout=30)
                 busy = list(self._busy)
                 if busy:
                     await asyncio.wait(busy, timeout=30)
@@ -436,7 +442,7 @@ class Collector:
         task = asyncio.current_task()
         assert task is not None
         assert self._stopping is not None
-        if self._stopping.is_set():
+        if self._stopping.is_set() and not self._graceful:
             return False  # stopping: a request not begun is not taken (no 100 Continue)
         # From its head on, a request is under way: a graceful stop lets it finish, as a
         # server that sent `100 Continue` has taken it on.
@@ -444,6 +450,8 @@ class Collector:
         try:
             try:
                 method, path, version, headers = _parse_head(head)
+                if self._stopping.is_set():  # a graceful stop turns a new request away
+                    return await self._turn_away(reader, writer, headers)
                 if headers.get("expect", "").lower() == "100-continue" and self._continues:
                     writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                     await writer.drain()
@@ -456,6 +464,18 @@ class Collector:
             return await self._take(Request(method, path, headers, body, content), writer, version)
         finally:
             self._busy.discard(task)
+
+    async def _turn_away(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, headers: dict[str, str]
+    ) -> bool:
+        """503 and close, as Jetty answers a request that comes during its graceful stop. A
+        body already sent is read first: closing over unread bytes resets the connection, and
+        the reset can destroy the answer before the client reads it."""
+        if headers.get("expect", "").lower() != "100-continue":
+            await _read_body(reader, headers)
+        writer.write(_response(503, "Connection: close\r\n"))
+        await writer.drain()
+        return False
 
     async def _take(self, request: Request, writer: asyncio.StreamWriter, version: str) -> bool:
         """Record and answer one request read whole; False when the connection must end."""
