@@ -8,11 +8,13 @@ labelled counter shows each of its documented label values at 0 from the start, 
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import functools
 import ipaddress
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 from wsgiref.simple_server import make_server
 
 from prometheus_client import (
@@ -281,8 +283,37 @@ class Metrics:
         self.dropped_by_reason.labels(transport=transport, reason=reason).inc(count)
 
 
+#: Seconds a scrape waits for the event loop to render it before it renders from its own
+#: thread: a wedged loop must not take `/metrics`, the place to see it, down with it.
+SNAPSHOT_WAIT: Final = 2.0
+
+
 def render(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
+
+
+def render_in(loop: asyncio.AbstractEventLoop | None, registry: CollectorRegistry) -> bytes:
+    """`registry` rendered in `loop`'s thread, which changes every accounting counter: no event
+    moves between a scrape's first line and its last, so produced = delivered + dropped +
+    unconfirmed + queued holds in each scrape, not only once the agent is at rest."""
+    if loop is None:
+        return render(registry)
+    taken: concurrent.futures.Future[bytes] = concurrent.futures.Future()
+
+    def take() -> None:
+        if taken.set_running_or_notify_cancel():
+            try:
+                taken.set_result(render(registry))
+            except BaseException as error:
+                taken.set_exception(error)
+
+    try:
+        loop.call_soon_threadsafe(take)
+        return taken.result(SNAPSHOT_WAIT)
+    except (RuntimeError, TimeoutError):  # the loop is closed, or held: as it stands
+        if not taken.cancel() and taken.done():
+            return taken.result()
+        return render(registry)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -306,7 +337,9 @@ class MetricsServer:
         request_timeout: float = ScrapeServer.request_timeout,
         max_connections: int = ScrapeServer.max_connections,
     ):
-        """Bind `listen`; the limits are `ScrapeServer`'s (tests make them small)."""
+        """Bind `listen`; the limits are `ScrapeServer`'s (tests make them small). Made in
+        the agent's event loop, the one that changes the counters, it renders scrapes there
+        (`render_in`)."""
         host, port = parse_listen(listen)
         server_class: type[ScrapeServer] = ScrapeServer
         try:
@@ -316,6 +349,10 @@ class MetricsServer:
             pass  # a host name: IPv4 resolution as usual
         self._registry = registry
         self._health = health
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
         self._server = make_server(host, port, self._app, server_class, QuietHandler)
         self._server.request_timeout = request_timeout
         self._server.max_connections = max_connections
@@ -338,7 +375,7 @@ class MetricsServer:
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            body = render(self._registry)
+            body = render_in(self._loop, self._registry)
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [body]
         if path == "/healthz":

@@ -21,7 +21,7 @@ import pytest
 import trustme
 import yaml
 
-from tests.agentproc import AgentProcess, keygen, metric
+from tests.agentproc import AgentProcess, assert_identity, keygen, metric
 from tests.collector import Behaviour, closed_port, slow
 from tests.reliability import harness
 from tests.spark_logs import spark_env
@@ -447,3 +447,18 @@ def test_pipeline_unaffected_by_collector_faults(tmp_path: Path) -> None:
     # Wall time of each application, for the record: lineage faults never blocked one.
     times = {name: phases[name]["seconds"] for name, _, _ in PHASES}
     print(f"application seconds: {times}")
+
+
+def test_every_scrape_adds_up_while_events_flow(workdir: Path) -> None:
+    """Each of many scrapes taken while events are made, shipped and refused adds up:
+    produced = delivered + dropped + unconfirmed + queued in every one, not only at rest."""
+    with harness.TallyCollector(slow(0.002)) as collector:
+        lineage = {**harness.http_lineage(collector.url, **AT_ONCE), "queue_size": 20}
+        config = harness.config_file(workdir, lineage)
+        with harness.memory_agent(config, 3000, 1000.0) as process:
+            scrapes = 0
+            while scrapes < 200 and (scrapes < 20 or collector.accepted < 2500):
+                assert_identity(process.scrape(), "http")
+                scrapes += 1
+            harness.settle(process, "http", 3000)
+    assert scrapes >= 20 and collector.accepted > 0
