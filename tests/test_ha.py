@@ -292,10 +292,10 @@ def test_a_paused_agents_queued_events_never_leave_after_the_takeover(
     configs = [down, agent_config(tmp_path / "a1", events_dir, url, collector)]
     with ExitStack() as stack:
         paused = stack.enter_context(spark_daemon(configs[0]))
-        queued = wait_for(
-            lambda: metric(paused.scrape(), "lineage_queue_depth", transport="http"),
-            lambda depth: depth >= APPS,
-        )
+        # Every application's START claimed by the one to be paused (not just as many events
+        # queued: two of one application may be, before it reads another's log).
+        wait_for(lambda: sum(claimed_start(paused, path) for path, _ in pending), APPS)
+        queued = metric(paused.scrape(), "lineage_queue_depth", transport="http")
         paused.signal(signal.SIGSTOP)
         try:
             other = stack.enter_context(spark_daemon(configs[1]))
@@ -322,6 +322,16 @@ def test_a_paused_agents_queued_events_never_leave_after_the_takeover(
         wait_for(lambda: metric(other.scrape(), "lineage_events_handed_over_total"), produced)
         assert_identity(paused.scrape(), "http")
         assert_identity(other.scrape(), "http")
+
+
+def claimed_start(agent: AgentProcess, log: Path) -> bool:
+    """Whether `agent` claimed a START of the application whose log is `log` (its first
+    event, the application's own START, comes before any other)."""
+    try:
+        described = control(agent, {"command": "describe", "app_id": log.with_suffix("").name})
+    except subprocess.CalledProcessError:  # an application it has not seen yet
+        return False
+    return any(e["event_type"] == "START" for e in described["emitted"])
 
 
 def lost_keys(agent: AgentProcess) -> set[str]:

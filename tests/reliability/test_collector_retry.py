@@ -31,8 +31,8 @@ def stored_once_in_order(events: list[dict[str, Any]], count: int) -> dict[str, 
 
 def test_a_collector_not_storing_for_20s_loses_nothing(workdir: Path) -> None:
     """503, then 500, then 429 with Retry-After for the collector's first 20 s: with the
-    defaults every event is retried until stored, once, each run in order; retries are
-    counted by status and nothing is dropped."""
+    defaults every event is retried until stored, once, each run in order; each refusal is
+    counted as a retry of its status and nothing is dropped."""
     events = 300
     failing = timeline((7.0, 503), (7.0, 500), (6.0, reply(429, "2")))
     with harness.TallyCollector(failing) as collector:
@@ -48,9 +48,16 @@ def test_a_collector_not_storing_for_20s_loses_nothing(workdir: Path) -> None:
                 for status in ("429", "500", "502", "503", "504")
             }
             accounting = harness.stop_and_account(process)
-    assert retried["503"] > 0 and retried["500"] > 0 and retried["429"] > 0, retried
-    assert retried["502"] == retried["504"] == 0
-    assert sum(retried.values()) == collector.tally(503, 500, 429)
+    # Every refusal the collector answered is one retry of its status. Which phases the
+    # retries fall in is the backoff's (0.5 s doubling to 30 s: it may wait out a phase).
+    assert retried == {
+        "503": collector.answers[503],
+        "500": collector.answers[500],
+        "429": collector.answers[429],
+        "502": 0,
+        "504": 0,
+    }
+    assert retried["503"] > 0
     assert accounting["http"] == {
         "offered": events,
         "delivered": events,
