@@ -4,10 +4,12 @@ does, in this run's worker processes or in another run on the same machine.
 `job stop` of another user's driver picks it among that uid's SparkSubmit JVMs that started
 when the application was submitted (agent/spark/follow/driver/stopping.py). A Spark job that
 another worker starts at that moment is one more candidate, and the agent rightly refuses to
-guess: the test would fail for what its neighbour did. So every test holds one lock file for
-its whole protocol (its setup, module and session fixtures it starts included, its call and
-its teardown): shared by default, exclusive when marked `alone`. An `alone` test waits for
-the tests running elsewhere to end, and they wait for it; the rest run side by side.
+guess: the test would fail for what its neighbour did. So every other test holds one lock
+file shared for its whole protocol (its setup, module and session fixtures it starts
+included, its call and its teardown), and an `alone` test holds it exclusively for its call
+(its own fixtures start no Spark driver, and building them needs no one to wait). An `alone`
+test waits for the tests running elsewhere to end, and they wait for it; the rest run side
+by side.
 
 Registered through `pytest_plugins` in tests/conftest.py.
 """
@@ -18,7 +20,7 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -49,15 +51,32 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Outermost (tryfirst): the wait for the lock is no part of the test's time under
-# pytest-timeout, whose wrapper starts its clock inside this one.
+# pytest-timeout, whose wrapper starts its clock inside this one. An `alone` test's wait is
+# (at most the longest test running elsewhere, well inside the timeout).
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
-    fd = _lock_fd()
-    fcntl.flock(fd, fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH)
-    try:
+    if item.get_closest_marker("alone"):
+        return (yield)  # its lock is taken around its call
+    with _locked(fcntl.LOCK_SH):
         return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    if not item.get_closest_marker("alone"):
+        return (yield)
+    with _locked(fcntl.LOCK_EX):
+        return (yield)
+
+
+@contextlib.contextmanager
+def _locked(how: int) -> Iterator[None]:
+    fd = _lock_fd()
+    fcntl.flock(fd, how)
+    try:
+        yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 

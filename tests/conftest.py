@@ -16,6 +16,7 @@ import pytest
 
 pytest_plugins = (
     "tests.alone",
+    "tests.order",
     "tests.spark_logs",
     "tests.kafka_plugin",
     "tests.otheruser",
