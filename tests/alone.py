@@ -8,8 +8,8 @@ guess: the test would fail for what its neighbour did. So every other test holds
 file shared for its whole protocol (its setup, module and session fixtures it starts
 included, its call and its teardown), and an `alone` test holds it exclusively for its call
 (its own fixtures start no Spark driver, and building them needs no one to wait). An `alone`
-test waits for the tests running elsewhere to end, and they wait for it; the rest run side
-by side.
+test waits for the tests running elsewhere to end, no new one starting meanwhile (the
+turnstile), and they wait for it; the rest run side by side.
 
 Registered through `pytest_plugins` in tests/conftest.py.
 """
@@ -28,18 +28,22 @@ import pytest
 #: One lock for the machine, not for one run: a run started from another checkout (or by
 #: another user of a shared machine) starts Spark drivers as well.
 LOCK = Path(tempfile.gettempdir()) / "lineage-agent-tests-alone.lock"
+#: Passed through on the way to LOCK. An `alone` test holds it while it waits for LOCK, so
+#: no test starts meanwhile: with several workers taking LOCK shared one after another it
+#: would otherwise find LOCK free only when they all ran out of tests (flock is not fair).
+TURNSTILE = LOCK.with_suffix(".turnstile")
 
-_fd: int | None = None
+_fds: dict[Path, int] = {}
 
 
-def _lock_fd() -> int:
-    global _fd
-    if _fd is None:
-        _fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+def _lock_fd(path: Path) -> int:
+    fd = _fds.get(path)
+    if fd is None:
+        fd = _fds[path] = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         # Whoever comes next, as any user, may lock it too; made by another user, it is.
         with contextlib.suppress(PermissionError):
-            os.fchmod(_fd, 0o666)
-    return _fd
+            os.fchmod(fd, 0o666)
+    return fd
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,21 +63,26 @@ def pytest_runtest_protocol(
 ) -> Generator[None, object, object]:
     if item.get_closest_marker("alone"):
         return (yield)  # its lock is taken around its call
-    with _locked(fcntl.LOCK_SH):
+    with _locked(TURNSTILE, fcntl.LOCK_SH):
+        fd = _lock_fd(LOCK)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
         return (yield)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if not item.get_closest_marker("alone"):
         return (yield)
-    with _locked(fcntl.LOCK_EX):
+    with _locked(TURNSTILE, fcntl.LOCK_EX), _locked(LOCK, fcntl.LOCK_EX):
         return (yield)
 
 
 @contextlib.contextmanager
-def _locked(how: int) -> Iterator[None]:
-    fd = _lock_fd()
+def _locked(path: Path, how: int) -> Iterator[None]:
+    fd = _lock_fd(path)
     fcntl.flock(fd, how)
     try:
         yield
@@ -82,7 +91,6 @@ def _locked(how: int) -> Iterator[None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    global _fd
-    if _fd is not None:
-        os.close(_fd)
-        _fd = None
+    for fd in _fds.values():
+        os.close(fd)
+    _fds.clear()

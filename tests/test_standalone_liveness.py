@@ -182,7 +182,6 @@ def test_a_killed_driver_fails_with_its_masters_word(
     assert standalone.apps()[app_id] == "FINISHED"
 
 
-@pytest.mark.alone  # job stop matches the driver among the machine's SparkSubmit JVMs
 def test_job_stop_without_cap_kill_names_the_masters_way(
     public_agent: Path, base: Path, standalone: Standalone
 ) -> None:

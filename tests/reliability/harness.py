@@ -49,6 +49,12 @@ PATIENCE = 90.0
 # -- agent processes ------------------------------------------------------------------------
 
 
+NOT_SENT = "lineage_delivery_not_sent_total"  # attempts that never left
+#: Without retries (`retry: {total: 0}`) an answer "not stored" drops at once; without the
+#: late-answer wait a hung collector leaves a request unconfirmed at its timeout.
+AT_ONCE = {"retry": {"total": 0}, "late_answer_wait": 0}
+
+
 def config_file(
     directory: Path,
     lineage: Mapping[str, Any],
