@@ -31,8 +31,9 @@ from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.agentproc import keygen, write_config
-from tests.bench.harness import agent_process, wait_until
+from tests.bench.harness import agent_process, rss_mib, wait_until
 from tests.dripstore import DripStore
+from tests.endless_store import running_endless
 from tests.s3server import environment, running_s3
 from tests.samples import sample_bytes
 from tests.spark_scenarios import read_all, source_running
@@ -44,6 +45,7 @@ CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "AKIADRIPSTORE7Q2X",
     "AWS_SECRET_ACCESS_KEY": "dr1p-s3cr3t-v9Lq",
 }
+ENDLESS_ENV = {**CREDENTIALS, "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 @pytest.fixture(scope="module")
@@ -253,3 +255,43 @@ def test_config_check_names_the_extra_to_install(
     [note] = [n for n in checked.notes if n.startswith("spark.")]
     assert "needs the s3fs package: install the agent's [s3] extra" in note, note
     assert "pip install 'edge-lineage-agent[s3]'" in note, note
+
+
+#: LIST pages of an endless listing before the daemon's resident set is first read (its
+#: client made, botocore's model loaded), and between that reading and the second.
+WARM_PAGES = 20
+MEASURED_PAGES = 120  # 120,000 objects: held whole, about 1 KB each, they would cost 120 MB
+GROWTH_MIB = 16  # at most, over those pages (the issue's bound: 64 MB over 120 s of pages)
+
+
+def test_an_endless_listing_leaves_the_daemon_flat(tmp_path: Path) -> None:
+    """The real daemon following a prefix that lists without end (`tests.endless_store`:
+    old logs, decoys, keys of 1,024 bytes): its resident set (VmRSS) grows by at most 16 MiB
+    (0.2 measured) between the first pages and 120,000 objects later. Once the listing ends,
+    `status` shows the store listed, with no error and no application."""
+    keygen(tmp_path)
+    with (
+        running_endless(pages=WARM_PAGES + MEASURED_PAGES + 1) as store,
+        environment({**ENDLESS_ENV, "AWS_ENDPOINT_URL": store.endpoint}),
+    ):
+        config = write_config(
+            tmp_path,
+            {"transport": "file", "file": {"path": str(tmp_path / "events.jsonl")}},
+            spark={"event_log_dirs": ["s3a://endless/logs"], "store_poll_interval": "1s"},
+        )
+        with agent_process(config) as agent:
+            store.wait_served(WARM_PAGES, 60)
+            before = rss_mib(agent.proc.pid)
+            store.wait_served(WARM_PAGES + MEASURED_PAGES, 300)
+            after = rss_mib(agent.proc.pid)
+
+            def listed() -> dict[str, Any] | None:
+                status = request(str(tmp_path / "control.sock"), {"command": "status"}, 10)
+                [listing] = status["stores"]
+                return listing if listing["last_listing"] is not None else None
+
+            listing = wait_until(listed, 60, "the end of the listing in status")
+            agent.stop()
+    assert after - before <= GROWTH_MIB, f"VmRSS {before:.1f} MiB, then {after:.1f} MiB"
+    assert listing["last_error"] is None and listing["applications"] == 0, listing
+    assert store.requests == [], store.requests  # LIST requests only
