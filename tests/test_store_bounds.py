@@ -2,7 +2,9 @@
 of moto) holds its own directory only: a log moved into a local followed directory meanwhile
 has its events out, the same as a replay of it; each request has a whole deadline, after
 which `status` (the source's `stores()`), the metrics and /healthz name the stalled store and
-since when, until it answers again."""
+since when, until it answers again. A listing holds a page at a time: a prefix of many
+objects costs next to nothing more than a few, and the real daemon over a listing that never
+ends (`tests.endless_store`) keeps a flat resident set."""
 
 from __future__ import annotations
 

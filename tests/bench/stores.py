@@ -10,6 +10,10 @@ Two starts, each with a fresh state database and a loopback collector in its own
   when every application is remembered as finished (only the directory's LIST pages remain),
   and the resident set.
 Requests are the agent's own count (`lineage_eventlog_store_requests_total`).
+
+`stores_endless` (`run_endless`): the real daemon following a prefix that lists without end
+(`tests.endless_store`) for `endless_seconds`: how far its resident set grows from the
+moment its first LIST page is answered.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import harness
+from tests.endless_store import PAGE, running_endless
 from tests.listserver import ListServer, running_listing
 from tests.s3server import S3Server, environment, running_s3
 
@@ -37,10 +42,11 @@ class Params:
     apps: int = 10_000
     steady_seconds: float = 60.0
     objects: int = 1_000_000  # the prefix of the listing figures
+    endless_seconds: float = 120.0  # of the endless listing (`run_endless`)
 
 
 FULL = Params()
-SMOKE = Params(apps=100, steady_seconds=6.0, objects=5_000)
+SMOKE = Params(apps=100, steady_seconds=6.0, objects=5_000, endless_seconds=5.0)
 LIST_TIMEOUT = 3600.0  # seconds one listing child may take (a million objects: ~20 min)
 
 
@@ -268,6 +274,80 @@ def run(context: harness.Context) -> harness.Result:
     result.notes.append(
         "After the first scan no finished application is listed or read again: the steady "
         "cost is the directory's LIST pages (1,000 names each) per store_poll_interval."
+    )
+    return result
+
+
+def run_endless(context: harness.Context) -> harness.Result:
+    """The daemon's resident set over an endless listing, sampled every second."""
+    params = SMOKE if context.smoke else FULL
+    result = harness.Result("stores_endless", "python -m tests.bench stores_endless")
+    base = context.directory("stores-endless")
+    with (
+        running_endless(seconds=params.endless_seconds) as store,
+        environment(
+            {
+                "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": store.endpoint,
+            }
+        ),
+        harness.CollectorProcess.standard() as collector,
+    ):
+        config = harness.agent_config(
+            base,
+            endpoint=collector.url,
+            spark={"event_log_dirs": ["s3a://endless/logs"], "store_poll_interval": f"{POLL:g}s"},
+        )
+        with harness.agent_process(config) as agent:
+            pid = agent.proc.pid
+            store.wait_served(1, 60)
+            first = harness.rss_mib(pid)
+            samples = [(store.served, first)]
+            deadline = time.monotonic() + params.endless_seconds + 60
+            while not store.stopped:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the daemon stopped asking for pages at {store.served}")
+                time.sleep(1.0)
+                samples.append((store.served, harness.rss_mib(pid)))
+            pages = store.served
+
+            def listed() -> bool:
+                found = harness.scrape(agent)
+                return (
+                    harness.total(found, "lineage_eventlog_store_last_listing_timestamp_seconds")
+                    > 0
+                )
+
+            harness.wait_until(listed, 120, "the end of the endless listing")
+            peak = harness.peak_rss_mib(pid)
+            agent.stop()
+    highest = max(rss for _, rss in samples)
+    tenth = next(rss for served, rss in samples if served >= pages / 10)
+    result.setup = {
+        "store": "tests.endless_store on loopback (ListObjectsV2, 1,000 keys a page)",
+        "keys": "logs of 2020, decoys (<appId>.x, .inprogress.bak, <appId>/), 1,024-byte keys",
+        "seconds": params.endless_seconds,
+        "pages": pages,
+        "objects": pages * PAGE,
+    }
+    result.add(
+        harness.Figure(
+            "endless_listing_rss_growth_mib",
+            highest - first,
+            "MiB",
+            "RSS when the first LIST page was answered",
+            first,
+            harness.Target("<=", 64.0, on="value"),
+            {
+                "rss_after_a_tenth_of_the_pages_mib": round(tenth, 1),
+                "rss_at_the_end_mib": round(samples[-1][1], 1),
+                "highest_sampled_rss_mib": round(highest, 1),
+                "peak_rss_mib": round(peak, 1),
+                "sampled_every_s": 1.0,
+            },
+        )
     )
     return result
 
