@@ -4,9 +4,9 @@ benchmark. Nothing is stored; a page is made when it is asked for.
 
 ListObjectsV2 (`list-type=2`) answers pages of 1,000 keys (or `max-keys`, if fewer), each
 truncated with a continuation token, in S3's order (ascending by key), until the listing is
-stopped: after `pages` pages served, `seconds` after the first one, or `stop()`. From then on
-the bucket holds the pages already made: the page that was next ends the listing
-(IsTruncated false) and a later listing gives the same keys again, and none past them.
+stopped: after `pages` pages served, `seconds` after the first one, or `stop()`. The answer
+then made ends the listing (IsTruncated false); from then on the bucket holds the keys
+listed so far: a later listing gives them again, and none past them.
 
 The keys are the worst realistic mix for a scan that follows Spark logs, four kinds in turn:
 single-file logs of a standalone master's applications (`app-<time>-<NNNN>`, with Spark's
@@ -14,6 +14,9 @@ codec and `.inprogress` suffixes) last modified in 2020, past any horizon; decoy
 them that Spark never writes (`<appId>.x`, `<appId>.inprogress.bak`, a directory
 `<appId>/`); and decoys whose keys are as long as S3 allows (1,024 bytes). A page's
 application times follow its number, so the keys ascend across pages as S3 lists them.
+With `rolling`, every name is instead a rolling log's directory (`eventlog_v2_<appId>/`, a
+common prefix), as in a bucket of applications that all roll their logs; listed, each holds
+its first events file and a complete appstatus file of 2020.
 
 Also answered, as S3 does: HeadBucket and GetBucketLocation (any bucket exists), HeadObject
 and GetObject (no object exists: 404 NoSuchKey). Anything else is 501 NotImplemented.
@@ -23,6 +26,8 @@ answered; `wait_served(n)` blocks until n were.
 
 from __future__ import annotations
 
+import bisect
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -39,11 +44,15 @@ PAGE: Final = 1000  # keys per page, S3's largest
 MAX_KEY: Final = 1024  # bytes in an S3 key
 EPOCH: Final = datetime(2020, 1, 1, tzinfo=UTC)  # applications of page n start n minutes later
 CODECS: Final = ("", ".lz4", ".zstd", ".inprogress", ".snappy.inprogress")
+ROLLING_PREFIX: Final = "eventlog_v2_"
+_ROLLING: Final = re.compile(r"eventlog_v2_app-[0-9]{14}-[0-9]{4}")
 
 
-def keys(prefix: str, page: int) -> list[tuple[str, bool]]:
+def keys(prefix: str, page: int, *, rolling: bool = False) -> list[tuple[str, bool]]:
     """Page `page`'s names under `prefix`, ascending: (key, is a common prefix)."""
     stamp = (EPOCH + timedelta(minutes=page)).strftime("%Y%m%d%H%M%S")
+    if rolling:
+        return [(f"{prefix}{ROLLING_PREFIX}app-{stamp}-{n:04d}/", True) for n in range(PAGE)]
     found: list[tuple[str, bool]] = []
     for n in range(PAGE):
         app = f"{prefix}app-{stamp}-{n:04d}"
@@ -60,14 +69,19 @@ def keys(prefix: str, page: int) -> list[tuple[str, bool]]:
 class EndlessStore(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, pages: int | None = None, seconds: float | None = None) -> None:
+    def __init__(
+        self, pages: int | None = None, seconds: float | None = None, *, rolling: bool = False
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.limit_pages = pages
         self.limit_seconds = seconds
+        self.rolling = rolling
         self.served = 0
+        self.directories_listed = 0
+        self.listed_before_the_end: int | None = None  # directories listed by the last page
         self.requests: list[str] = []  # method and path of each request other than a LIST
         self._first: float | None = None
-        self._last: int | None = None  # the final page's number, once stopped
+        self._end: tuple[int, int] | None = None  # the position past the last key, once stopped
         self._stopping = False  # `stop()` was called: the next page is the last
         self._changed = threading.Condition()
 
@@ -83,7 +97,7 @@ class EndlessStore(ThreadingHTTPServer):
     @property
     def stopped(self) -> bool:
         """The listing has ended: its final page was made."""
-        return self._last is not None
+        return self._end is not None
 
     def wait_served(self, pages: int, timeout: float) -> None:
         """Until `pages` LIST pages were answered; TimeoutError after `timeout` seconds."""
@@ -92,24 +106,35 @@ class EndlessStore(ThreadingHTTPServer):
                 raise TimeoutError(f"{self.served} of {pages} LIST pages asked for in {timeout} s")
 
     def page(self, bucket: str, query: dict[str, str]) -> bytes:
-        """The ListObjectsV2 answer to `query`, counted."""
+        """The ListObjectsV2 answer to `query`, counted (in `.served` when it is a page of
+        the endless listing, in `.directories_listed` when it lists a rolling directory)."""
         prefix = query.get("prefix", "")
+        if self.rolling and _ROLLING.fullmatch(prefix.rstrip("/").rpartition("/")[2]):
+            self.directories_listed += 1
+            return _list_result(bucket, query, _rolling_files(prefix), "")
         size = max(1, min(int(query.get("max-keys", PAGE)), PAGE))
         token = query.get("continuation-token", "")
         # A continuation token says where to go on; without one, StartAfter does.
         after = "" if token else query.get("start-after", "")
-        number = int(token.removeprefix("page-")) if token else _page_of(prefix, after)
+        group = _position(token) if token else (_page_of(prefix, after), 0)
+        names = keys(prefix, group[0], rolling=self.rolling)
+        offset = bisect.bisect_right([key for key, _ in names], after) if after else group[1]
+        position = (group[0], offset)
         with self._changed:
             now = time.monotonic()
             self._first = now if self._first is None else self._first
             full = self.limit_pages is not None and self.served + 1 >= self.limit_pages
             late = self.limit_seconds is not None and now - self._first >= self.limit_seconds
-            if self._last is None and (full or late or self._stopping):
-                self._last = number
-            last = self._last
-        found = [] if last is not None and number > last else keys(prefix, number)
-        found = [(key, folder) for key, folder in found if key > after][:size]
-        more = f"page-{number + 1}" if last is None or number < last else ""
+            if self._end is None and (full or late or self._stopping):
+                self._end = _next(position, len(names), size)  # this answer is the last
+                self.listed_before_the_end = self.directories_listed
+            end = self._end
+        stop = len(names) if end is None or end[0] > position[0] else end[1]
+        found = (
+            [] if end is not None and position >= end else names[offset : min(stop, offset + size)]
+        )
+        after_this = _next(position, len(names), len(found) or size)
+        more = "" if end is not None and after_this >= end else f"{after_this[0]}:{after_this[1]}"
         body = _list_result(bucket, query, found, more)
         with self._changed:
             self.served += 1
@@ -117,13 +142,32 @@ class EndlessStore(ThreadingHTTPServer):
         return body
 
 
+def _position(token: str) -> tuple[int, int]:
+    """Where a continuation token goes on: (page number, index of its next key)."""
+    number, _, offset = token.partition(":")
+    return int(number), int(offset)
+
+
+def _next(position: tuple[int, int], names: int, taken: int) -> tuple[int, int]:
+    """The position after `taken` names from `position` in a page of `names`."""
+    number, offset = position
+    return (number, offset + taken) if offset + taken < names else (number + 1, 0)
+
+
 def _page_of(prefix: str, after: str) -> int:
     """The number of the page that holds the key `after` (0 for any key before them all)."""
+    name = after.removeprefix(prefix).removeprefix(ROLLING_PREFIX).removeprefix("app-")
     try:
-        stamp = datetime.strptime(after.removeprefix(f"{prefix}app-")[:14], "%Y%m%d%H%M%S")
+        stamp = datetime.strptime(name[:14], "%Y%m%d%H%M%S")
     except ValueError:
         return 0
     return max(0, int((stamp.replace(tzinfo=UTC) - EPOCH).total_seconds() // 60))
+
+
+def _rolling_files(directory: str) -> list[tuple[str, bool]]:
+    """What a rolling directory of 2020 holds: its one events file and a complete status."""
+    name = directory.rstrip("/").rpartition("/")[2].removeprefix(ROLLING_PREFIX)
+    return [(f"{directory}appstatus_{name}", False), (f"{directory}events_1_{name}", False)]
 
 
 def _list_result(
@@ -200,8 +244,8 @@ class _Handler(S3Handler):
 
 @contextmanager
 def running_endless(
-    pages: int | None = None, seconds: float | None = None
+    pages: int | None = None, seconds: float | None = None, *, rolling: bool = False
 ) -> Iterator[EndlessStore]:
     """The endpoint on a free loopback port in a thread, stopped on the way out."""
-    with serving(EndlessStore(pages, seconds)) as server:
+    with serving(EndlessStore(pages, seconds, rolling=rolling)) as server:
         yield server

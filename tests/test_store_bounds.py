@@ -238,6 +238,30 @@ def test_a_listing_holds_a_page_not_the_prefix(
     assert per_object < 100, (small, large)
 
 
+def test_rolling_directories_are_listed_as_their_page_arrives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A prefix of rolling logs' directories only (a bucket whose applications all roll):
+    each page's directories are listed before the next page is asked for, so what waits is a
+    page of them, never the whole listing's (held to its end, with a pending LIST each, they
+    cost about 2,000 bytes a directory; now what remains is the application returned, about
+    750). Pages of 100 names, as above."""
+    monkeypatch.setattr(stores, "LIST_PAGE", 100)
+    monkeypatch.setattr(stores, "_deadline", stores.REQUEST_DEADLINE)
+    peaks = {}
+    for run, pages in enumerate((2, 2, 8)):  # the first makes the client, takes the paths once
+        with (
+            running_endless(pages=pages, rolling=True) as store,
+            # A bucket of its own per store: the agent keeps one client per bucket.
+            environment({**ENDLESS_ENV, "AWS_ENDPOINT_URL": store.endpoint}),
+        ):
+            peaks[pages] = listed_peak(f"s3a://rolling-{run}/logs")
+        assert store.directories_listed == pages * 100
+        assert store.listed_before_the_end == (pages - 1) * 100
+    per_directory = (peaks[8] - peaks[2]) / 600
+    assert per_directory < 1200, peaks
+
+
 def test_config_check_names_the_extra_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
