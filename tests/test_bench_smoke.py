@@ -78,7 +78,7 @@ FIGURES = {
         "listing_requests",
         "listing_rss_growth_mib",
     ],
-    "stores_endless": ["endless_listing_rss_growth_mib"],
+    "stores_endless": ["endless_listing_rss_growth_mib", "endless_rolling_listing_rss_growth_mib"],
     "spool": [
         "submit_to_delivery_cpu_per_event_with_spool",
         "submit_to_delivery_cpu_per_event_with_fsync",
