@@ -78,6 +78,7 @@ FIGURES = {
         "listing_requests",
         "listing_rss_growth_mib",
     ],
+    "stores_endless": ["endless_listing_rss_growth_mib", "endless_rolling_listing_rss_growth_mib"],
     "spool": [
         "submit_to_delivery_cpu_per_event_with_spool",
         "submit_to_delivery_cpu_per_event_with_fsync",
@@ -124,7 +125,17 @@ def check(result: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["shipping", "shipping_kafka", "canonical", "memory", "scale", "state", "stores", "spool"],
+    [
+        "shipping",
+        "shipping_kafka",
+        "canonical",
+        "memory",
+        "scale",
+        "state",
+        "stores",
+        "stores_endless",
+        "spool",
+    ],
 )
 def test_benchmark_runs_in_tiny_configuration(name: str, tmp_path: Path) -> None:
     """A benchmark without Spark runs end to end and reports every figure it promises."""
@@ -157,7 +168,8 @@ def test_benchmark_names_are_checked(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1] == (
         "python -m tests.bench: error: unknown benchmark 'speed'; choose from shipping, "
-        "shipping_kafka, canonical, ingest, latency, overhead, memory, scale, state, stores, spool"
+        "shipping_kafka, canonical, ingest, latency, overhead, memory, scale, state, stores, "
+        "stores_endless, spool"
     )
 
 

@@ -2,7 +2,9 @@
 of moto) holds its own directory only: a log moved into a local followed directory meanwhile
 has its events out, the same as a replay of it; each request has a whole deadline, after
 which `status` (the source's `stores()`), the metrics and /healthz name the stalled store and
-since when, until it answers again."""
+since when, until it answers again. A listing holds a page at a time: a prefix of many
+objects costs next to nothing more than a few, and the real daemon over a listing that never
+ends (`tests.endless_store`) keeps a flat resident set."""
 
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
 from tests.agentproc import keygen, write_config
-from tests.bench.harness import agent_process, wait_until
+from tests.bench.harness import agent_process, rss_mib, wait_until
 from tests.dripstore import DripStore
+from tests.endless_store import running_endless
 from tests.s3server import environment, running_s3
 from tests.samples import sample_bytes
 from tests.spark_scenarios import read_all, source_running
@@ -44,6 +47,7 @@ CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "AKIADRIPSTORE7Q2X",
     "AWS_SECRET_ACCESS_KEY": "dr1p-s3cr3t-v9Lq",
 }
+ENDLESS_ENV = {**CREDENTIALS, "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +238,30 @@ def test_a_listing_holds_a_page_not_the_prefix(
     assert per_object < 100, (small, large)
 
 
+def test_rolling_directories_are_listed_as_their_page_arrives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A prefix of rolling logs' directories only (a bucket whose applications all roll):
+    each page's directories are listed before the next page is asked for, so what waits is a
+    page of them, never the whole listing's (held to its end, with a pending LIST each, they
+    cost about 2,000 bytes a directory; now what remains is the application returned, about
+    750). Pages of 100 names, as above."""
+    monkeypatch.setattr(stores, "LIST_PAGE", 100)
+    monkeypatch.setattr(stores, "_deadline", stores.REQUEST_DEADLINE)
+    peaks = {}
+    for run, pages in enumerate((2, 2, 8)):  # the first makes the client, takes the paths once
+        with (
+            running_endless(pages=pages, rolling=True) as store,
+            # A bucket of its own per store: the agent keeps one client per bucket.
+            environment({**ENDLESS_ENV, "AWS_ENDPOINT_URL": store.endpoint}),
+        ):
+            peaks[pages] = listed_peak(f"s3a://rolling-{run}/logs")
+        assert store.directories_listed == pages * 100
+        assert store.listed_before_the_end == (pages - 1) * 100
+    per_directory = (peaks[8] - peaks[2]) / 600
+    assert per_directory < 1200, peaks
+
+
 def test_config_check_names_the_extra_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -253,3 +281,43 @@ def test_config_check_names_the_extra_to_install(
     [note] = [n for n in checked.notes if n.startswith("spark.")]
     assert "needs the s3fs package: install the agent's [s3] extra" in note, note
     assert "pip install 'edge-lineage-agent[s3]'" in note, note
+
+
+#: LIST pages of an endless listing before the daemon's resident set is first read (its
+#: client made, botocore's model loaded), and between that reading and the second.
+WARM_PAGES = 20
+MEASURED_PAGES = 120  # 120,000 objects: held whole, about 1 KB each, they would cost 120 MB
+GROWTH_MIB = 16  # at most, over those pages (the issue's bound: 64 MB over 120 s of pages)
+
+
+def test_an_endless_listing_leaves_the_daemon_flat(tmp_path: Path) -> None:
+    """The real daemon following a prefix that lists without end (`tests.endless_store`:
+    old logs, decoys, keys of 1,024 bytes): its resident set (VmRSS) grows by at most 16 MiB
+    (0.2 measured) between the first pages and 120,000 objects later. Once the listing ends,
+    `status` shows the store listed, with no error and no application."""
+    keygen(tmp_path)
+    with (
+        running_endless(pages=WARM_PAGES + MEASURED_PAGES + 1) as store,
+        environment({**ENDLESS_ENV, "AWS_ENDPOINT_URL": store.endpoint}),
+    ):
+        config = write_config(
+            tmp_path,
+            {"transport": "file", "file": {"path": str(tmp_path / "events.jsonl")}},
+            spark={"event_log_dirs": ["s3a://endless/logs"], "store_poll_interval": "1s"},
+        )
+        with agent_process(config) as agent:
+            store.wait_served(WARM_PAGES, 60)
+            before = rss_mib(agent.proc.pid)
+            store.wait_served(WARM_PAGES + MEASURED_PAGES, 300)
+            after = rss_mib(agent.proc.pid)
+
+            def listed() -> dict[str, Any] | None:
+                status = request(str(tmp_path / "control.sock"), {"command": "status"}, 10)
+                [listing] = status["stores"]
+                return listing if listing["last_listing"] is not None else None
+
+            listing = wait_until(listed, 60, "the end of the listing in status")
+            agent.stop()
+    assert after - before <= GROWTH_MIB, f"VmRSS {before:.1f} MiB, then {after:.1f} MiB"
+    assert listing["last_error"] is None and listing["applications"] == 0, listing
+    assert store.requests == [], store.requests  # LIST requests only

@@ -40,6 +40,7 @@ BENCHMARKS = {
     "scale": "tests.bench.scale",
     "state": "tests.bench.state",
     "stores": "tests.bench.stores",
+    "stores_endless": "tests.bench.stores:run_endless",
     "spool": "tests.bench.spool",
 }
 
@@ -48,7 +49,8 @@ def run_one(name: str, context: Context) -> Result:
     """Run a benchmark; a failure becomes a result with `error` set, never an exception."""
     began = time.monotonic()
     try:
-        result: Result = importlib.import_module(BENCHMARKS[name]).run(context)
+        module, _, function = BENCHMARKS[name].partition(":")  # `run` unless named
+        result: Result = getattr(importlib.import_module(module), function or "run")(context)
     except Exception:
         result = Result(name, f"python -m tests.bench {name}", error=traceback.format_exc())
     result.seconds = time.monotonic() - began

@@ -10,6 +10,11 @@ Two starts, each with a fresh state database and a loopback collector in its own
   when every application is remembered as finished (only the directory's LIST pages remain),
   and the resident set.
 Requests are the agent's own count (`lineage_eventlog_store_requests_total`).
+
+`stores_endless` (`run_endless`): the real daemon following a prefix that lists without end
+(`tests.endless_store`) for `endless_seconds`, once over its mix of old logs and decoys and
+once over rolling logs' directories only: how far its resident set grows from the moment its
+first LIST page is answered.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import harness
+from tests.endless_store import PAGE, running_endless
 from tests.listserver import ListServer, running_listing
 from tests.s3server import S3Server, environment, running_s3
 
@@ -37,10 +43,11 @@ class Params:
     apps: int = 10_000
     steady_seconds: float = 60.0
     objects: int = 1_000_000  # the prefix of the listing figures
+    endless_seconds: float = 120.0  # of the endless listing (`run_endless`)
 
 
 FULL = Params()
-SMOKE = Params(apps=100, steady_seconds=6.0, objects=5_000)
+SMOKE = Params(apps=100, steady_seconds=6.0, objects=5_000, endless_seconds=5.0)
 LIST_TIMEOUT = 3600.0  # seconds one listing child may take (a million objects: ~20 min)
 
 
@@ -269,6 +276,96 @@ def run(context: harness.Context) -> harness.Result:
         "After the first scan no finished application is listed or read again: the steady "
         "cost is the directory's LIST pages (1,000 names each) per store_poll_interval."
     )
+    return result
+
+
+def endless(base: Path, seconds: float, *, rolling: bool) -> dict[str, Any]:
+    """The daemon over `tests.endless_store` (`rolling`: its rolling directories only) for
+    `seconds` from its first LIST page: VmRSS then and every second, until the listing ends."""
+    with (
+        running_endless(seconds=seconds, rolling=rolling) as store,
+        environment(
+            {
+                "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": store.endpoint,
+            }
+        ),
+        harness.CollectorProcess.standard() as collector,
+    ):
+        config = harness.agent_config(
+            base,
+            endpoint=collector.url,
+            spark={"event_log_dirs": ["s3a://endless/logs"], "store_poll_interval": f"{POLL:g}s"},
+        )
+        with harness.agent_process(config) as agent:
+            pid = agent.proc.pid
+            store.wait_served(1, 60)
+            samples = [(store.served, harness.rss_mib(pid))]
+            deadline = time.monotonic() + seconds + 60
+            while not store.stopped:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the daemon stopped asking for pages at {store.served}")
+                time.sleep(1.0)
+                samples.append((store.served, harness.rss_mib(pid)))
+            pages, directories = store.served, store.directories_listed
+
+            def listed() -> bool:
+                found = harness.scrape(agent)
+                last = "lineage_eventlog_store_last_listing_timestamp_seconds"
+                return harness.total(found, last) > 0
+
+            harness.wait_until(listed, 300, "the end of the endless listing")
+            peak = harness.peak_rss_mib(pid)
+            agent.stop()
+    first, highest = samples[0][1], max(rss for _, rss in samples)
+    return {
+        "pages": pages,
+        "objects": pages * PAGE,
+        "directories_listed": directories,
+        "first_rss_mib": first,
+        "growth_mib": highest - first,
+        "rss_after_a_tenth_of_the_pages_mib": round(
+            next(rss for served, rss in samples if served >= pages / 10), 1
+        ),
+        "rss_when_the_listing_ended_mib": round(samples[-1][1], 1),
+        "highest_sampled_rss_mib": round(highest, 1),
+        "peak_rss_mib": round(peak, 1),
+    }
+
+
+def run_endless(context: harness.Context) -> harness.Result:
+    """The daemon's resident set over an endless listing of each kind, sampled every second."""
+    params = SMOKE if context.smoke else FULL
+    result = harness.Result("stores_endless", "python -m tests.bench stores_endless")
+    base = context.directory("stores-endless")
+    kinds = {
+        "endless_listing_rss_growth_mib": "logs of 2020, decoys (<appId>.x, .inprogress.bak, "
+        "<appId>/), 1,024-byte keys",
+        "endless_rolling_listing_rss_growth_mib": "rolling logs' directories of 2020 only "
+        "(eventlog_v2_<appId>/), each listed by the agent",
+    }
+    result.setup = {
+        "store": "tests.endless_store on loopback (ListObjectsV2, 1,000 keys a page)",
+        "seconds": params.endless_seconds,
+        "sampled_every_s": 1.0,
+    }
+    for name, keys in kinds.items():
+        rolling = "rolling" in name
+        run = endless(base / name, params.endless_seconds, rolling=rolling)
+        first, growth = run.pop("first_rss_mib"), run.pop("growth_mib")
+        result.add(
+            harness.Figure(
+                name,
+                growth,
+                "MiB",
+                "RSS when the first LIST page was answered",
+                first,
+                harness.Target("<=", 64.0, on="value"),
+                {"keys": keys, **run},
+            )
+        )
     return result
 
 

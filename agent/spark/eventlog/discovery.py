@@ -219,41 +219,43 @@ def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after
     sequence past 9999), so a live or undecided application may sort before a finished
     one; stopping at the first undecided entry never passes over one that is there now."""
     found: dict[str, LogRef] = {}
-    refs: list[LogRef | None] = []
+    refs: list[LogRef] = []
     left_out: list[str] = []
-    rolling: list[tuple[str, str]] = []  # (url, key) of the directories to list
     resumable = stores.resumable(directory)
     start_after = start_after if resumable else ""
     settled, open_prefix = start_after, resumable
-    for page in stores.pages(directory, start_after):
-        # A page is a range of keys; S3 gives its directories (common prefixes) apart.
-        page.sort(key=_key_order)
-        for entry in page:
-            decided = True
-            if ignored(entry.name):
-                pass
-            elif (key := names.rolling(entry.name) if entry.is_dir else None) is not None:
-                decided = key in skip
-                if not decided:
-                    rolling.append((entry.url, key))
-            elif entry.is_dir or (single := names.single(entry.name)) is None:
-                if len(left_out) < MAX_LEFT_OUT:
-                    left_out.append(entry.url)
-            elif entry.mtime_ns >= since_ns:  # older: past the horizon, passed over
-                decided = single.key in skip
-                refs.append(_single_store(entry))
-            open_prefix = open_prefix and decided
-            if open_prefix:
-                settled = _key_order(entry)
-        page = []  # one page held at a time
-    # A LIST per rolling directory: a few at once, as their cost is the store's latency.
+    # A LIST per rolling directory, a few at once (their cost is the store's latency), as
+    # each page arrives: what waits to be listed is one page's directories, never the
+    # listing's (a bucket whose applications all roll holds millions of them).
     with ThreadPoolExecutor(STORE_LISTINGS, thread_name_prefix="eventlog-list") as pool:
-        refs.extend(pool.map(lambda item: _rolling_store(*item), rolling))
+        for page in stores.pages(directory, start_after):
+            rolling: list[tuple[str, str]] = []  # (url, key) of the page's directories to list
+            # A page is a range of keys; S3 gives its directories (common prefixes) apart.
+            page.sort(key=_key_order)
+            for entry in page:
+                decided = True
+                if ignored(entry.name):
+                    pass
+                elif (key := names.rolling(entry.name) if entry.is_dir else None) is not None:
+                    decided = key in skip
+                    if not decided:
+                        rolling.append((entry.url, key))
+                elif entry.is_dir or (single := names.single(entry.name)) is None:
+                    if len(left_out) < MAX_LEFT_OUT:
+                        left_out.append(entry.url)
+                elif entry.mtime_ns >= since_ns:  # older: past the horizon, passed over
+                    decided = single.key in skip
+                    refs.append(_single_store(entry))
+                open_prefix = open_prefix and decided
+                if open_prefix:
+                    settled = _key_order(entry)
+            page = []  # one page held at a time
+            listed = pool.map(lambda item: _rolling_store(*item), rolling)
+            refs.extend(ref for ref in listed if ref is not None)
     for ref in refs:
-        if ref is not None:
-            left_out += ref.ignored
-            if ref.error != HOLLOW:
-                found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
+        left_out += ref.ignored
+        if ref.error != HOLLOW:
+            found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out), settled)
 
 
