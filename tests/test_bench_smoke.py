@@ -143,18 +143,6 @@ def test_benchmark_runs_in_tiny_configuration(name: str, tmp_path: Path) -> None
     check(result)
 
 
-@pytest.mark.spark
-@pytest.mark.timeout(1200)
-def test_spark_benchmarks_run_in_tiny_configuration(tmp_path: Path) -> None:
-    """The benchmarks that drive PySpark run end to end in one pass sharing one JVM."""
-    results = run_bench(["ingest", "latency", "overhead"], tmp_path, timeout=1100)
-    for result in results:
-        check(result)
-    log = next(r for r in results if r["benchmark"] == "ingest")["setup"]["log"]
-    assert log["cached"] is False
-    assert log["decoded_bytes"] >= 1_500_000
-
-
 def test_benchmark_names_are_checked(tmp_path: Path) -> None:
     """An unknown benchmark name is refused with the list of known ones."""
     proc = subprocess.run(
