@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
+import io
 import os
 import shutil
 import signal
@@ -20,6 +22,7 @@ from typing import Annotated, Any, get_args, get_origin
 import pytest
 import yaml
 
+from agent.commands.cli import main
 from agent.config.model import AgentConfig, Bounds, fields_of
 from agent.service.control.client import request
 from tests.agentproc import AgentProcess, keygen, metric
@@ -229,19 +232,28 @@ def test_every_number_has_both_bounds() -> None:
     assert all(b.high < 2**53 for b in found.values())
 
 
+def checked(config: Path) -> tuple[int, str, str]:
+    """`config check` through the command line's own entry point, in this process: the same
+    code as `lineage-agent config check`, without a Python start for each of the hundred
+    numbers (the command line itself is run below, once for each outcome)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["config", "check", str(config)])
+    return code, out.getvalue(), err.getvalue()
+
+
 def test_numbers_out_of_range_refused_by_check_and_run(workdir: Path) -> None:
     """Numbers past their bounds: `config check` and `run` refuse them alike; the maxima pass."""
     for key, bounds in numbers():
         for value, shown in ((HUGE, HUGE_SHOWN), (above(bounds), str(above(bounds)))):
             config = numbers_config(workdir, **{key: value})
-            result = cli("config", "check", str(config))
-            assert (result.returncode, result.stdout, result.stderr) == (
-                78,
-                "",
-                f"lineage-agent: {refusal(config, key, shown)}\n",
-            )
+            expected = (78, "", f"lineage-agent: {refusal(config, key, shown)}\n")
+            assert checked(config) == expected
+    result = cli("config", "check", str(config))
+    assert (result.returncode, result.stdout, result.stderr) == expected
     highest = {key: int(b.high) if float(b.high).is_integer() else b.high for key, b in numbers()}
     config = numbers_config(workdir, **highest)
+    assert checked(config) == (0, "ok\n", "")
     assert cli("config", "check", str(config)).stdout == "ok\n"
     config = numbers_config(workdir, **{"lineage.queue_size": HUGE})
     with agent(config, wait=False) as process:
