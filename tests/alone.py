@@ -55,21 +55,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Outermost (tryfirst): the wait for the lock is no part of the test's time under
-# pytest-timeout, whose wrapper starts its clock inside this one. An `alone` test's wait is
-# (at most the longest test running elsewhere, well inside the timeout).
+# pytest-timeout, whose wrapper starts its clock inside this one. An `alone` test waits in its
+# call, under the timeout: for at most the longest test running elsewhere.
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
     if item.get_closest_marker("alone"):
         return (yield)  # its lock is taken around its call
-    with _locked(TURNSTILE, fcntl.LOCK_SH):
-        fd = _lock_fd(LOCK)
-        fcntl.flock(fd, fcntl.LOCK_SH)
-    try:
+    with contextlib.ExitStack() as held:
+        with _locked(TURNSTILE, fcntl.LOCK_SH):  # passed through, not held
+            held.enter_context(_locked(LOCK, fcntl.LOCK_SH))
         return (yield)
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -389,8 +389,7 @@ class Collector:
                 # Closing an idle kept-alive connection at once would race a request already
                 # on its way over it, which no client can tell from one the server stored;
                 # Jetty keeps such connections and turns their requests away with 503.
-                grace = asyncio.create_task(asyncio.sleep(_GRACE))
-                await asyncio.wait([grace, *self._busy], timeout=30)
+                await asyncio.sleep(_GRACE)
                 busy = list(self._busy)
                 if busy:
                     await asyncio.wait(busy, timeout=30)

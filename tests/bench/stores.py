@@ -113,16 +113,23 @@ def follow(base: Path, url: str, apps: int, steady: float) -> dict[str, Any]:
     }
 
 
+def credentials(endpoint: str) -> dict[str, str]:
+    """The variables that point the store library at the loopback `endpoint`."""
+    return {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }
+
+
 def list_in_child(how: str, url: str, endpoint: str, server: ListServer) -> dict[str, Any]:
     """One listing of `url` in a fresh interpreter (`how`: the agent's scan, or the plain
     listing by the same library): seconds, LIST pages served and resident-set growth."""
     pages = server.pages
     env = {
         **os.environ,
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": endpoint,
+        **credentials(endpoint),
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     done = subprocess.run(
@@ -284,14 +291,7 @@ def endless(base: Path, seconds: float, *, rolling: bool) -> dict[str, Any]:
     `seconds` from its first LIST page: VmRSS then and every second, until the listing ends."""
     with (
         running_endless(seconds=seconds, rolling=rolling) as store,
-        environment(
-            {
-                "AWS_ACCESS_KEY_ID": "bench",
-                "AWS_SECRET_ACCESS_KEY": "bench",
-                "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL": store.endpoint,
-            }
-        ),
+        environment(credentials(store.endpoint)),
         harness.CollectorProcess.standard() as collector,
     ):
         config = harness.agent_config(

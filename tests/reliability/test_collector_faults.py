@@ -19,7 +19,6 @@ from tests.collector import Behaviour, closed_port, slow
 from tests.reliability import harness
 
 EVENTS = 450
-NOT_SENT = harness.NOT_SENT
 RESENT = "lineage_events_resent_total"
 RATE = 300.0
 
