@@ -111,6 +111,7 @@ def start(
             pid = agent.proc.pid
             rss, peak = rss_mib(pid), peak_rss_mib(pid)
             agent.stop()
+            tail.poll(keep=lambda line: line.get("event") in _TIMED)
     stamps: dict[str, float] = {}
     for line in tail.lines:  # the last line of each kind wins
         stamps[line["event"]] = _epoch(line["timestamp"])
@@ -153,7 +154,9 @@ def run(context: Context) -> Result:
     empty.mkdir()
     result.setup = {"logs": manifest, "agent": "python -m agent run (real daemon), http"}
 
-    baseline = start(base / "agent-empty", empty, lambda _tail: True, 60)
+    baseline = start(
+        base / "agent-empty", empty, lambda tail: tail.count("agent_started") > 0, 60
+    )
     excluded = start(
         base / "agent-excluded",
         logs,
