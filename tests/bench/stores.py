@@ -379,7 +379,7 @@ def run_endless(context: harness.Context) -> harness.Result:
         "endless_listing_rss_growth_mib": "logs of 2020, decoys (<appId>.x, .inprogress.bak, "
         "<appId>/), 1,024-byte keys",
         "endless_rolling_listing_rss_growth_mib": "rolling logs' directories of 2020 only "
-        "(eventlog_v2_<appId>/), each listed by the agent",
+        "(eventlog_v2_<appId>/), their files listed with the prefix",
     }
     result.setup = {
         "store": "tests.endless_store on loopback (ListObjectsV2, 1,000 keys a page)",
