@@ -15,8 +15,8 @@ them that Spark never writes (`<appId>.x`, `<appId>.inprogress.bak`, a directory
 `<appId>/`); and decoys whose keys are as long as S3 allows (1,024 bytes). A page's
 application times follow its number, so the keys ascend across pages as S3 lists them.
 With `rolling`, every name is instead a rolling log's directory (`eventlog_v2_<appId>/`, a
-common prefix), as in a bucket of applications that all roll their logs; listed, each holds
-its first events file and a complete appstatus file of 2020.
+common prefix), as in a bucket of applications that all roll their logs; listed, or listed
+without a delimiter, each holds its first events file and a complete appstatus file of 2020.
 
 Also answered, as S3 does: HeadBucket and GetBucketLocation (any bucket exists), HeadObject
 and GetObject (no object exists: 404 NoSuchKey). Anything else is 501 NotImplemented.
@@ -182,11 +182,18 @@ def _list_result(
         return escape(quote(key, safe="/") if encoded else key)
 
     listed = delimiter == "/"
-    contents = "".join(
-        OBJECT.format(key=text(f"{key}events" if folder else key), size=512 + len(key))
-        for key, folder in found
-        if not (folder and listed)
-    )
+    objects = [key for key, folder in found if not folder]
+    if not listed:  # a directory's objects in its place (two count as one key of a page)
+        objects = [
+            inner
+            for key, folder in found
+            for inner in (
+                [k for k, _ in _rolling_files(key)]
+                if folder and _ROLLING.fullmatch(key.rstrip("/").rpartition("/")[2])
+                else [f"{key}events" if folder else key]
+            )
+        ]
+    contents = "".join(OBJECT.format(key=text(key), size=512 + len(key)) for key in objects)
     common = "".join(
         f"<CommonPrefixes><Prefix>{text(key)}</Prefix></CommonPrefixes>"
         for key, folder in found

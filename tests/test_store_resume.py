@@ -156,6 +156,70 @@ def test_an_undecided_application_ends_the_resume_point(s3: S3Server) -> None:
     assert discovery.listing(url, finished - {"local-1795495169100"}).settled == ""
     assert discovery.listing(url, finished).settled == DONE[0]
     assert discovery.listing(url, finished, start_after=DONE[0]).settled == DONE[0]
-    future = 2**62  # every single-file log last written before it: past the horizon
+    future = 2**62  # every log last written before it: past the horizon
     assert discovery.listing(url, finished, since_ns=future).settled == "notes.txt"
-    assert discovery.listing(url, frozenset(), since_ns=future).settled == ""
+    # The rolling directory's files come in the same listing, so its age is known too.
+    assert discovery.listing(url, frozenset(), since_ns=future).settled == "notes.txt"
+
+
+def test_rolling_directories_come_with_the_listing_of_their_directory(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One listing at every depth finds rolling and single-file logs as a local scan of the
+    same tree does, in as many LIST requests as it has pages of objects, none per rolling
+    directory; a directory Spark does not write, and one inside a rolling directory, are
+    left out once each however many objects they hold."""
+    monkeypatch.setattr(stores, "LIST_PAGE", 7)
+    local = tmp_path / "tree"
+    for n in range(12):
+        key = f"local-17954951692{n:02d}"
+        if n % 3:
+            app = local / f"eventlog_v2_{key}"
+            app.mkdir(parents=True)
+            (app / f"appstatus_{key}{'' if n % 2 else '.inprogress'}").write_bytes(b"")
+            for part in (1, 2):
+                (app / f"events_{part}_{key}").write_bytes(sample_bytes("success"))
+        else:
+            local.mkdir(exist_ok=True)
+            (local / key).write_bytes(sample_bytes("cancelled"))
+    decoy = local / "checkpoints"
+    (local / "eventlog_v2_local-1795495169201" / "nested").mkdir()
+    for n in range(9):
+        decoy.mkdir(exist_ok=True)
+        (decoy / f"part-{n}").write_bytes(b"x")
+        (local / "eventlog_v2_local-1795495169201" / "nested" / f"x{n}").write_bytes(b"x")
+    objects = 0
+    for path in sorted(local.rglob("*")):
+        if path.is_file():
+            s3.put(f"deep/{path.relative_to(local)}", path.read_bytes())
+            objects += 1
+    url = s3.url("deep")
+    before = stores.requests()["list"]
+    found = discovery.listing(url)
+    assert stores.requests()["list"] - before == -(-objects // 7)
+    expected = discovery.listing(local)
+    shape = [(r.key, r.layout, r.complete, r.error, len(r.files)) for r in expected.refs]
+    assert [(r.key, r.layout, r.complete, r.error, len(r.files)) for r in found.refs] == shape
+    assert len(shape) == 12 and found.ignored == (
+        stores.child(url, "checkpoints"),
+        stores.child(url, "eventlog_v2_local-1795495169201/nested"),
+    )
+
+
+def test_a_listing_from_inside_a_rolling_directory_passes_it_by(s3: S3Server) -> None:
+    """A resume point that is the last object of a rolling directory (decided when it was
+    set) leaves that directory's later objects out of the listing from it: the directory is
+    not taken from a part of its files; a listing from the start finds it whole."""
+    url = s3.url("inside")
+    rolling = "eventlog_v2_local-1795495169300"
+    s3.put(f"inside/{rolling}/appstatus_local-1795495169300.inprogress", b"")
+    s3.put(f"inside/{rolling}/events_1_local-1795495169300", sample_bytes("success"))
+    s3.put(f"inside/{rolling}/events_2_local-1795495169300", sample_bytes("success"))
+    s3.put(f"inside/{DONE[0]}", sample_bytes("success"))
+    point = f"{rolling}/events_1_local-1795495169300"
+    listed = discovery.listing(url, start_after=point)
+    assert [ref.key for ref in listed.refs] == [DONE[0]]
+    assert listed.settled == f"{rolling}/events_2_local-1795495169300"  # passed by: decided
+    [single, whole] = discovery.listing(url).refs  # by key: local-…101 first
+    assert whole.layout == "rolling" and len(whole.files) == 2 and whole.error is None
+    assert single.key == DONE[0]

@@ -4,10 +4,8 @@ single-file log, one scandir plus stats per rolling directory. One application t
 read becomes a LogRef whose `error` says why; it never stops the scan of the others.
 Only an unreadable top directory raises (OSError), since then nothing can be scanned.
 
-A directory given as a URL (s3a://, gs://, abfss://, hdfs://) is read through `stores` with
-the same rules: one listing of the directory, one more per rolling directory, except for
-those `skip` names (applications already finished: a store's listing costs requests).
-Objects have no device or inode: `dev` is 0 and `ino` is `stores.identity` of the URL.
+A directory given as a URL (s3a://, gs://, abfss://, hdfs://) is read by `storescan` with
+the same rules.
 
 Only the names Spark writes count (`names`): any other file or directory, at the top or
 inside a rolling directory, and a Spark-named entry that is a symlink loop, is left out and
@@ -22,16 +20,16 @@ import errno
 import os
 import stat as stat_module
 from collections.abc import Container
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Final
 
 from agent.fsutil import file_kind
-from agent.spark.eventlog import names, stores
+from agent.spark.eventlog import names, stores, storescan
 from agent.spark.eventlog.layout import (
+    HOLLOW,
     IN_PROGRESS,
     EventFile,
+    Listing,
     LogRef,
+    decoys_only,
     failed,
     ignored,
     parse_single_name,
@@ -41,20 +39,7 @@ from agent.spark.eventlog.layout import (
     special,
 )
 
-STORE_LISTINGS: Final = 8  # rolling directories on a store listed at once
-MAX_LEFT_OUT: Final = 1000  # names of entries left out that one store listing reports
-HOLLOW: Final = "nothing Spark wrote"  # a rolling directory with decoys only: no application
-
-
-@dataclass(frozen=True, slots=True)
-class Listing:
-    """What one scan of a directory found: the applications, and the paths of the entries
-    whose names Spark does not write (left out)."""
-
-    refs: list[LogRef]
-    ignored: tuple[str, ...] = ()
-    # On S3: the last name of the listing's longest prefix that is all decided (`_scan_store`).
-    settled: str = ""
+__all__ = ["Listing", "listing", "restat", "scan"]
 
 
 def scan(directory: str | os.PathLike[str], skip: Container[str] = frozenset()) -> list[LogRef]:
@@ -75,7 +60,7 @@ def listing(
     listed (nor returned), nor are single-file logs last written before `since_ns`; on S3
     the listing starts after the name `start_after`."""
     if stores.is_url(str(directory)):
-        return _scan_store(str(directory), skip, since_ns, start_after)
+        return storescan.scan_store(str(directory), skip, since_ns, start_after)
     found: dict[str, LogRef] = {}
     left_out: list[str] = []
     with os.scandir(directory) as entries:
@@ -101,12 +86,12 @@ def restat(ref: LogRef) -> LogRef | None:
     """
     remote = stores.is_url(ref.path)
     if ref.layout == "rolling":
-        return _rolling_store(ref.path, ref.key) if remote else _rolling(ref.path, ref.key)
+        return storescan.rolling_store(ref.path, ref.key) if remote else _rolling(ref.path, ref.key)
     for path in (ref.path, ref.path.removesuffix(IN_PROGRESS)):
         if remote:
             entry = stores.stat(path)
             if entry is not None:
-                return _single_store(entry)
+                return storescan.single_store(entry)
             continue
         try:
             stat = os.stat(path)
@@ -198,115 +183,5 @@ def _rolling(path: str, key: str) -> LogRef | None:
     except OSError as error:
         return failed(key, "rolling", path, f"cannot list directory: {error.strerror}")
     if not statuses and not files:
-        return _hollow(path, key, left_out)
+        return decoys_only(path, key, left_out)
     return rolling_ref(path, key, statuses, files, codecs, mtime_ns, left_out)
-
-
-# -- logs on a store ---------------------------------------------------------------------------
-
-
-def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after: str) -> Listing:
-    """The listing of a directory on a store, taken page by page as each arrives: what it
-    keeps is the applications it returns, never the whole listing (a bucket may hold
-    millions of objects), nor more than MAX_LEFT_OUT names of entries it left out.
-
-    On S3 it also finds `Listing.settled`, the last name of the longest prefix of the
-    listing (in the store's key order) whose every entry is decided: an application already
-    finished (in `skip`), a single-file log past the horizon, or a name Spark does not
-    write. Only a prefix is safe: names are in lexical order, not time order. Application
-    ids sort by time within one cluster and one scheme only (`application_<clusterStart>_`
-    of two YARN clusters, `app-` beside `local-`, random Kubernetes `spark-` ids, a YARN
-    sequence past 9999), so a live or undecided application may sort before a finished
-    one; stopping at the first undecided entry never passes over one that is there now."""
-    found: dict[str, LogRef] = {}
-    refs: list[LogRef] = []
-    left_out: list[str] = []
-    resumable = stores.resumable(directory)
-    start_after = start_after if resumable else ""
-    settled, open_prefix = start_after, resumable
-    # A LIST per rolling directory, a few at once (their cost is the store's latency), as
-    # each page arrives: what waits to be listed is one page's directories, never the
-    # listing's (a bucket whose applications all roll holds millions of them).
-    with ThreadPoolExecutor(STORE_LISTINGS, thread_name_prefix="eventlog-list") as pool:
-        for page in stores.pages(directory, start_after):
-            rolling: list[tuple[str, str]] = []  # (url, key) of the page's directories to list
-            # A page is a range of keys; S3 gives its directories (common prefixes) apart.
-            page.sort(key=_key_order)
-            for entry in page:
-                decided = True
-                if ignored(entry.name):
-                    pass
-                elif (key := names.rolling(entry.name) if entry.is_dir else None) is not None:
-                    decided = key in skip
-                    if not decided:
-                        rolling.append((entry.url, key))
-                elif entry.is_dir or (single := names.single(entry.name)) is None:
-                    if len(left_out) < MAX_LEFT_OUT:
-                        left_out.append(entry.url)
-                elif entry.mtime_ns >= since_ns:  # older: past the horizon, passed over
-                    decided = single.key in skip
-                    refs.append(_single_store(entry))
-                open_prefix = open_prefix and decided
-                if open_prefix:
-                    settled = _key_order(entry)
-            page = []  # one page held at a time
-            listed = pool.map(lambda item: _rolling_store(*item), rolling)
-            refs.extend(ref for ref in listed if ref is not None)
-    for ref in refs:
-        left_out += ref.ignored
-        if ref.error != HOLLOW:
-            found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
-    return Listing([found[key] for key in sorted(found)], tuple(left_out), settled)
-
-
-def _key_order(entry: stores.Entry) -> str:
-    """The entry's place in the store's key order: a directory is its keys' prefix."""
-    return f"{entry.name}/" if entry.is_dir else entry.name
-
-
-def _single_store(entry: stores.Entry) -> LogRef:
-    key, codec, in_progress, compacted = parse_single_name(entry.name)
-    identity = (entry.size, entry.mtime_ns, 0, stores.identity(entry.url))
-    return single_ref(key, entry.url, codec, in_progress, compacted, identity)
-
-
-def _rolling_store(url: str, key: str) -> LogRef | None:
-    """One eventlog_v2_ directory on a store (one listing); None when it no longer exists."""
-    try:
-        entries = stores.listdir(url)
-    except FileNotFoundError:
-        return None
-    statuses: list[bool] = []
-    files: list[EventFile] = []
-    codecs: set[str] = set()
-    left_out: list[str] = []
-    mtime_ns = 0
-    for entry in entries:
-        name = entry.name
-        if ignored(name):
-            continue
-        status = None if entry.is_dir else names.appstatus(name, key)
-        events = None if entry.is_dir or status is not None else names.events(name, key)
-        if status is None and events is None:
-            left_out.append(entry.url)
-            continue
-        mtime_ns = max(mtime_ns, entry.mtime_ns)
-        if events is None:
-            statuses.append(bool(status))
-            continue
-        codecs.add(events.codec)
-        ino = stores.identity(entry.url)
-        files.append(
-            EventFile(entry.url, events.index, entry.size, entry.mtime_ns, 0, ino, events.compacted)
-        )
-    if not statuses and not files:
-        return _hollow(url, key, left_out)
-    return rolling_ref(url, key, statuses, files, codecs, mtime_ns, left_out)
-
-
-def _hollow(path: str, key: str, left_out: list[str]) -> LogRef | None:
-    """A rolling directory holding nothing Spark wrote (Spark writes its appstatus file
-    right after the directory): no application yet. Its decoys are still reported."""
-    if not left_out:
-        return None
-    return replace(failed(key, "rolling", path, HOLLOW), ignored=tuple(left_out))

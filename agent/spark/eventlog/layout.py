@@ -223,3 +223,25 @@ def pick(first: LogRef, second: LogRef) -> LogRef:
 
 def _hollow(ref: LogRef) -> bool:
     return ref.layout == "rolling" and not ref.files and not ref.complete and ref.error is None
+
+
+HOLLOW: Final = "nothing Spark wrote"  # a rolling directory with decoys only: no application
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What one scan of a directory found: the applications, and the paths of the entries
+    whose names Spark does not write (left out)."""
+
+    refs: list[LogRef]
+    ignored: tuple[str, ...] = ()
+    # On S3: the last name of the listing's longest prefix that is all decided (`storescan`).
+    settled: str = ""
+
+
+def decoys_only(path: str, key: str, left_out: list[str]) -> LogRef | None:
+    """A rolling directory holding nothing Spark wrote (Spark writes its appstatus file
+    right after the directory): no application yet. Its decoys are still reported."""
+    if not left_out:
+        return None
+    return replace(failed(key, "rolling", path, HOLLOW), ignored=tuple(left_out))

@@ -110,6 +110,12 @@ def resumable(url: str) -> bool:
     return filesystems.protocol(url) == "s3"
 
 
+def lists_deep(url: str) -> bool:
+    """`url` can be listed whole, every object under it at any depth in one key-ordered
+    listing (`pages`' deep): S3 only."""
+    return filesystems.protocol(url) == "s3"
+
+
 def child(directory: str, name: str) -> str:
     return f"{directory.rstrip('/')}/{name}"
 
@@ -119,21 +125,26 @@ def listdir(url: str) -> list[Entry]:
     return [entry for page in pages(url) for entry in page]
 
 
-def pages(url: str, start_after: str = "") -> Iterator[list[Entry]]:
+def pages(url: str, start_after: str = "", *, deep: bool = False) -> Iterator[list[Entry]]:
     """The entries directly under the directory `url`, a page at a time as each arrives
     (names after `start_after` only, where the store can skip: S3); FileNotFoundError when it
     does not exist (an empty prefix on object stores), StoreError when the store cannot
-    answer, or not within the deadline."""
+    answer, or not within the deadline. `deep` (where `lists_deep`): every object at any depth,
+    in key order, each named by its path under `url` (`eventlog_v2_x/events_1_x`), and no
+    directories."""
     fs, path = filesystems.resolve(url)
     base = path.rstrip("/")
     seen = False
-    listed = _s3_pages(fs, base, start_after) if resumable(url) else _whole(fs, path)
+    if deep and not lists_deep(url):
+        raise ValueError(f"{redact(url)} cannot be listed at every depth")
+    listed = _s3_pages(fs, base, start_after, not deep) if resumable(url) else _whole(fs, path)
     for found in listed:
         entries = []
         for item in found:
-            name = str(item["name"]).rstrip("/").rpartition("/")[2]
-            if str(item["name"]).rstrip("/") == base or not name:
-                continue  # some stores list the directory itself
+            full = str(item["name"])
+            name = full[len(base) + 1 :] if deep else full.rstrip("/").rpartition("/")[2]
+            if full.rstrip("/") == base or not name or name.endswith("/"):
+                continue  # the directory itself, or a directory marker (an empty `dir/`)
             is_dir = item.get("type") == "directory"
             size = int(item.get("size") or 0)
             entries.append(Entry(name, child(url, name), is_dir, size, _mtime_ns(item)))
@@ -160,11 +171,16 @@ def _whole(fs: Any, path: str) -> Iterator[list[dict[str, Any]]]:
     yield found
 
 
-def _s3_pages(fs: Any, path: str, start_after: str) -> Iterator[list[dict[str, Any]]]:
-    """LIST pages of `path/` on S3, one request (with its deadline) per page."""
+def _s3_pages(
+    fs: Any, path: str, start_after: str, delimited: bool = True
+) -> Iterator[list[dict[str, Any]]]:
+    """LIST pages of `path/` on S3, one request (with its deadline) per page; `delimited`:
+    the names directly under it, its subdirectories as common prefixes."""
     bucket, _, key = path.partition("/")
     prefix = f"{key}/" if key else ""
-    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    if delimited:
+        request["Delimiter"] = "/"
     request["MaxKeys"] = LIST_PAGE
     if start_after:
         request["StartAfter"] = prefix + start_after

@@ -9,7 +9,7 @@ failed and since when, is kept here for `status`, `describe` and /healthz, and i
 per-store metrics.
 
 On S3 a listing starts after the directory's resume point: the last name of the longest
-prefix of the listing that is all decided (`discovery._scan_store` says why a prefix), kept
+prefix of the listing that is all decided (`storescan.scan_store` says why a prefix), kept
 in the state so that a restart does not list the whole bucket again. An application whose
 name sorts before the point but appears later (another YARN cluster, another id scheme) is
 found by the full listing made every FULL_LISTING_EVERY seconds, which also sets the point
