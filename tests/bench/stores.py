@@ -186,7 +186,7 @@ def listing_figures(result: harness.Result, objects: int) -> None:
     result.setup["listing"] = {
         "objects": objects,
         "store": "tests.listserver on loopback (ListObjectsV2, 1,000 names a page)",
-        "plain": "s3fs ls(detail=True) of the prefix, every page, held as a list",
+        "plain": "s3fs find(detail=True) of the prefix, every page, held as a list",
         "agent": "discovery.listing with every object past store_horizon",
     }
     result.add(
