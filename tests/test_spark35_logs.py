@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from agent.spark.translate.model import task_error
 from agent.spark.translate.options import TranslateOptions
 from tests.applog import read_through, staged, unpacked
 from tests.data.make_spark35_logs import SPARK35
@@ -308,3 +309,98 @@ def test_jdbc_derby_named_by_the_url() -> None:
     }
     _, warnings = replayed(LOGS / "jdbc.jsonl.zst")
     assert not [w for w in warnings if "JDBC" in w]
+
+
+def test_failed_statements_report_the_task_error() -> None:
+    """Spark 3.5 ends a statement whose tasks fail with the job's abort text, executor stack
+    inside: the FAIL's errorMessage is the task's error (as Spark 4 gives it), the whole text
+    its stack trace. A collect that fails is no run; an unresolved column posts nothing."""
+    fail_out, exists = f"{P}/data/fail_out", f"{P}/data/exists"
+    write = "execute_insert_into_hadoop_fs_relation_command"
+    assert statements("sql_failure", "*") == [
+        (f"{write}.data_fail_out", [], [("file", fail_out)]),
+        (f"{write}.data_exists", [], [("file", exists)]),
+        (f"{write}.data_exists", [], [("file", exists)]),
+        (f"{write}.default_nums", [], [("file", f"{WAREHOUSE}/nums")]),
+    ]
+    ends = [e for e in events_of("sql_failure") if e["eventType"] in TERMINAL]
+    assert [e["eventType"] for e in ends] == ["FAIL", "COMPLETE", "FAIL", "FAIL", "FAIL"]
+    errors = [e["run"]["facets"]["errorMessage"] for e in ends if e["eventType"] == "FAIL"]
+    cast = '[CAST_INVALID_INPUT] The value \'n{}\' of the type "STRING" cannot be cast to "INT"'
+    assert errors[0]["message"].startswith(cast.format(2))
+    assert errors[0]["message"].endswith("CAST(concat('n', id) AS INT) AS bad\n" + "^" * 28)
+    assert errors[1]["message"] == (
+        f"[PATH_ALREADY_EXISTS] Path file:{exists} already exists. "
+        'Set mode as "overwrite" to overwrite the existing path.'
+    )
+    assert "stackTrace" not in errors[1]
+    for error in (errors[0], errors[2], errors[3]):  # the INSERT's, then the application's
+        assert "\tat " not in error["message"]
+        assert error["stackTrace"].startswith("Job aborted due to stage failure: Task 1 in stage")
+        assert "\tat org.apache.spark.sql.errors.QueryExecutionErrors" in error["stackTrace"]
+    assert errors[2]["message"].startswith(cast.format(1))
+    assert errors[3] == errors[2]
+    log = spark_events("sql_failure")
+    ends_of = {e["executionId"]: e for e in log if e["Event"].endswith("SQLExecutionEnd")}
+    assert len(ends_of) == 6  # the divide, 2 writes, the failing write, CREATE, INSERT
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "Job aborted due to stage failure: Task 1 in stage 0.0 failed 1 times, most recent "
+            "failure: Lost task 1.0 in stage 0.0 (TID 1) (localhost executor driver): "
+            "org.apache.spark.SparkArithmeticException: [DIVIDE_BY_ZERO] Division by zero.\n"
+            "== SQL(line 1, position 1) ==\n10 / 0\n^^^^^^\n\n\tat org.apache.spark.X.y(X.scala:1)"
+            "\n\nDriver stacktrace:",
+            "[DIVIDE_BY_ZERO] Division by zero.\n== SQL(line 1, position 1) ==\n10 / 0\n^^^^^^",
+        ),
+        (
+            "Job aborted due to stage failure: Task 0 in stage 2.0 failed 4 times, most recent "
+            "failure: Lost task 0.3 in stage 2.0 (TID 9) (10.0.0.5 executor 3): "
+            "java.lang.IllegalStateException: boom\n\tat a.B.c(B.java:1)",
+            "java.lang.IllegalStateException: boom",
+        ),
+        (  # a streaming query's exception: the wrapper as the JVM prints it, class first
+            "org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage "
+            "1.0 failed 1 times, most recent failure: Lost task 0.0 in stage 1.0 (TID 1) "
+            "(localhost executor driver): org.apache.spark.SparkException: [TASK_WRITE_FAILED] "
+            "Task failed while writing rows to /data/q.",
+            "[TASK_WRITE_FAILED] Task failed while writing rows to /data/q.",
+        ),
+        (  # Spark 4's own words, and a stage failure that is no task's
+            "[DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012",
+            "[DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012",
+        ),
+        (
+            "Job aborted due to stage failure: Task serialization failed: "
+            "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.",
+            "Job aborted due to stage failure: Task serialization failed: "
+            "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.",
+        ),
+    ],
+)
+def test_task_error_unwraps_only_a_lost_task(message: str, expected: str) -> None:
+    """Only the lost-task wrapper is taken off; the Java class only before an error class."""
+    assert task_error(message) == expected
+
+
+def test_failed_streaming_query_reports_the_task_error() -> None:
+    """The query whose second micro-batch fails: Spark 3.5's QueryTerminatedEvent has the
+    job's abort text (class first) and no `errorClassOnException`; the query's FAIL names the
+    task's error, the whole exception is its stack trace. The application completes, as on
+    Spark 4 (the program caught the failure)."""
+    (query,) = [e for e in events_of("stream_failure") if e["eventType"] == "FAIL"]
+    assert query["job"]["name"] == "spark35_stream_failure.streaming_query.bad_cast"
+    error = query["run"]["facets"]["errorMessage"]
+    assert error["message"] == (
+        f"[TASK_WRITE_FAILED] Task failed while writing rows to {P}/data/quantities."
+    )
+    assert error["stackTrace"].startswith(
+        "org.apache.spark.SparkException: Job aborted due to stage failure: "
+    )
+    assert "[CAST_INVALID_INPUT] The value 'three'" in error["stackTrace"]
+    (terminated,) = [e for e in spark_events("stream_failure") if "QueryTerminated" in e["Event"]]
+    assert terminated["errorClassOnException"] is None
+    assert events_of("stream_failure")[-1]["eventType"] == "COMPLETE"
