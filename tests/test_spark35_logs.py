@@ -404,3 +404,20 @@ def test_failed_streaming_query_reports_the_task_error() -> None:
     (terminated,) = [e for e in spark_events("stream_failure") if "QueryTerminated" in e["Event"]]
     assert terminated["errorClassOnException"] is None
     assert events_of("stream_failure")[-1]["eventType"] == "COMPLETE"
+
+
+def test_spark_35_events_lack_what_spark_4_adds() -> None:
+    """The fields a translation must not count on (NOTES.md): no `jobGroupId` or `queryId` on
+    SQL executions, no `ExitCode` at ApplicationEnd, no `jobTags` on QueryStartedEvent, and no
+    nested execution of a Kafka read."""
+    sql = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecution"
+    for shape in SHAPES:
+        log = spark_events(shape)
+        starts = [e for e in log if e["Event"] == sql + "Start"]
+        assert starts and not [e for e in starts if {"jobGroupId", "queryId"} & set(e)]
+        assert not [e for e in log if e["Event"] == sql + "End" and "queryId" in e]
+        (end,) = [e for e in log if e["Event"] == "SparkListenerApplicationEnd"]
+        assert set(end) == {"Event", "Timestamp"}
+        assert not [e for e in log if e["Event"].endswith("QueryStartedEvent") and "jobTags" in e]
+    kafka = [e for e in spark_events("kafka_batch") if e["Event"] == sql + "Start"]
+    assert [e["executionId"] for e in kafka] == [e["rootExecutionId"] for e in kafka]
