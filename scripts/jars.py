@@ -103,6 +103,39 @@ BUNDLES: dict[str, Bundle] = {
         ),
         note="from_avro / to_avro and the avro file format",
     ),
+    # The same connectors for Spark 3.5.9 (Scala 2.12), for the Spark 3.5 logs of
+    # tests/data/make_spark35_logs.py (its venv: scripts/pyenv.py spark35).
+    "delta-3.5": Bundle(
+        ("io.delta:delta-spark_2.12:3.3.3", "io.delta:delta-storage:3.3.3"),
+        exclusions=(  # PySpark 3.5's own jars directory has these
+            "org.scala-lang:scala-library",
+            "com.fasterxml.jackson.core:jackson-core",
+            "com.fasterxml.jackson.core:jackson-databind",
+            "com.fasterxml.jackson.core:jackson-annotations",
+            "org.slf4j:slf4j-api",
+        ),
+        note="Delta Lake 3.3.3 (for Spark 3.5); the pip package delta-spark==3.3.3",
+    ),
+    "spark-kafka-3.5": Bundle(
+        ("org.apache.spark:spark-sql-kafka-0-10_2.12:3.5.7",),
+        exclusions=(  # the same as spark-kafka's, for Scala 2.12: a bundle's key is its text
+            "org.scala-lang:scala-library",
+            "org.apache.spark:spark-tags_2.12",
+            "org.slf4j:slf4j-api",
+            "org.lz4:lz4-java",
+            "org.xerial.snappy:snappy-java",
+            "com.github.luben:zstd-jni",
+            "org.apache.hadoop:hadoop-client-runtime",
+            "org.apache.hadoop:hadoop-client-api",
+            "com.google.code.findbugs:jsr305",
+        ),
+        note="the Kafka source and sink: 3.5.7 is the newest 3.5 release of it on Maven Central",
+    ),
+    "spark-avro-3.5": Bundle(
+        ("org.apache.spark:spark-avro_2.12:3.5.9",),
+        exclusions=("org.scala-lang:scala-library", "org.apache.spark:spark-tags_2.12"),
+        note="from_avro / to_avro for Spark 3.5.9",
+    ),
     "sqlite-jdbc": Bundle(
         ("org.xerial:sqlite-jdbc:3.54.1.0",),
         exclusions=("org.slf4j:slf4j-api",),

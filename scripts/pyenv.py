@@ -6,8 +6,9 @@
 4.2 but Iceberg publishes no runtime for 4.2 and the Kafka connector's dependencies are not
 published for 4.1.2+; 4.1.1 is the newest Spark that Delta 4.3.1, Iceberg 1.12.0
 (`iceberg-spark-runtime-4.1`), `spark-sql-kafka-0-10` and `spark-avro` all run on (their jars:
-scripts/jars.py). The environments live under `build/venvs/<name>/`, keyed by their pins like
-the jar cache, and made under a lock like them. Standard library only.
+scripts/jars.py). `spark35`: PySpark 3.5.9 and delta-spark 3.3.3, for the Spark 3.5 logs.
+The environments live under `build/venvs/<name>/`, keyed by their pins like the jar cache,
+and made under a lock like them. Standard library only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ ENVS: dict[str, tuple[str, ...]] = {
         "pyspark==4.1.1",
         "delta-spark==4.3.1",
         "zstandard==0.25.0",  # the generator compresses the logs it writes
+    ),
+    # Spark 3.5 (Scala 2.12), still run by many platforms: the logs of
+    # tests/data/make_spark35_logs.py. Delta 3.3.3 is the newest Delta for Spark 3.5.
+    "spark35": (
+        "pyspark==3.5.9",
+        "delta-spark==3.3.3",
+        "zstandard==0.25.0",
     ),
 }
 

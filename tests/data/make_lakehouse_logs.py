@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -707,12 +708,45 @@ SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
 }
 
 
-def child(shape: str, root: Path, jars: str) -> None:
-    job, _ = SHAPES[shape]
-    conf = dict(DELTA) if "delta" in shape else {}
+def shape_conf(shape: str, root: Path) -> dict[str, str]:
+    """The Spark settings a shape's session starts with, by its name."""
     if "iceberg" in shape:
-        conf = iceberg_conf(root)
-    spark = session(root, f"lakehouse_{shape}", jars, conf)
+        return iceberg_conf(root)
+    return dict(DELTA) if "delta" in shape else {}
+
+
+@dataclass(frozen=True)
+class LogSet:
+    """What one generator makes: its shapes, the environment and jars they run with, where
+    their logs go and how they are scrubbed (a sibling generator reuses the machinery below)."""
+
+    script: Path  # run again as each shape's child process, in the environment `env`
+    out: Path
+    placeholder: str  # what the job's temporary directory becomes
+    env: str  # of scripts/pyenv.py
+    bundles: tuple[str, ...]  # of scripts/jars.py
+    kept: frozenset[str]  # Spark properties of the environment event
+    shapes: dict[str, tuple[Job, bool]]
+    app_prefix: str
+    conf: Callable[[str, Path], dict[str, str]]
+
+
+LAKEHOUSE = LogSet(
+    Path(__file__).resolve(),
+    OUT,
+    PLACEHOLDER,
+    ENV,
+    BUNDLES,
+    frozenset(KEPT_PROPERTIES),
+    SHAPES,
+    "lakehouse",
+    shape_conf,
+)
+
+
+def child(logs: LogSet, shape: str, root: Path, jars: str) -> None:
+    job, _ = logs.shapes[shape]
+    spark = session(root, f"{logs.app_prefix}_{shape}", jars, logs.conf(shape, root))
     job(spark, root)
     spark.stop()
 
@@ -720,11 +754,11 @@ def child(shape: str, root: Path, jars: str) -> None:
 # ---------------------------------------------------------------- the generator (parent)
 
 
-def scrub(raw: str, root: Path, broker: str | None) -> str:
+def scrub(raw: str, root: Path, broker: str | None, logs: LogSet = LAKEHOUSE) -> str:
     """One log line made machine-independent: placeholders, trimmed environment."""
-    text = trimmed(raw, KEPT_PROPERTIES)
+    text = trimmed(raw, logs.kept)
     for prefix in (str(root.resolve()), str(root), str(ROOT), str(Path.home())):
-        text = text.replace(prefix, PLACEHOLDER)
+        text = text.replace(prefix, logs.placeholder)
     if broker:
         text = text.replace(broker, BROKER_PLACEHOLDER)
     for name in {socket.gethostname(), socket.getfqdn()} - {"localhost"}:
@@ -732,7 +766,7 @@ def scrub(raw: str, root: Path, broker: str | None) -> str:
     return text
 
 
-def table_facts(root: Path) -> dict[str, Any]:
+def table_facts(root: Path, placeholder: str = PLACEHOLDER) -> dict[str, Any]:
     """Delta commits and Iceberg snapshots as the tables' own metadata on disk records them."""
     facts: dict[str, Any] = {}
     for log in sorted(root.rglob("_delta_log")):
@@ -755,7 +789,7 @@ def table_facts(root: Path) -> dict[str, Any]:
                             },
                         }
                     )
-        key = str(log.parent).replace(str(root), PLACEHOLDER)
+        key = str(log.parent).replace(str(root), placeholder)
         facts[key] = {"format": "delta", "commits": commits}
     for meta in sorted(root.rglob("metadata")):
         files = sorted(
@@ -764,7 +798,7 @@ def table_facts(root: Path) -> dict[str, Any]:
         if not files:
             continue
         last = json.loads(files[-1].read_text())
-        key = str(meta.parent).replace(str(root), PLACEHOLDER)
+        key = str(meta.parent).replace(str(root), placeholder)
         facts[key] = {
             "format": "iceberg",
             "metadata_files": [p.name for p in files],
@@ -789,7 +823,7 @@ def table_facts(root: Path) -> dict[str, Any]:
                 " FROM iceberg_tables ORDER BY table_name"
             ).fetchall()
         facts["jdbc catalog iceberg_tables"] = [
-            [*row[:3], str(row[3]).replace(str(root), PLACEHOLDER)] for row in rows
+            [*row[:3], str(row[3]).replace(str(root), placeholder)] for row in rows
         ]
     return facts
 
@@ -819,7 +853,7 @@ def _stream_state(events: Path) -> tuple[int, bool]:
     return body.count("QueryProgressEvent"), running
 
 
-def run_child(shape: str, root: Path, env: dict[str, str]) -> None:
+def run_child(logs: LogSet, shape: str, root: Path, env: dict[str, str]) -> None:
     jars = ",".join(
         subprocess.run(
             [sys.executable, str(ROOT / "scripts" / "jars.py"), "--classpath", b],
@@ -829,9 +863,9 @@ def run_child(shape: str, root: Path, env: dict[str, str]) -> None:
         )
         .stdout.strip()
         .replace(":", ",")
-        for b in BUNDLES
+        for b in logs.bundles
     )
-    command = [sys.executable, __file__, "--child", shape, str(root), jars]
+    command = [sys.executable, str(logs.script), "--child", shape, str(root), jars]
     with (root / "child.log").open("wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + CHILD_TIMEOUT
@@ -856,17 +890,17 @@ def run_child(shape: str, root: Path, env: dict[str, str]) -> None:
         raise RuntimeError(f"{shape}: the job exited {process.returncode}:\n{tail}")
 
 
-def generate(shape: str, keep: Path | None) -> None:
+def generate(logs: LogSet, shape: str, keep: Path | None) -> None:
     from tests.kafka import running_kafka
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="lakehouse-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{logs.app_prefix}-") as tmp:
         root = Path(tmp)
         (root / "events").mkdir()
         (root / "data").mkdir()
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
         broker = None
-        if SHAPES[shape][1]:
+        if logs.shapes[shape][1]:
             with running_kafka(root) as kafka:
                 broker = kafka.bootstrap
                 env["LAKEHOUSE_KAFKA"] = broker
@@ -876,22 +910,22 @@ def generate(shape: str, keep: Path | None) -> None:
                 if shape == "stream_kafka_window":
                     kafka.create_topic("meter-readings", partitions=1)
                     kafka.produce("meter-readings", METER_READINGS)
-                run_child(shape, root, env)
+                run_child(logs, shape, root, env)
         else:
-            run_child(shape, root, env)
+            run_child(logs, shape, root, env)
         (log,) = (root / "events").iterdir()
-        lines = [scrub(line, root, broker) for line in log.read_text().splitlines() if line]
-        tables = table_facts(root)
+        lines = [scrub(line, root, broker, logs) for line in log.read_text().splitlines() if line]
+        tables = table_facts(root, logs.placeholder)
         if keep:
             shutil.copytree(root, keep / shape, dirs_exist_ok=True)
     body = ("\n".join(lines) + "\n").encode()
     import zstandard
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    out = OUT / f"{shape}.jsonl.zst"
+    logs.out.mkdir(parents=True, exist_ok=True)
+    out = logs.out / f"{shape}.jsonl.zst"
     out.write_bytes(zstandard.ZstdCompressor(level=19).compress(body))
     if tables:
-        (OUT / f"{shape}.tables.json").write_text(json.dumps(tables, indent=1) + "\n")
+        (logs.out / f"{shape}.tables.json").write_text(json.dumps(tables, indent=1) + "\n")
     took = time.monotonic() - started
     print(
         f"{out.name}: {len(lines)} events, {len(body)} bytes, "
@@ -900,25 +934,25 @@ def generate(shape: str, keep: Path | None) -> None:
     )
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], logs: LogSet = LAKEHOUSE) -> int:
     if argv[:1] == ["--child"]:
-        child(argv[1], Path(argv[2]), argv[3])
+        child(logs, argv[1], Path(argv[2]), argv[3])
         return 0
     env_python = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "pyenv.py"), ENV],
+        [sys.executable, str(ROOT / "scripts" / "pyenv.py"), logs.env],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
     if Path(sys.prefix).resolve() != Path(env_python).parents[1].resolve():
-        os.execv(env_python, [env_python, __file__, *argv])
+        os.execv(env_python, [env_python, str(logs.script), *argv])
     keep = None
     if "--keep" in argv:
         at = argv.index("--keep")
         keep = Path(argv[at + 1]).resolve()
         argv = argv[:at] + argv[at + 2 :]
-    for shape in argv or list(SHAPES):
-        generate(shape, keep)
+    for shape in argv or list(logs.shapes):
+        generate(logs, shape, keep)
     return 0
 
 

@@ -36,6 +36,15 @@ Outcome = Literal["ok", "failed", "cancelled", "shutdown"]
 
 _CANCELLED: Final = linear.compile(r"^(?:\[SPARK_JOB_CANCELLED\] )?Job \d+ cancelled")
 _SHUTDOWN: Final = "cancelled because SparkContext was shut down"
+#: Spark 3.5 reports a task's failure as the job's abort text, the executor's stack trace
+#: inside; Spark 4 reports the task's error itself (`[DIVIDE_BY_ZERO] ...`).
+_LOST_TASK: Final = linear.compile(
+    r"^(?:[A-Za-z0-9_.$]+: )?Job aborted due to stage failure: "
+    r"Task [^ ]+ in stage [^ ]+ failed [0-9]+ times, "
+    r"most recent failure: Lost task [^ ]+ in stage [^ ]+ \(TID [0-9]+\) \([^()]*\): "
+)
+#: The Java class that prints before a Spark error's message: `org.apache...Exception: [`.
+_THROWABLE: Final = linear.compile(r"^[A-Za-z0-9_.$]+: \[")
 REMEMBERED: Final = 8192  # ended executions and seen jobs kept to refuse duplicates
 _COUNTER_METRICS: Final = {
     "internal.metrics.input.recordsRead": "records_in",
@@ -226,6 +235,22 @@ def terminal_state(failure: Failure | None) -> str:
     return "FAIL" if failure.outcome == "failed" else "ABORT"
 
 
+def task_error(message: str) -> str:
+    """Spark's failure message as Spark 4 words it: of a task failure that Spark 3.5 wrapped
+    in `[<exception class>: ]Job aborted due to stage failure: ... Lost task ... (TID n)
+    (host executor id): `, the task's exception without its stack trace, and without its Java
+    class when it is a Spark error whose message starts with its error class; any other
+    message unchanged."""
+    wrapped = _LOST_TASK.match(message)
+    if wrapped is None:
+        return message
+    cause = message[wrapped.end() :].split("\n\tat ", 1)[0].rstrip()
+    throwable = _THROWABLE.match(cause)
+    if throwable is not None:
+        cause = cause[throwable.end() - 1 :]
+    return cause or message
+
+
 def job_failure(result: object) -> Failure | None:
     """None for JobSucceeded, else the failure with a Java-style stack trace."""
     if not isinstance(result, Mapping) or result.get("Result") != "JobFailed":
@@ -242,7 +267,9 @@ def job_failure(result: object) -> Failure | None:
             for f in frames
             if isinstance(f, Mapping)
         ]
-    return Failure(classify(message), message, "\n".join(lines) if len(lines) > 1 else None)
+    told = task_error(message)
+    stack = "\n".join(lines) if len(lines) > 1 or told != message else None
+    return Failure(classify(message), told, stack)
 
 
 def application_end(

@@ -30,7 +30,14 @@ from agent.spark.plan.touched.scans import MICRO_BATCH_SOURCE
 from agent.spark.translate.datasets.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets.descriptions import Tables, described
 from agent.spark.translate.datasets.rundatasets import RunDatasets, collect, describe
-from agent.spark.translate.model import CatalogTable, Failure, Run, StreamQuery, classify
+from agent.spark.translate.model import (
+    CatalogTable,
+    Failure,
+    Run,
+    StreamQuery,
+    classify,
+    task_error,
+)
 from agent.spark.translate.naming import (
     KAFKA_UNKNOWN,
     UNKNOWN_NAMESPACE,
@@ -165,7 +172,7 @@ def terminated(event: Mapping[str, Any], query: StreamQuery) -> Failure | None:
     query.error_class = as_str(event.get("errorClassOnException")) or query.error_class
     if not exception:
         return None
-    message = exception.split("\n\tat ", 1)[0].rstrip()
+    message = task_error(exception.split("\n\tat ", 1)[0].rstrip())
     return Failure(classify(message), message, exception)
 
 

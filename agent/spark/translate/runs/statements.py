@@ -17,7 +17,15 @@ from typing import Any
 
 from agent.spark.translate.datasets.jdbc import JdbcUrls
 from agent.spark.translate.datasets.places import TablePlaces
-from agent.spark.translate.model import Execution, Failure, Run, classify, remember, terminal_state
+from agent.spark.translate.model import (
+    Execution,
+    Failure,
+    Run,
+    classify,
+    remember,
+    task_error,
+    terminal_state,
+)
 from agent.spark.translate.naming import JobNames
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.runs import runids, steps
@@ -132,7 +140,9 @@ class Statements:
             self._life.last = Failure("ok", "")
             self.finish(run, end, "COMPLETE", None, out)
             return
-        last = Failure(classify(error), error, run.failure.stack if run.failure else None)
+        message = task_error(error)
+        inside = error if message != error else None  # Spark 3.5: the stack is in the text
+        last = Failure(classify(error), message, run.failure.stack if run.failure else inside)
         if run.query is None:  # a micro-batch's failure ends its query, not the program
             self._life.last = last
         self.finish(run, end, terminal_state(last), last, out)
