@@ -161,7 +161,7 @@ def scan_figures(result: harness.Result, url: str, endpoint: str, objects: int) 
             f"s3fs find of the same prefix ({objects} objects, every page)",
             plain["seconds"],
             harness.Target("<=", 1.2),
-            {"agent_lists": agent["lists"], "applications_found": plain["found"]},
+            {"agent_lists": agent["lists"], "objects_found_by_plain": plain["found"]},
         )
     )
     result.add(
