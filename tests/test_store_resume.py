@@ -76,6 +76,16 @@ async def until_finished(source: SparkSource, url: str, names: tuple[str, ...]) 
             await look(source)
 
 
+def put_rolling(s3: S3Server, prefix: str, key: str, parts: int) -> str:
+    """A rolling log in progress under `prefix`: its appstatus and `parts` events files; its
+    directory's name."""
+    rolling = f"eventlog_v2_{key}"
+    s3.put(f"{prefix}/{rolling}/appstatus_{key}.inprogress", b"")
+    for part in range(1, parts + 1):
+        s3.put(f"{prefix}/{rolling}/events_{part}_{key}", sample_bytes("success"))
+    return rolling
+
+
 async def replayed(name: str, sample: str, tmp_path: Path) -> list[bytes]:
     """The events of a local replay of the sample log `sample` named `name`."""
     local = tmp_path / f"replay-{name}"
@@ -145,9 +155,7 @@ def test_an_undecided_application_ends_the_resume_point(s3: S3Server) -> None:
     a rolling directory not finished (which sorts before every `local-` log, however new)
     leaves none; a log in progress stops it; logs past the horizon count as decided."""
     url = s3.url("undecided")
-    rolling = "eventlog_v2_local-1795495169100"
-    s3.put(f"undecided/{rolling}/appstatus_local-1795495169100.inprogress", b"")
-    s3.put(f"undecided/{rolling}/events_1_local-1795495169100", sample_bytes("success"))
+    put_rolling(s3, "undecided", "local-1795495169100", parts=1)
     s3.put(f"undecided/{DONE[0]}", sample_bytes("success"))
     s3.put(f"undecided/{DONE[1]}.inprogress", sample_bytes("sigkill"))
     s3.put(f"undecided/{DONE[2]}", sample_bytes("cancelled"))
@@ -211,10 +219,7 @@ def test_a_listing_from_inside_a_rolling_directory_passes_it_by(s3: S3Server) ->
     set) leaves that directory's later objects out of the listing from it: the directory is
     not taken from a part of its files; a listing from the start finds it whole."""
     url = s3.url("inside")
-    rolling = "eventlog_v2_local-1795495169300"
-    s3.put(f"inside/{rolling}/appstatus_local-1795495169300.inprogress", b"")
-    s3.put(f"inside/{rolling}/events_1_local-1795495169300", sample_bytes("success"))
-    s3.put(f"inside/{rolling}/events_2_local-1795495169300", sample_bytes("success"))
+    rolling = put_rolling(s3, "inside", "local-1795495169300", parts=2)
     s3.put(f"inside/{DONE[0]}", sample_bytes("success"))
     point = f"{rolling}/events_1_local-1795495169300"
     listed = discovery.listing(url, start_after=point)
