@@ -687,6 +687,83 @@ def delta_merge_window(spark: SparkSession, root: Path) -> None:
     )
 
 
+def kafka_save_files(spark: SparkSession, root: Path) -> None:
+    """Batch saves into Kafka from files: a CSV frame (header, inferred types) to a topic
+    option, written to parquet, then saved with a topic computed per row and grouped; a
+    parquet read saved to a topic. Then two file streams into Kafka whose first micro-batch
+    fails (FAILFAST): one names its topic in a column, one in the topic option."""
+    from pyspark.sql import functions as F
+
+    servers = os.environ["LAKEHOUSE_KAFKA"]
+    data = root / "data"
+    (data / "sensors.csv").write_text(
+        "sensor_id,site,reading,ts\ns-1,north,1.5,2026-03-01 08:00:00\n"
+        "s-2,south,2.5,2026-03-01 08:05:00\ns-3,north,3.5,2026-03-01 08:10:00\n"
+    )
+
+    def kafka(frame: DataFrame, topic: str | None = None) -> None:
+        writer = frame.write.format("kafka").option("kafka.bootstrap.servers", servers)
+        (writer.option("topic", topic) if topic else writer).save()
+
+    describe(spark, "kafka save files: csv to a topic")
+    sensors = (
+        spark.read.option("header", "true")
+        .option("inferSchema", "true")
+        .csv(str(data / "sensors.csv"))
+    )
+    kafka(
+        sensors.select(
+            F.col("sensor_id").alias("key"),
+            F.to_json(F.struct("site", "reading", "ts")).alias("value"),
+        ),
+        "c3-readings",
+    )
+    describe(spark, "kafka save files: csv to parquet")
+    sensors.write.parquet(str(data / "sensors_parquet"))
+    describe(spark, "kafka save files: topic per row")
+    kafka(
+        sensors.selectExpr(
+            "concat('c3_site_', site) AS topic",
+            "sensor_id AS key",
+            "CAST(reading AS STRING) AS value",
+        )
+    )
+    describe(spark, "kafka save files: grouped")
+    kafka(
+        sensors.groupBy("site")
+        .agg(F.sum("reading").alias("total"))
+        .select(F.col("site").alias("key"), F.col("total").cast("string").alias("value")),
+        "c3-totals",
+    )
+    describe(spark, "kafka save files: parquet to a topic")
+    kafka(
+        spark.read.parquet(str(data / "sensors_parquet")).select(
+            F.col("sensor_id").alias("key"), F.col("reading").cast("string").alias("value")
+        ),
+        "c3-parquet",
+    )
+    spark.sparkContext._jsc.setLocalProperty("spark.job.description", None)
+    landing = data / "landing"
+    landing.mkdir(parents=True)
+    (landing / "batch-0.csv").write_text("id,litres\n1,4.5\n2,not-a-number\n")
+    for name, topic in (("volumes_by_column", None), ("volumes_by_option", "volumes")):
+        rows = (
+            spark.readStream.schema("id INT, litres DOUBLE")
+            .option("header", "true")
+            .option("mode", "FAILFAST")
+            .csv(str(landing))
+            .selectExpr("CAST(id AS STRING) AS key", "CAST(litres * 1000 AS STRING) AS value")
+        )
+        if topic is None:
+            rows = rows.selectExpr("'volumes' AS topic", "key", "value")
+        writer = rows.writeStream.format("kafka").option("kafka.bootstrap.servers", servers)
+        query = available_now(writer.option("topic", topic) if topic else writer, root, name)
+        try:
+            query.awaitTermination(300)
+        except Exception as exc:  # the program handles the failed query and goes on
+            print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
+
+
 Job = Callable[["SparkSession", Path], None]
 SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "delta_path": (delta_path, False),
@@ -704,6 +781,7 @@ SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "stream_join_delta": (stream_join_delta, False),
     "stream_fail_caught": (stream_fail_caught, False),
     "delta_merge_window": (delta_merge_window, False),
+    "kafka_save_files": (kafka_save_files, True),
 }
 
 

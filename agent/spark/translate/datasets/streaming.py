@@ -304,14 +304,18 @@ def _with_fields(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
 
 def _with_rows(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
     """A sink outside the plan writes the rows the micro-batch returned: their schema and
-    column lineage, the scanned files named by their source directory."""
+    column lineage, the scanned files named by their source directory (as the inputs are,
+    before any progress event too)."""
     rows = query.rows
     if ref.role != "output" or rows is None:
         return ref
     columns = rows.columns
     if columns is not None:
+        early = query.batches == 0
         inputs = {
-            k: tuple(s for r in v for s in _sourced(query, _fold(query, r)))
+            k: tuple(
+                s for r in v for s in _sourced(query, _fold(query, _directory(r) if early else r))
+            )
             for k, v in columns.inputs.items()
         }
         columns = dataclasses.replace(columns, inputs=inputs)
