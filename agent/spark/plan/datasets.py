@@ -96,7 +96,6 @@ class PlanSummary:
     notes: tuple[str, ...]  # why something could not be read; the caller adds context
     delta_logs: tuple[str, ...] = ()  # tables whose Delta transaction log the plan reads
     reads: tuple[FileRead, ...] = ()  # the file scans of the plan description
-    last_id: int | None = None  # the highest attribute id the plan description prints
 
     @property
     def writes(self) -> bool:

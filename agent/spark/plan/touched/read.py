@@ -105,13 +105,13 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
         tuple(notes),
         tuple(dict.fromkeys(logs)),
         _file_reads(described, types),
-        _last_id(text),
     )
 
 
 def file_reads(description: object) -> tuple[tuple[FileRead, ...], int | None]:
-    """The file scans a plan description prints, and the highest attribute id it prints
-    (what `read_plan` adds to its summary, for a plan that is not otherwise read)."""
+    """The file scans a plan description prints (what `read_plan` adds to its summary), and
+    the highest attribute id it prints: for a plan that is not otherwise read (a reader's
+    schema inference, whose relation gets the next ids)."""
     text = description if isinstance(description, str) else ""
     described = parse_description(text)
     return _file_reads(described, _attribute_types(described)), _last_id(text)

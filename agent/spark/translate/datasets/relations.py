@@ -54,11 +54,12 @@ class FileRelations:
         self._inferences: list[_Inference] = []
 
     def learn(
-        self, reads: Sequence[FileRead], last_id: int | None, reader: str | None = None
+        self, reads: Sequence[FileRead], last_id: int | None = None, reader: str | None = None
     ) -> None:
         """What one plan shows: its file scans, by their columns; with `reader` (the
-        `DataFrameReader` method behind an execution of Spark's own), a schema inference
-        of the files it scans, whose text scan is no relation of the program."""
+        `DataFrameReader` method behind an execution of Spark's own) and the highest
+        attribute id the plan prints, a schema inference of the files it scans, whose
+        text scan is no relation of the program."""
         if reader is not None:
             datasets = tuple(d for read in reads for d in read.datasets)
             if datasets and last_id is not None:

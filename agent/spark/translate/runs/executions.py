@@ -103,7 +103,7 @@ def add_plan(
     datasets = [urls.resolve(ref) for ref in plan.datasets]
     if files is not None:
         datasets = files.locate(datasets)
-        files.learn(plan.reads, plan.last_id)
+        files.learn(plan.reads)
     if places is not None:
         datasets = [places.place(ref) for ref in datasets]
     with_url = {ref.jdbc[1] for ref in datasets if ref.jdbc is not None and ref.jdbc[0]}
