@@ -1,6 +1,7 @@
-"""Kafka saves from files and Kafka sinks of queries failing in their first micro-batch,
-replayed from the checked-in PySpark 4.1.1 log `kafka_save_files`
-(tests/data/make_lakehouse_logs.py; what it holds: tests/data/eventlogs/lakehouse/NOTES.md).
+"""Kafka saves from files, and the sinks of streaming queries failing in their first
+micro-batch, replayed from the checked-in PySpark 4.1.1 logs `kafka_save_files` and
+`stream_fail_iceberg` (tests/data/make_lakehouse_logs.py; what they hold:
+tests/data/eventlogs/lakehouse/NOTES.md).
 The plan-level tests change one thing of a real plan of that log (or of `stream_iceberg`)
 and say what."""
 
@@ -173,3 +174,21 @@ def test_iceberg_sink_of_a_micro_batch_write_is_its_table() -> None:
             TableIdent("clicks", "db", "lake"),
             "iceberg",
         )
+
+
+def test_iceberg_sink_failing_first_names_its_table() -> None:
+    """`toTable("lake.db.volumes")` (Hadoop catalog) whose first micro-batch fails: the
+    table the batch's write names is the output, at its place under the catalog's warehouse
+    with the symlink to the table, typed and with column lineage from the source directory."""
+    _, events = replay("stream_fail_iceberg")
+    check_lifecycle(events)
+    (query,) = terminal(events, "STREAMING_QUERY")
+    assert query["eventType"] == "FAIL"
+    assert names(query["inputs"]) == [LANDING]
+    (sink,) = query["outputs"]
+    assert names([sink]) == [("file", "/data/lakehouse/iceberg_hadoop/db/volumes")]
+    assert sink["facets"]["symlinks"]["identifiers"] == [
+        {"namespace": "file:/data/lakehouse/iceberg_hadoop", "name": "db.volumes", "type": "TABLE"}
+    ]
+    assert fields(sink) == [("id", "integer"), ("millilitres", "double")]
+    assert lineage(sink) == {"id": [(*LANDING, "id")], "millilitres": [(*LANDING, "litres")]}

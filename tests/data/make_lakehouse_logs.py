@@ -764,6 +764,32 @@ def kafka_save_files(spark: SparkSession, root: Path) -> None:
             print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
 
 
+def stream_fail_iceberg(spark: SparkSession, root: Path) -> None:
+    """A CSV file stream into an Iceberg table of the Hadoop catalog (`toTable`) whose first
+    micro-batch fails (FAILFAST on a malformed row); the program catches the failure."""
+    landing = root / "data" / "landing"
+    landing.mkdir(parents=True)
+    (landing / "batch-0.csv").write_text("id,litres\n1,4.5\n2,not-a-number\n")
+    spark.sql("CREATE TABLE lake.db.volumes (id INT, millilitres DOUBLE) USING iceberg")
+    query = (
+        spark.readStream.schema("id INT, litres DOUBLE")
+        .option("header", "true")
+        .option("mode", "FAILFAST")
+        .csv(str(landing))
+        .selectExpr("id", "litres * 1000 AS millilitres")
+        .writeStream.format("iceberg")
+        .outputMode("append")
+        .option("checkpointLocation", str(root / "checkpoints" / "volumes"))
+        .queryName("volumes")
+        .trigger(availableNow=True)
+        .toTable("lake.db.volumes")
+    )
+    try:
+        query.awaitTermination(300)
+    except Exception as exc:  # the program handles the failed query and ends normally
+        print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
+
+
 Job = Callable[["SparkSession", Path], None]
 SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "delta_path": (delta_path, False),
@@ -782,6 +808,7 @@ SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "stream_fail_caught": (stream_fail_caught, False),
     "delta_merge_window": (delta_merge_window, False),
     "kafka_save_files": (kafka_save_files, True),
+    "stream_fail_iceberg": (stream_fail_iceberg, False),
 }
 
 
