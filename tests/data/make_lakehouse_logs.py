@@ -404,6 +404,19 @@ def available_now(writer: DataStreamWriter, root: Path, name: str) -> StreamingQ
     )
 
 
+def to_iceberg(rows: DataFrame, root: Path, name: str, table: str) -> StreamingQuery:
+    """`rows` appended to the Iceberg `table` (`toTable`) by the availableNow query `name`,
+    started, checkpoint in `root/checkpoints`."""
+    return (
+        rows.writeStream.format("iceberg")
+        .outputMode("append")
+        .option("checkpointLocation", str(root / "checkpoints" / name))
+        .queryName(name)
+        .trigger(availableNow=True)
+        .toTable(table)
+    )
+
+
 def until_caught_up(writer: DataStreamWriter, root: Path, name: str) -> None:
     """`available_now(writer, root, name)`, waited for (300 s at most)."""
     available_now(writer, root, name).awaitTermination(300)
@@ -471,18 +484,14 @@ def stream_iceberg(spark: SparkSession, root: Path) -> None:
         (source / f"part-{n}.json").write_text(f'{{"id": {n}, "kind": "click"}}\n')
         os.utime(source / f"part-{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
     spark.sql("CREATE TABLE lake.db.clicks (id BIGINT, kind STRING) USING iceberg")
-    (
+    to_iceberg(
         spark.readStream.schema("id LONG, kind STRING")
         .option("maxFilesPerTrigger", 1)
-        .json(str(source))
-        .writeStream.format("iceberg")
-        .outputMode("append")
-        .option("checkpointLocation", str(root / "checkpoints" / "file_to_iceberg"))
-        .queryName("file_to_iceberg")
-        .trigger(availableNow=True)
-        .toTable("lake.db.clicks")
-        .awaitTermination(300)
-    )
+        .json(str(source)),
+        root,
+        "file_to_iceberg",
+        "lake.db.clicks",
+    ).awaitTermination(300)
     until_caught_up(
         spark.readStream.format("iceberg")
         .load("lake.db.clicks")
@@ -602,28 +611,41 @@ def stream_join_delta(spark: SparkSession, root: Path) -> None:
     )
 
 
-def stream_fail_caught(spark: SparkSession, root: Path) -> None:
-    """A CSV file stream whose first micro-batch fails (FAILFAST on a malformed row); the
-    program catches the query's failure, says so and stops the session cleanly: exit 0."""
-    data = root / "data"
-    landing = data / "landing"
-    landing.mkdir(parents=True)
-    (landing / "batch-0.csv").write_text("id,litres\n1,4.5\n2,not-a-number\n")
-    query = available_now(
+def failing_stream(spark: SparkSession, root: Path) -> DataFrame:
+    """A CSV file stream of `root/data/landing` whose first micro-batch fails (FAILFAST on
+    the malformed row of the one file this writes there, the first time)."""
+    landing = root / "data" / "landing"
+    if not landing.exists():
+        landing.mkdir(parents=True)
+        (landing / "batch-0.csv").write_text("id,litres\n1,4.5\n2,not-a-number\n")
+    return (
         spark.readStream.schema("id INT, litres DOUBLE")
         .option("header", "true")
         .option("mode", "FAILFAST")
         .csv(str(landing))
+    )
+
+
+def caught(query: StreamingQuery) -> None:
+    """Wait for a query that fails, as a program that handles its failure and goes on."""
+    try:
+        query.awaitTermination(300)
+    except Exception as exc:
+        print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
+
+
+def stream_fail_caught(spark: SparkSession, root: Path) -> None:
+    """A CSV file stream whose first micro-batch fails (FAILFAST on a malformed row); the
+    program catches the query's failure, says so and stops the session cleanly: exit 0."""
+    query = available_now(
+        failing_stream(spark, root)
         .selectExpr("id", "litres * 1000 AS millilitres")
         .writeStream.format("parquet")
-        .option("path", str(data / "volumes")),
+        .option("path", str(root / "data" / "volumes")),
         root,
         "volumes",
     )
-    try:
-        query.awaitTermination(300)
-    except Exception as exc:  # the program handles the failed query and ends normally
-        print(f"query failed as intended: {type(exc).__name__}", file=sys.stderr)
+    caught(query)
 
 
 def delta_merge_window(spark: SparkSession, root: Path) -> None:
@@ -688,6 +710,80 @@ def delta_merge_window(spark: SparkSession, root: Path) -> None:
     )
 
 
+def kafka_save_files(spark: SparkSession, root: Path) -> None:
+    """Batch saves into Kafka from files: a CSV frame (header, inferred types) to a topic
+    option, written to parquet, then saved with a topic computed per row and grouped; a
+    parquet read saved to a topic. Then two file streams into Kafka whose first micro-batch
+    fails (FAILFAST): one names its topic in a column, one in the topic option."""
+    from pyspark.sql import functions as F
+
+    servers = os.environ["LAKEHOUSE_KAFKA"]
+    data = root / "data"
+    (data / "sensors.csv").write_text(
+        "sensor_id,site,reading,ts\ns-1,north,1.5,2026-03-01 08:00:00\n"
+        "s-2,south,2.5,2026-03-01 08:05:00\ns-3,north,3.5,2026-03-01 08:10:00\n"
+    )
+
+    def kafka(frame: DataFrame, topic: str | None = None) -> None:
+        writer = frame.write.format("kafka").option("kafka.bootstrap.servers", servers)
+        (writer.option("topic", topic) if topic else writer).save()
+
+    describe(spark, "kafka save files: csv to a topic")
+    sensors = (
+        spark.read.option("header", "true")
+        .option("inferSchema", "true")
+        .csv(str(data / "sensors.csv"))
+    )
+    kafka(
+        sensors.select(
+            F.col("sensor_id").alias("key"),
+            F.to_json(F.struct("site", "reading", "ts")).alias("value"),
+        ),
+        "c3-readings",
+    )
+    describe(spark, "kafka save files: csv to parquet")
+    sensors.write.parquet(str(data / "sensors_parquet"))
+    describe(spark, "kafka save files: topic per row")
+    kafka(
+        sensors.selectExpr(
+            "concat('c3_site_', site) AS topic",
+            "sensor_id AS key",
+            "CAST(reading AS STRING) AS value",
+        )
+    )
+    describe(spark, "kafka save files: grouped")
+    kafka(
+        sensors.groupBy("site")
+        .agg(F.sum("reading").alias("total"))
+        .select(F.col("site").alias("key"), F.col("total").cast("string").alias("value")),
+        "c3-totals",
+    )
+    describe(spark, "kafka save files: parquet to a topic")
+    kafka(
+        spark.read.parquet(str(data / "sensors_parquet")).select(
+            F.col("sensor_id").alias("key"), F.col("reading").cast("string").alias("value")
+        ),
+        "c3-parquet",
+    )
+    spark.sparkContext._jsc.setLocalProperty("spark.job.description", None)
+    for name, topic in (("volumes_by_column", None), ("volumes_by_option", "volumes")):
+        rows = failing_stream(spark, root).selectExpr(
+            "CAST(id AS STRING) AS key", "CAST(litres * 1000 AS STRING) AS value"
+        )
+        if topic is None:
+            rows = rows.selectExpr("'volumes' AS topic", "key", "value")
+        writer = rows.writeStream.format("kafka").option("kafka.bootstrap.servers", servers)
+        caught(available_now(writer.option("topic", topic) if topic else writer, root, name))
+
+
+def stream_fail_iceberg(spark: SparkSession, root: Path) -> None:
+    """A CSV file stream into an Iceberg table of the Hadoop catalog (`toTable`) whose first
+    micro-batch fails (FAILFAST on a malformed row); the program catches the failure."""
+    spark.sql("CREATE TABLE lake.db.volumes (id INT, millilitres DOUBLE) USING iceberg")
+    rows = failing_stream(spark, root).selectExpr("id", "litres * 1000 AS millilitres")
+    caught(to_iceberg(rows, root, "volumes", "lake.db.volumes"))
+
+
 Job = Callable[["SparkSession", Path], None]
 SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "delta_path": (delta_path, False),
@@ -705,6 +801,8 @@ SHAPES: dict[str, tuple[Job, bool]] = {  # name -> (job, needs the Kafka broker)
     "stream_join_delta": (stream_join_delta, False),
     "stream_fail_caught": (stream_fail_caught, False),
     "delta_merge_window": (delta_merge_window, False),
+    "kafka_save_files": (kafka_save_files, True),
+    "stream_fail_iceberg": (stream_fail_iceberg, False),
 }
 
 

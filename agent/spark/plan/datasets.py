@@ -71,6 +71,20 @@ class DatasetRef:
     #: list), by which that execution is recognized; on the `feeds_write` reference it
     #: matched, the same ids
     query: tuple[int, ...] = ()
+    #: a relation the plan prints without its files (a save's query is a logical plan:
+    #: `LogicalRelation csv, [a#17, b#18], false`): the ids of its columns, by which the
+    #: translator finds where the application read those files (`FileRead`)
+    attribute_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """A scan of files in a plan description, by the ids of the columns it outputs: Spark
+    gives a relation's columns their ids once, so a plan that prints the same relation
+    without its files (`DatasetRef.attribute_ids`) reads these files."""
+
+    columns: tuple[int, ...]
+    datasets: tuple[DatasetRef, ...]  # one per path, typed by the scan's read schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +95,7 @@ class PlanSummary:
     datasets: tuple[DatasetRef, ...]
     notes: tuple[str, ...]  # why something could not be read; the caller adds context
     delta_logs: tuple[str, ...] = ()  # tables whose Delta transaction log the plan reads
+    reads: tuple[FileRead, ...] = ()  # the file scans of the plan description
 
     @property
     def writes(self) -> bool:

@@ -164,6 +164,7 @@ class StreamQuery:
     # what the micro-batch plans name, file-source scans folded into their directory
     refs: dict[tuple[object, ...], DatasetRef] = field(default_factory=dict)
     rows: DatasetRef | None = None  # what the last micro-batch's plan returned to its sink
+    plan_sink: tuple[DatasetRef, ...] = ()  # the sink a micro-batch's V2 write names
     full: bool = False  # `refs` reached its bound: datasets were left out
 
 

@@ -13,6 +13,7 @@ Operators understood (Spark 3.5 / 4.x names): scans of datasets (`Scan <format> 
 `HashAggregate` / `ObjectHashAggregate` / `SortAggregate` (partial buffers skipped: final
 aggregates name the original inputs; grouping keys are the final aggregate's, not those of the
 phases Spark plans below a distinct aggregate, which also group by the distinct columns), the
+logical `Project`, `Filter` and `Aggregate` a save command's query prints, the
 hash, sort-merge, nested-loop and cartesian joins, `Union`, `Window`, `WindowGroupLimit`,
 `Expand`, `Generate`, `Sort` (only a global sort is a SORT dependency: local sorts serve
 joins, windows and partitioned writes), limits,
@@ -176,6 +177,8 @@ class AttributeGraph:
             return first
         if head in AGGREGATES:
             return self._aggregate(node, dataset)
+        if head == "Aggregate" and logical:
+            return self._logical_aggregate(node, first, dataset)
         if head in KEYED_JOINS or head in OTHER_JOINS:
             return self._join(node, children, dataset)
         if head == "Union":
@@ -247,6 +250,18 @@ class AttributeGraph:
                 if attr is not None and not function.startswith(("partial_", "merge_")):
                     self.define(f"{function} AS {result}")
         return self.project(node.detail_list("Results") or [])
+
+    def _logical_aggregate(
+        self, node: PlanNode, first: list[Attribute], dataset: list[tuple[int, str]]
+    ) -> list[Attribute]:
+        """`Aggregate` of a logical plan (a save's query): `Arguments: [keys], [results]`,
+        each result an aggregate function, a key, or an expression of them."""
+        lists = [bracketed(t.strip()) for t in split_top(node.details.get("Arguments", ""))]
+        if len(lists) != 2 or lists[0] is None or lists[1] is None:
+            return self.unrecognized_node(node, first)
+        for key in lists[0]:
+            self.depends(key, "GROUP_BY", dataset)
+        return self.project(lists[1])
 
     def _join(
         self, node: PlanNode, children: list[list[Attribute]], dataset: list[tuple[int, str]]

@@ -18,6 +18,7 @@ every row names none. The query a save writes is its child, printed as a logical
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from agent import linear
 from agent.spark.plan.datasets import DatasetRef
@@ -34,6 +35,8 @@ _TOPIC = linear.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _ATTRIBUTE_REF = linear.compile(rf"^[{linear.WORD}]+#(?P<id>\d+)L?$")
 _MAX_DEPTH = 32  # aliases and nested CASE / IF followed at most, against hostile plans
 _ANY = ".*"  # the pattern of a computed part of a topic
+#: Why a Kafka sink of a streaming query names no topic.
+STREAM_TOPIC: Final = "the event log does not show the topic option of a Kafka sink"
 _MAX_PATTERN_TEXT = 2000  # characters of a topic expression read for its literal parts
 _MAX_STEPS = 10_000  # expressions looked at per save, however often aliases repeat
 _MAX_PATTERN = 1000  # characters of a topic pattern; a longer one says any topic
@@ -76,6 +79,19 @@ def kafka_save(
         f"Kafka save without a topic option: {why}; its topics are named by the pattern {pattern!r}"
     )
     return [DatasetRef("output", node, kafka=(servers, pattern), format="kafka", pattern=True)]
+
+
+def stream_topics(node: str, described: Sequence[Block]) -> list[DatasetRef]:
+    """The topics a Kafka sink of a micro-batch writes (its writer prints none): the literal
+    topics of its rows' `topic` column, a pattern when it is computed; without such a
+    column its `topic` option chose, which no plan prints (`STREAM_TOPIC`)."""
+    topics, _ = column_topics(described)
+    if topics:
+        return [DatasetRef("output", node, kafka=(None, t), format="kafka") for t in topics]
+    pattern = column_pattern(described)
+    if pattern is not None:
+        return [DatasetRef("output", node, kafka=(None, pattern), format="kafka", pattern=True)]
+    return [DatasetRef("output", node, format="kafka", unknown_reason=STREAM_TOPIC)]
 
 
 def column_topics(described: Sequence[Block]) -> tuple[tuple[str, ...], str]:

@@ -21,14 +21,16 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from agent import linear
-from agent.spark.plan.datasets import DatasetRef, PlanSummary
+from agent.spark.plan.datasets import DatasetRef, FileRead, PlanSummary
 from agent.spark.plan.formats.delta import delta_save_query
 from agent.spark.plan.formats.iceberg import ROW_LEVEL_WRITES, row_level_statement
+from agent.spark.plan.formats.kafka import stream_topics
 from agent.spark.plan.syntax.schema import Field, field_of, parse_struct
-from agent.spark.plan.syntax.tables import normalize
+from agent.spark.plan.syntax.tables import normalize, parse_table_ident
 from agent.spark.plan.syntax.text import (
     Block,
     PlanNode,
+    block_detail,
     block_list,
     parse_attribute,
     parse_description,
@@ -58,6 +60,13 @@ _STRUCT_FIELD = linear.compile(
 )
 #: `cast(... as decimal(10,2))`, the whole of an item's expression
 _CAST = linear.compile(rf"(?s)cast\(.* as (?P<type>[^()]+(?:\(\d+(?:,[{linear.SPACE}]*\d+)?\))?)\)")
+#: An attribute of a plan description (`value#16`, `obj#31: java.lang.String`), not a
+#: number Spark prints after a space (`Delta Table State #3`).
+_EXPR_ID = linear.compile(rf"[^{linear.SPACE}#]#(\d+)")
+#: The V2 write of a streaming micro-batch: `WriteToDataSourceV2` with these arguments.
+_MICRO_BATCH_WRITE = linear.compile(r"(?s)^MicroBatchWrite\[epoch: \d+, writer: (?P<writer>.*)\]$")
+_ICEBERG_WRITE = linear.compile(rf"^Iceberg[{linear.WORD}]*\(table=(?P<table>[^,()]+)[,)]")
+_KAFKA_WRITE: Final = "kafka010.KafkaStreamingWrite"
 _ROW_TYPES: Final = {
     "Long": "long", "Integer": "integer", "Short": "short", "Byte": "byte", "Double": "double",
     "Float": "float", "String": "string", "Boolean": "boolean", "Date": "date",
@@ -90,7 +99,39 @@ def read_plan(plan_info: object, description: object) -> PlanSummary:
     with_lineage = [lineage.kafka_columns(ref) for ref in with_lineage]
     with_lineage += lineage.save_inputs(with_lineage)
     command = _command(plan_info)
-    return PlanSummary(command, tuple(with_lineage), tuple(notes), tuple(dict.fromkeys(logs)))
+    return PlanSummary(
+        command,
+        tuple(with_lineage),
+        tuple(notes),
+        tuple(dict.fromkeys(logs)),
+        _file_reads(described, types),
+    )
+
+
+def file_reads(description: object) -> tuple[tuple[FileRead, ...], int | None]:
+    """The file scans a plan description prints (what `read_plan` adds to its summary), and
+    the highest attribute id it prints: for a plan that is not otherwise read (a reader's
+    schema inference, whose relation gets the next ids)."""
+    text = description if isinstance(description, str) else ""
+    described = parse_description(text)
+    return _file_reads(described, _attribute_types(described)), _last_id(text)
+
+
+def _file_reads(described: Sequence[Block], types: Mapping[int, Field]) -> tuple[FileRead, ...]:
+    found: list[FileRead] = []
+    for block in described:
+        if not block.name.startswith("Scan ") or "Location" not in block.details:
+            continue
+        node = PlanNode(block.op_id, block.name, block.details, counts=block.counts)
+        columns = [a.expr_id for a in map(parse_attribute, node.detail_list("Output") or []) if a]
+        refs = [r for r in scan_datasets(node, types) if r.location is not None]
+        if columns and refs:
+            found.append(FileRead(tuple(columns), tuple(refs)))
+    return tuple(found)
+
+
+def _last_id(text: str) -> int | None:
+    return max(map(int, _EXPR_ID.findall(text)), default=None)
 
 
 def _every_path(scans: Sequence[Sequence[DatasetRef]]) -> lineage.ScanDatasets:
@@ -136,6 +177,30 @@ def returned_rows(description: object, query: Collection[int] = ()) -> DatasetRe
     text = description if isinstance(description, str) else ""
     types = _attribute_types(parse_description(text))
     return lineage.returned(text, types, scan_datasets, query)
+
+
+def micro_batch_sink(description: object) -> tuple[DatasetRef, ...]:
+    """The sink a streaming micro-batch's V2 write names (`WriteToDataSourceV2` with
+    `MicroBatchWrite[epoch: N, writer: W]`): an Iceberg table (`IcebergStreamingWrite(table=
+    lake.db.t, format=PARQUET)`), by its name as printed; a Kafka sink (`KafkaStreamingWrite@h`)
+    by the topics of its rows (`formats.kafka.stream_topics`); none for other writers
+    (console, memory) and V1 sinks (files, Delta, `foreachBatch`), which the plan omits."""
+    text = description if isinstance(description, str) else ""
+    if "WriteToDataSourceV2" not in text:
+        return ()
+    described = parse_description(text)
+    arguments = block_detail(described, "WriteToDataSourceV2", "Arguments") or ""
+    match = _MICRO_BATCH_WRITE.match(arguments.strip())
+    if match is None:
+        return ()
+    writer = match["writer"].strip()
+    iceberg = _ICEBERG_WRITE.match(writer)
+    table = parse_table_ident(iceberg["table"].strip()) if iceberg is not None else None
+    if table is not None:
+        return (DatasetRef("output", "WriteToDataSourceV2", table=table, format="iceberg"),)
+    if _KAFKA_WRITE in writer:
+        return tuple(stream_topics("WriteToDataSourceV2", described))
+    return ()
 
 
 def merge_source_rows(description: object) -> tuple[int, ...]:

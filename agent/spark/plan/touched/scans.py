@@ -142,6 +142,7 @@ def _logical_relation(node: PlanNode, types: Mapping[int, Field]) -> list[Datase
             format=format_name(relation) or relation.lower(),
             fields=fields,
             unknown_reason=UNLOCATED_RELATION,
+            attribute_ids=tuple(a.expr_id for a in attrs),
         )
     ]
 

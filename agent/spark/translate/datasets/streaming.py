@@ -26,6 +26,7 @@ from typing import Any, Final
 from agent import linear
 from agent.facets import facet
 from agent.spark.plan.datasets import DatasetRef, Role
+from agent.spark.plan.touched.lineage import kafka_columns
 from agent.spark.plan.touched.scans import MICRO_BATCH_SOURCE
 from agent.spark.translate.datasets.columnfacet import DEFAULT_MAX_FIELDS
 from agent.spark.translate.datasets.descriptions import Tables, described
@@ -59,6 +60,10 @@ _MAX_TEXT: Final = 4096  # characters of one offset or description in the facet
 NO_PROGRESS: Final = (
     "ended before its first progress event: its sink is not in the event log, and a file "
     "source is named by the directory of the files its micro-batch read"
+)
+NO_PROGRESS_PLANNED: Final = (
+    "ended before its first progress event: its sink is named by its micro-batch's write, "
+    "and a file source by the directory of the files the micro-batch read"
 )
 
 
@@ -223,7 +228,11 @@ def stream_datasets(
                 refs.append((_with_fields(query, _with_rows(query, item)), {}))
             else:
                 topics.append((role, item))
-    unprogressed = query.batches == 0  # no progress event: no source described
+    unprogressed = query.batches == 0  # no progress event: no source or sink described
+    for ref in query.plan_sink if unprogressed else ():  # the sink its micro-batch's write names
+        table = Tables(catalog).table("output", ref.table.qualified) if ref.table else None
+        tables += [table] if table is not None else []
+        refs.append((kafka_columns(_with_rows(query, table.ref if table else ref)), {}))
     refs += [(_directory(ref) if unprogressed else ref, {}) for ref in query.refs.values()]
     datasets = collect(refs, catalog, column_lineage_max_fields=column_lineage_max_fields)
     datasets.unnamed.update(unnamed)
@@ -302,14 +311,18 @@ def _with_fields(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
 
 def _with_rows(query: StreamQuery, ref: DatasetRef) -> DatasetRef:
     """A sink outside the plan writes the rows the micro-batch returned: their schema and
-    column lineage, the scanned files named by their source directory."""
+    column lineage, the scanned files named by their source directory (as the inputs are,
+    before any progress event too)."""
     rows = query.rows
     if ref.role != "output" or rows is None:
         return ref
     columns = rows.columns
     if columns is not None:
+        early = query.batches == 0
         inputs = {
-            k: tuple(s for r in v for s in _sourced(query, _fold(query, r)))
+            k: tuple(
+                s for r in v for s in _sourced(query, _fold(query, _directory(r) if early else r))
+            )
             for k, v in columns.inputs.items()
         }
         columns = dataclasses.replace(columns, inputs=inputs)

@@ -25,6 +25,7 @@ from agent.spark.plan.touched.read import (
 from agent.spark.translate.datasets.brokers import KafkaServers
 from agent.spark.translate.datasets.jdbc import JdbcUrls
 from agent.spark.translate.datasets.places import TablePlaces
+from agent.spark.translate.datasets.relations import FileRelations
 from agent.spark.translate.datasets.rundatasets import names_dataset
 from agent.spark.translate.model import Execution, Run, remember
 from agent.spark.translate.values import as_int, as_number
@@ -84,6 +85,7 @@ def add_plan(
     run: Run | None = None,
     kafka: KafkaServers | None = None,
     places: TablePlaces | None = None,
+    files: FileRelations | None = None,
 ) -> tuple[list[str], bool]:
     """Merge what the event's plan names onto the execution: (new notes on what could not be
     read, whether the execution now names a dataset). JDBC tables printed without their url
@@ -92,11 +94,16 @@ def add_plan(
     which learns from each reference in turn).
     When a Delta MERGE of its `run` assigns from attributes, those this plan defines are
     resolved onto the execution. The servers of its Kafka writes go to `kafka`, and a note
-    says when its Kafka reads' are unknown."""
+    says when its Kafka reads' are unknown. A relation printed without its files takes
+    those the application's plans showed it reads (`files`, which learns this plan's scans
+    after)."""
     plan = read_plan(event.get("sparkPlanInfo"), event.get("physicalPlanDescription"))
     for ref in plan.datasets:
         urls.learn(ref)
     datasets = [urls.resolve(ref) for ref in plan.datasets]
+    if files is not None:
+        datasets = files.locate(datasets)
+        files.learn(plan.reads)
     if places is not None:
         datasets = [places.place(ref) for ref in datasets]
     with_url = {ref.jdbc[1] for ref in datasets if ref.jdbc is not None and ref.jdbc[0]}

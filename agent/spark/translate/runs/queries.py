@@ -21,11 +21,13 @@ them), and they are STARTed as runs of their own, children of the query run, onl
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, ValuesView
 from typing import Any, Final
 
+from agent.spark.plan.datasets import DatasetRef
 from agent.spark.plan.syntax.tables import normalize
-from agent.spark.plan.touched.read import micro_batch_tables, returned_rows
+from agent.spark.plan.touched.read import micro_batch_sink, micro_batch_tables, returned_rows
 from agent.spark.translate.datasets import streaming
 from agent.spark.translate.datasets.descriptions import Tables
 from agent.spark.translate.model import Execution, Failure, Run, StreamQuery, terminal_state
@@ -105,6 +107,9 @@ class Queries:
             # sink writes still comes from the source, as a batch that read it showed
             if rows is not None and (rows.columns is not None or query.rows is None):
                 query.rows = rows
+            servers = self._life.kafka_servers.servers  # a sink's, like a source's: learned
+            sink = [_on(r, servers) for r in micro_batch_sink(plan)]
+            query.plan_sink = tuple(sink) or query.plan_sink
         scanned = streaming.add_scanned_tables(query, micro_batch_tables(plan), self._tables)
         self._note(query, scanned)
         if not streaming.absorb(query, execution.refs.values()):
@@ -169,7 +174,11 @@ class Queries:
             return
         failure = streaming.terminated(event, run.stream)
         if run.stream.sink is None and run.stream.batches == 0:  # no progress event came
-            self._note(run.stream, [streaming.NO_PROGRESS])
+            # then the sink its micro-batch's write names, if it names one
+            planned = any(r.unknown_reason is None and not r.pattern for r in run.stream.plan_sink)
+            self._note(
+                run.stream, [streaming.NO_PROGRESS_PLANNED if planned else streaming.NO_PROGRESS]
+            )
         self._end(run, self._life.clock, terminal_state(failure), failure, out)
 
     def _note(self, query: StreamQuery, notes: list[str]) -> None:
@@ -185,3 +194,10 @@ class Queries:
         if len(self._ended) > _ENDED_KEPT:  # a months-long application restarts queries
             del self._ended[next(iter(self._ended))]
         self._life.end(run, end, state, failure, out)
+
+
+def _on(ref: DatasetRef, servers: str | None) -> DatasetRef:
+    """A Kafka topic a plan names without its servers, on the servers the log showed."""
+    if ref.kafka is None or ref.kafka[0] is not None:
+        return ref
+    return dataclasses.replace(ref, kafka=(servers, ref.kafka[1]))

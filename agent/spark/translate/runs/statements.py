@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent.spark.plan.touched.read import file_reads
 from agent.spark.translate.datasets.jdbc import JdbcUrls
 from agent.spark.translate.datasets.places import TablePlaces
+from agent.spark.translate.datasets.relations import FileRelations
 from agent.spark.translate.model import (
     Execution,
     Failure,
@@ -58,6 +60,7 @@ class Statements:
         self._internal: set[int] = set()  # recent root executions that are Spark's own
         self._jdbc = JdbcUrls(life.props)  # the JDBC urls the log showed so far
         self._places = TablePlaces(life.props)  # where the log showed its tables so far
+        self._files = FileRelations()  # where the log showed relations' files so far
 
     def handlers(self) -> dict[str, Handler]:
         """The translator's handlers for the SQL execution events."""
@@ -96,6 +99,8 @@ class Statements:
         root = exec_id if root is None or not 0 <= root <= exec_id else root
         if root in self._internal or (root == exec_id and steps.internal(event)):
             remember(self._internal, root)  # Spark's own work for a reader: never a run
+            text = event.get("physicalPlanDescription")
+            self._files.learn(*file_reads(text), steps.reader(event))
             return
         if self.sql.ended(root):
             self._warnings.append(f"execution {exec_id} started after its root {root} ended")
@@ -118,7 +123,9 @@ class Statements:
         self, execution: Execution, event: Mapping[str, Any], run: Run, out: list[Event]
     ) -> None:
         kafka = self._life.kafka_servers
-        notes, names_data = add_plan(execution, event, self._jdbc, run, kafka, self._places)
+        notes, names_data = add_plan(
+            execution, event, self._jdbc, run, kafka, self._places, self._files
+        )
         self._warnings += [f"{note} in execution {execution.exec_id}" for note in notes]
         self._queries.absorb(run, execution, event)
         if not run.started and names_data and self._queries.own(run) and self._wanted(run):

@@ -113,6 +113,13 @@ def internal(event: Mapping[str, Any]) -> bool:
     return frame is not None and frame[0] in _READERS
 
 
+def reader(event: Mapping[str, Any]) -> str | None:
+    """The `DataFrameReader` method (`csv`) behind an execution of Spark's own for a reader
+    (its schema inference), else None."""
+    frame = _frame(event)
+    return frame[1] if frame is not None and frame[0] == "DataFrameReader" else None
+
+
 def action(event: Mapping[str, Any]) -> str | None:
     """The action (`count`, `collect`, `show`, ...) a SQLExecutionStart ran, if a Dataset
     method started it."""
