@@ -104,15 +104,16 @@ def test_topic_column_literal_shapes(expression: str, topics: list[str]) -> None
     ],
 )
 def test_topic_column_computed_names_a_pattern(expression: str, pattern: str, why: str) -> None:
-    """A computed topic is named by a pattern of the topics it can take (literal parts kept,
-    computed ones `.*`), marked a pattern like a `subscribePattern` read, and a note says
-    so; never by the plan node."""
+    """A computed topic is described by a pattern of the topics it can take (literal parts
+    kept, computed ones `.*`), marked a pattern, which the translation turns into no output
+    and a facet; a note says so; never by the plan node."""
     plan = _plan(expression)
     assert [(d.kafka, d.pattern) for d in plan.datasets if d.role == "output"] == [
         (("127.0.0.1:9092", pattern), True)
     ]
     assert list(plan.notes) == [
-        f"Kafka save without a topic option: {why}; its topics are named by the pattern {pattern!r}"
+        f"Kafka save without a topic option: {why}; its topics are chosen per row (the pattern "
+        f"{pattern!r}), so it names no output dataset"
     ]
 
 

@@ -76,7 +76,8 @@ def kafka_save(
         notes.append(f"Kafka save without a topic option names no topic: {why}")
         return []
     notes.append(
-        f"Kafka save without a topic option: {why}; its topics are named by the pattern {pattern!r}"
+        f"Kafka save without a topic option: {why}; its topics are chosen per row (the pattern "
+        f"{pattern!r}), so it names no output dataset"
     )
     return [DatasetRef("output", node, kafka=(servers, pattern), format="kafka", pattern=True)]
 
