@@ -24,6 +24,7 @@ import stat as stat_module
 from collections.abc import Container
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Final
 
 from agent.fsutil import file_kind
@@ -53,7 +54,7 @@ class Listing:
 
     refs: list[LogRef]
     ignored: tuple[str, ...] = ()
-    # On S3: the last name of the listing's longest prefix that is all decided (`_scan_store`).
+    # Where resumable: the last name of the listing's longest decided prefix (`_scan_store`).
     settled: str = ""
 
 
@@ -72,8 +73,8 @@ def listing(
     """Every application logged in `directory`, sorted by key, and the entries left out:
     one `os.scandir` of the directory, one stat per single-file log, one scandir plus stats
     per rolling directory. On a store, rolling directories whose key is in `skip` are not
-    listed (nor returned), nor are single-file logs last written before `since_ns`; on S3
-    the listing starts after the name `start_after`."""
+    listed (nor returned), nor are single-file logs last written before `since_ns`; where
+    the store can (`stores.resumable`), the listing starts after the name `start_after`."""
     if stores.is_url(str(directory)):
         return _scan_store(str(directory), skip, since_ns, start_after)
     found: dict[str, LogRef] = {}
@@ -210,18 +211,20 @@ def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after
     keeps is the applications it returns, never the whole listing (a bucket may hold
     millions of objects), nor more than MAX_LEFT_OUT names of entries it left out.
 
-    On S3 it also finds `Listing.settled`, the last name of the longest prefix of the
-    listing (in the store's key order) whose every entry is decided: an application already
-    finished (in `skip`), a single-file log past the horizon, or a name Spark does not
-    write. Only a prefix is safe: names are in lexical order, not time order. Application
-    ids sort by time within one cluster and one scheme only (`application_<clusterStart>_`
-    of two YARN clusters, `app-` beside `local-`, random Kubernetes `spark-` ids, a YARN
-    sequence past 9999), so a live or undecided application may sort before a finished
-    one; stopping at the first undecided entry never passes over one that is there now."""
+    Where the store is resumable it also finds `Listing.settled`, the last name of the longest
+    prefix of the listing (in the store's order, `stores.order`) whose every entry is
+    decided: an application already finished (in `skip`), a single-file log past the
+    horizon, or a name Spark does not write. Only a prefix is safe: names are in lexical
+    order, not time order. Application ids sort by time within one cluster and one scheme
+    only (`application_<clusterStart>_` of two YARN clusters, `app-` beside `local-`, random
+    Kubernetes `spark-` ids, a YARN sequence past 9999), so a live or undecided application
+    may sort before a finished one; stopping at the first undecided entry never passes over
+    one that is there now."""
     found: dict[str, LogRef] = {}
     refs: list[LogRef] = []
     left_out: list[str] = []
     resumable = stores.resumable(directory)
+    order = partial(stores.order, directory)
     start_after = start_after if resumable else ""
     settled, open_prefix = start_after, resumable
     # A LIST per rolling directory, a few at once (their cost is the store's latency), as
@@ -230,8 +233,9 @@ def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after
     with ThreadPoolExecutor(STORE_LISTINGS, thread_name_prefix="eventlog-list") as pool:
         for page in stores.pages(directory, start_after):
             rolling: list[tuple[str, str]] = []  # (url, key) of the page's directories to list
-            # A page is a range of keys; S3 gives its directories (common prefixes) apart.
-            page.sort(key=_key_order)
+            # A page is a range of names; S3 and GCS give its directories (common prefixes)
+            # apart.
+            page.sort(key=order)
             for entry in page:
                 decided = True
                 if ignored(entry.name):
@@ -248,7 +252,11 @@ def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after
                     refs.append(_single_store(entry))
                 open_prefix = open_prefix and decided
                 if open_prefix:
-                    settled = _key_order(entry)
+                    settled = order(entry)
+                elif not decided and order(entry) <= settled:
+                    # Listed out of order (an emulator may give a page prefixes from later
+                    # on): the point goes back to where this listing started.
+                    settled = start_after
             page = []  # one page held at a time
             listed = pool.map(lambda item: _rolling_store(*item), rolling)
             refs.extend(ref for ref in listed if ref is not None)
@@ -257,11 +265,6 @@ def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after
         if ref.error != HOLLOW:
             found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out), settled)
-
-
-def _key_order(entry: stores.Entry) -> str:
-    """The entry's place in the store's key order: a directory is its keys' prefix."""
-    return f"{entry.name}/" if entry.is_dir else entry.name
 
 
 def _single_store(entry: stores.Entry) -> LogRef:
