@@ -8,7 +8,8 @@ in the store's own order of names, which a resume point (`start_after`) follows:
     GCS    objects.list: maxResults, pageToken; startOffset (from the key: an object of that
            very name is left out here)
     HDFS   WebHDFS' LISTSTATUS_BATCH: the NameNode's page (dfs.ls.limit, 1,000 unless set);
-           startAfter (a child's name). Names in byte order, a directory as its bare name
+           startAfter (a child's name; a page that does not move past it is an error). Names
+           in byte order, a directory as its bare name
     Azure  list_blobs by page: results_per_page, continuation; no start-after (Azure's
            marker is an opaque token, not a name), so never resumed
 Object stores (S3, GCS, Azure) order a directory by its keys' prefix (`name/`)."""
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from agent.spark.eventlog.storage import calls
-from agent.spark.eventlog.storage.calls import count, unavailable
+from agent.spark.eventlog.storage.calls import StoreError, count, unavailable
 
 LIST_PAGE: Final = 1000  # names per LIST request (S3's, GCS's and Azure's page)
 RESUMABLE: Final = frozenset({"s3", "gs", "webhdfs"})  # stores a listing starts after a name
@@ -122,7 +123,8 @@ def _webhdfs(fs: Any, path: str, start_after: str) -> Iterator[Page]:
     base = path.rstrip("/")
     after = start_after
     while True:
-        query = {"startAfter": after} if after else {}
+        # The NameNode takes its parameters' names in lower case (`startAfter` is not read).
+        query = {"startafter": after} if after else {}
         answer = _request(calls.call, fs, "_call", "LISTSTATUS_BATCH", path=path, **query)
         listing = answer.json()["DirectoryListing"]
         statuses = listing["partialListing"]["FileStatuses"]["FileStatus"]
@@ -137,12 +139,15 @@ def _webhdfs(fs: Any, path: str, start_after: str) -> Iterator[Page]:
             if status.get("pathSuffix")  # a file's own status has none
         ]
         remaining = int(listing.get("remainingEntries") or 0)
-        after = str(statuses[-1].get("pathSuffix") or "") if statuses else ""
+        last = str(statuses[-1].get("pathSuffix") or "") if statuses else ""
         listing = statuses = {}
         yield found
         found = []
-        if not remaining or not after:
+        if not remaining or not last:
             return
+        if last <= after:  # a server that does not move on would be asked for ever
+            raise StoreError(f"LISTSTATUS_BATCH of {path} did not move past {after!r}")
+        after = last
 
 
 def _azure(fs: Any, path: str) -> Iterator[Page]:
