@@ -15,7 +15,7 @@ from typing import Literal
 
 import pytest
 
-from agent.spark.eventlog import stores
+from agent.spark.eventlog import discovery, stores
 from agent.spark.eventlog.storage import calls, listings
 from tests.emulators import EmulatedStore, running_azurite, running_gcs
 from tests.s3server import environment
@@ -181,3 +181,21 @@ def test_a_webhdfs_answer_within_the_deadline_is_whole(monkeypatch: pytest.Monke
     with dripping("body", interval=0) as server:
         entries = stores.listdir(f"webhdfs://127.0.0.1:{server.server_address[1]}/whole")
     assert [e.name for e in entries] == [NAMES[0]] * 200
+
+
+def test_a_store_listing_names_a_bounded_number_of_decoys(
+    gcs: EmulatedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a store as on a disk: decoys at the top and inside a live rolling directory are
+    named up to MAX_LEFT_OUT (3 here) in all, and the application is found."""
+    monkeypatch.setattr(discovery, "MAX_LEFT_OUT", 3)
+    app = NAMES[0]
+    rolling = f"decoys/eventlog_v2_{app}"
+    gcs.put(f"{rolling}/appstatus_{app}.inprogress", b"")
+    gcs.put(f"{rolling}/events_1_{app}", b"{}\n")
+    for n in range(6):
+        gcs.put(f"decoys/{app}.x{n}", b"not a log")
+        gcs.put(f"{rolling}/events_{n}_{app}.gz", b"not a log")
+    listed = discovery.listing(gcs.url("decoys"))
+    assert [ref.key for ref in listed.refs] == [app]
+    assert len(listed.ignored) == 3 and len(listed.refs[0].ignored) <= 3

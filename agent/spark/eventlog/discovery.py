@@ -11,7 +11,8 @@ Objects have no device or inode: `dev` is 0 and `ino` is `stores.identity` of th
 
 Only the names Spark writes count (`names`): any other file or directory, at the top or
 inside a rolling directory, and a Spark-named entry that is a symlink loop, is left out and
-named in `Listing.ignored`, so a decoy (`<appId>.x`, `<appId>.inprogress.bak`, a directory
+named in `Listing.ignored` (the first MAX_LEFT_OUT of them: a directory may hold any number,
+and so may each rolling directory), so a decoy (`<appId>.x`, `<appId>.inprogress.bak`, a directory
 `<appId>/`) changes no application's state. Each scan derives every application again from
 its files as they are.
 """
@@ -21,10 +22,11 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
+from itertools import islice
 from typing import Final
 
 from agent.fsutil import file_kind
@@ -43,7 +45,7 @@ from agent.spark.eventlog.layout import (
 )
 
 STORE_LISTINGS: Final = 8  # rolling directories on a store listed at once
-MAX_LEFT_OUT: Final = 1000  # names of entries left out that one store listing reports
+MAX_LEFT_OUT: Final = 1000  # paths of entries left out that one listing reports, at most
 HOLLOW: Final = "nothing Spark wrote"  # a rolling directory with decoys only: no application
 
 
@@ -87,9 +89,9 @@ def listing(
             if ref is None:
                 continue
             if isinstance(ref, str):
-                left_out.append(ref)
+                _leave_out(left_out, (ref,))
                 continue
-            left_out += ref.ignored
+            _leave_out(left_out, ref.ignored)
             if ref.error != HOLLOW:
                 found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out))
@@ -162,7 +164,7 @@ def _rolling(path: str, key: str) -> LogRef | None:
                 status = names.appstatus(name, key)
                 events = names.events(name, key) if status is None else None
                 if status is None and events is None:
-                    left_out.append(entry.path)
+                    _leave_out(left_out, (entry.path,))
                     continue
                 try:
                     stat = entry.stat()
@@ -170,7 +172,7 @@ def _rolling(path: str, key: str) -> LogRef | None:
                     continue  # the appstatus rename, seen half-way
                 except OSError as error:
                     if error.errno == errno.ELOOP:
-                        left_out.append(entry.path)
+                        _leave_out(left_out, (entry.path,))
                         continue
                     raise
                 mtime_ns = max(mtime_ns, stat.st_mtime_ns)
@@ -245,8 +247,7 @@ def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after
                     if not decided:
                         rolling.append((entry.url, key))
                 elif entry.is_dir or (single := names.single(entry.name)) is None:
-                    if len(left_out) < MAX_LEFT_OUT:
-                        left_out.append(entry.url)
+                    _leave_out(left_out, (entry.url,))
                 elif entry.mtime_ns >= since_ns:  # older: past the horizon, passed over
                     decided = single.key in skip
                     refs.append(_single_store(entry))
@@ -261,7 +262,7 @@ def _scan_store(directory: str, skip: Container[str], since_ns: int, start_after
             listed = pool.map(lambda item: _rolling_store(*item), rolling)
             refs.extend(ref for ref in listed if ref is not None)
     for ref in refs:
-        left_out += ref.ignored
+        _leave_out(left_out, ref.ignored)
         if ref.error != HOLLOW:
             found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out), settled)
@@ -274,37 +275,51 @@ def _single_store(entry: stores.Entry) -> LogRef:
 
 
 def _rolling_store(url: str, key: str) -> LogRef | None:
-    """One eventlog_v2_ directory on a store (one listing); None when it no longer exists."""
-    try:
-        entries = stores.listdir(url)
-    except FileNotFoundError:
-        return None
+    """One eventlog_v2_ directory on a store (one listing, taken a page at a time); None
+    when it no longer exists."""
     statuses: list[bool] = []
     files: list[EventFile] = []
     codecs: set[str] = set()
     left_out: list[str] = []
     mtime_ns = 0
-    for entry in entries:
-        name = entry.name
-        if ignored(name):
-            continue
-        status = None if entry.is_dir else names.appstatus(name, key)
-        events = None if entry.is_dir or status is not None else names.events(name, key)
-        if status is None and events is None:
-            left_out.append(entry.url)
-            continue
-        mtime_ns = max(mtime_ns, entry.mtime_ns)
-        if events is None:
-            statuses.append(bool(status))
-            continue
-        codecs.add(events.codec)
-        ino = stores.identity(entry.url)
-        files.append(
-            EventFile(entry.url, events.index, entry.size, entry.mtime_ns, 0, ino, events.compacted)
-        )
+    try:
+        for page in stores.pages(url):
+            for entry in page:
+                name = entry.name
+                if ignored(name):
+                    continue
+                status = None if entry.is_dir else names.appstatus(name, key)
+                events = None if entry.is_dir or status is not None else names.events(name, key)
+                if status is None and events is None:
+                    _leave_out(left_out, (entry.url,))
+                    continue
+                mtime_ns = max(mtime_ns, entry.mtime_ns)
+                if events is None:
+                    statuses.append(bool(status))
+                    continue
+                codecs.add(events.codec)
+                ino = stores.identity(entry.url)
+                files.append(
+                    EventFile(
+                        entry.url,
+                        events.index,
+                        entry.size,
+                        entry.mtime_ns,
+                        0,
+                        ino,
+                        events.compacted,
+                    )
+                )
+    except FileNotFoundError:
+        return None
     if not statuses and not files:
         return _hollow(url, key, left_out)
     return rolling_ref(url, key, statuses, files, codecs, mtime_ns, left_out)
+
+
+def _leave_out(left_out: list[str], paths: Iterable[str]) -> None:
+    """`paths` added to the entries `left_out`, which hold MAX_LEFT_OUT at most."""
+    left_out.extend(islice(paths, max(0, MAX_LEFT_OUT - len(left_out))))
 
 
 def _hollow(path: str, key: str, left_out: list[str]) -> LogRef | None:
