@@ -19,6 +19,7 @@ from agent.spark.eventlog import discovery, stores
 from agent.spark.eventlog.storage import calls, listings
 from tests.emulators import EmulatedStore, running_azurite, running_gcs
 from tests.s3server import environment
+from tests.test_store_bounds import listed_peak
 
 #: Five single-file logs, in the order every store lists them.
 NAMES = [f"local-17954951691{n:02d}" for n in range(5)]
@@ -60,6 +61,28 @@ def test_a_listing_comes_a_page_at_a_time(
         assert stores.requests()["list"] - before == len(pages)
         assert all(entry.size == 3 and entry.mtime_ns > 0 for entry in page)
     assert pages == [NAMES[:2], NAMES[2:4], NAMES[4:]]
+
+
+@pytest.mark.parametrize("name", ["gcs", "azure"])
+def test_a_listing_holds_a_page_not_the_prefix(
+    name: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scanning a prefix of many objects past the horizon holds a page of them at a time:
+    1,300 objects cost under 100 bytes per object more than 300 (measured: 9 on GCS, 26 on
+    Azure; the library's own whole listing, fsspec's `ls`, cost 2,950 and 8,180). Pages of
+    100 names, so that a few hundred objects make pages."""
+    store: EmulatedStore = request.getfixturevalue(name)
+    monkeypatch.setattr(listings, "LIST_PAGE", 100)
+    counts = {"many-small": 300, "many-large": 1300}
+    with ThreadPoolExecutor(16) as pool:
+        for prefix, count in counts.items():
+            keys = (f"{prefix}/app-20261127000000-{n:05d}" for n in range(count))
+            list(pool.map(lambda key: store.put(key, b""), keys))
+    for prefix in counts:  # the client made, and each listing's paths taken, once
+        listed_peak(store.url(prefix))
+    small = listed_peak(store.url("many-small"))
+    large = listed_peak(store.url("many-large"))
+    assert (large - small) / (counts["many-large"] - counts["many-small"]) < 100, (small, large)
 
 
 def test_gcs_starts_after_a_name(gcs: EmulatedStore, monkeypatch: pytest.MonkeyPatch) -> None:
