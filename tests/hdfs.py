@@ -3,7 +3,8 @@ from the `hadoop-minicluster` bundle of scripts/jars.py, started with Hadoop's o
 `MiniHadoopClusterManager` in its own JVM.
 
 `running_hdfs(work)`: a context manager that starts it on free loopback ports, waits until
-WebHDFS answers out of safe mode, yields an `Hdfs` and stops the JVM (SIGTERM, then SIGKILL).
+WebHDFS answers out of safe mode with its DataNode registered, yields an `Hdfs` and stops the
+JVM (SIGTERM, then SIGKILL).
 Spark writes through the NameNode's RPC port (`hdfs://`); the agent reads through its HTTP
 port (`webhdfs://`).
 """
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from tests.s3server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 180.0
+FS_STATE = "Hadoop:service=NameNode,name=FSNamesystemState"  # its JMX bean of live DataNodes
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,19 @@ class Hdfs:
         with urllib.request.urlopen(request, timeout=30) as answer:
             assert json.load(answer)["boolean"] is True
 
+    def put(self, path: str, body: bytes) -> None:
+        """Write the file `path` (WebHDFS' CREATE: the NameNode names the DataNode)."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.http_port}/webhdfs/v1/{path.lstrip('/')}"
+            "?op=CREATE&overwrite=true&noredirect=true&user.name=root",
+            method="PUT",
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            location = json.load(answer)["Location"]
+        upload = urllib.request.Request(location, data=body, method="PUT")
+        with urllib.request.urlopen(upload, timeout=30) as answer:
+            assert answer.status == 201
+
 
 def classpath() -> str:
     done = subprocess.run(
@@ -62,8 +77,9 @@ def classpath() -> str:
 
 
 @contextmanager
-def running_hdfs(work: Path) -> Iterator[Hdfs]:
-    """A mini HDFS cluster on loopback; see the module docstring."""
+def running_hdfs(work: Path, conf: Mapping[str, str] | None = None) -> Iterator[Hdfs]:
+    """A mini HDFS cluster on loopback, with the Hadoop settings `conf`; see the module
+    docstring."""
     work.mkdir(parents=True, exist_ok=True)
     hdfs = Hdfs(free_port(), free_port())
     with (work / "hdfs.log").open("wb") as log:
@@ -82,6 +98,7 @@ def running_hdfs(work: Path) -> Iterator[Hdfs]:
                 str(hdfs.rpc_port),
                 "-nnhttpport",
                 str(hdfs.http_port),
+                *(f"-D{key}={value}" for key, value in (conf or {}).items()),
             ],
             cwd=work,
             stdout=log,
@@ -89,13 +106,18 @@ def running_hdfs(work: Path) -> Iterator[Hdfs]:
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT
+        # Listed out of safe mode, with its DataNode registered (a file can be written).
         probe = f"http://127.0.0.1:{hdfs.http_port}/webhdfs/v1/?op=LISTSTATUS&user.name=root"
+        state = f"http://127.0.0.1:{hdfs.http_port}/jmx?qry={FS_STATE}"
         while True:
             try:
                 with urllib.request.urlopen(probe, timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
+                    listed = answer.status == 200
+                with urllib.request.urlopen(state, timeout=5) as answer:
+                    [beans] = json.load(answer)["beans"]
+                if listed and beans.get("NumLiveDataNodes", 0) >= 1:
+                    break
+            except (OSError, ValueError):
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
                 tail = (work / "hdfs.log").read_text(errors="replace")[-3000:]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from agent.config.model import SparkConfig
-from agent.spark.eventlog import names
+from agent.spark.eventlog import layout, names
 from agent.spark.eventlog.discovery import listing
 from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
@@ -122,6 +122,26 @@ def test_decoys_at_a_restart_change_nothing(tmp_path: Path, replayed: list[dict[
     events, _ = follow(tmp_path, first=PIECES // 2)
     assert run_shapes(events) == run_shapes(replayed)
     assert events == replayed
+
+
+def test_a_listing_names_a_bounded_number_of_decoys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoys by the dozen at the top and inside a live rolling directory: a listing names
+    the first MAX_LEFT_OUT of them in all (3 here), the rolling directory's own list no
+    more, and the application is found as if they were not there."""
+    monkeypatch.setattr(layout, "MAX_LEFT_OUT", 3)
+    rolling = tmp_path / f"eventlog_v2_{APP}"
+    rolling.mkdir()
+    (rolling / f"appstatus_{APP}.inprogress").write_bytes(b"")
+    (rolling / f"events_1_{APP}").write_bytes(SUCCESS)
+    for n in range(12):
+        (tmp_path / f"{APP}.x{n}").write_bytes(b"not a log")
+        (rolling / f"events_{n}_{APP}.gz").write_bytes(b"not a log")
+    listed = listing(tmp_path)
+    [ref] = listed.refs
+    assert ref.key == APP and ref.error is None and not ref.complete
+    assert len(listed.ignored) == 3 and len(ref.ignored) <= 3
 
 
 _NAME_CHARS = string.ascii_letters + string.digits + "._-~ %\x7f\u00e9\udc80"

@@ -28,7 +28,8 @@ from agent.config.loader import parse_config
 from agent.config.model import SparkConfig
 from agent.service.control.client import request
 from agent.service.preflight import check_startup
-from agent.spark.eventlog import discovery, stores
+from agent.spark.eventlog import discovery
+from agent.spark.eventlog.storage import calls, listings
 from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
@@ -215,8 +216,8 @@ def test_a_listing_holds_a_page_not_the_prefix(
     four times the objects cost next to no more memory (under 100 bytes per object more;
     the whole listing held cost about 460). Pages of 100 names, so that a few thousand
     objects make many pages (the benchmark lists a million in pages of 1,000)."""
-    monkeypatch.setattr(stores, "LIST_PAGE", 100)
-    monkeypatch.setattr(stores, "_deadline", stores.REQUEST_DEADLINE)  # not another test's
+    monkeypatch.setattr(listings, "LIST_PAGE", 100)
+    monkeypatch.setattr(calls, "_deadline", calls.REQUEST_DEADLINE)  # not another test's
     client = drip.upstream.client()
     bucket = "many-logs"  # listed straight from moto: the proxy's memory is not the agent's
     client.create_bucket(Bucket=bucket)
@@ -247,8 +248,8 @@ def test_rolling_directories_past_the_horizon_pass_by_as_their_page_arrives(
     times the directories cost next to no more memory (under 100 bytes a directory more;
     listed one by one and held to the listing's end, they cost about 750). Pages of 100
     names, as above."""
-    monkeypatch.setattr(stores, "LIST_PAGE", 100)
-    monkeypatch.setattr(stores, "_deadline", stores.REQUEST_DEADLINE)
+    monkeypatch.setattr(listings, "LIST_PAGE", 100)
+    monkeypatch.setattr(calls, "_deadline", calls.REQUEST_DEADLINE)
     peaks = {}
     for run, pages in enumerate((2, 2, 8)):  # the first makes the client, takes the paths once
         with (

@@ -1,7 +1,8 @@
-"""The resume point of a directory on S3 (moto on loopback, the agent's real SQLite state):
-the last name of the longest prefix of the listing that is all decided, kept in the state. A
-restart lists from it, a log appearing after it is followed, an undecided application stops
-it, and a log appearing before it is found by the next listing from the start."""
+"""The resume point of a directory on S3 (moto on loopback) and GCS (fake-gcs-server, which
+pages and starts from a name as GCS does), with the agent's real SQLite state: the last name
+of the longest prefix of the listing that is all decided, kept in the state. A restart lists
+from it, a log appearing after it is followed, an undecided application stops it, and a log
+appearing before it is found by the next listing from the start."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from prometheus_client import CollectorRegistry
 
 from agent.config.model import SparkConfig
 from agent.spark.eventlog import discovery, stores
+from agent.spark.eventlog.storage import listings
 from agent.spark.follow import storewatch
 from agent.spark.follow.source import SparkSource
 from agent.state.db import StateDB
 from agent.telemetry.metrics import Metrics
+from tests.emulators import EmulatedStore, running_gcs
 from tests.s3server import S3Server, environment, running_s3
 from tests.samples import sample_bytes
 from tests.spark_scenarios import Event, read_all, source_running
@@ -37,6 +40,23 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         environment(server.env),
     ):
         yield server
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatedStore]:
+    directory = tmp_path_factory.mktemp("gcs")
+    with (
+        running_gcs(directory, BUCKET, server="fake-gcs-server") as server,
+        environment(server.env),
+    ):
+        yield server
+
+
+@pytest.fixture(params=["s3", "gcs"])
+def store(request: pytest.FixtureRequest) -> S3Server | EmulatedStore:
+    """Each store whose listing starts after a name, in turn."""
+    server: S3Server | EmulatedStore = request.getfixturevalue(request.param)
+    return server
 
 
 def source_for(url: str, state: Path) -> SparkSource:
@@ -95,16 +115,16 @@ async def replayed(name: str, sample: str, tmp_path: Path) -> list[bytes]:
 
 
 async def test_a_restart_lists_from_the_resume_point(
-    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: S3Server | EmulatedStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three logs read to their end set the resume point after the last of them; a restart
-    then lists with one LIST request from there (a page of one name: from the start it takes
-    three) and reads nothing again; a log appearing after the point is followed, its events
+    then lists with one LIST request from there (pages of two names: from the start it takes
+    two) and reads nothing again; a log appearing after the point is followed, its events
     the same as a local replay's, and the point moves past it once it is finished."""
-    monkeypatch.setattr(stores, "LIST_PAGE", 1)
-    url = s3.url("restart")
+    monkeypatch.setattr(listings, "LIST_PAGE", 2)
+    url = store.url("restart")
     for name, sample in zip(DONE, ("success", "sql_failure", "cancelled"), strict=True):
-        s3.put(f"restart/{name}", sample_bytes(sample))
+        store.put(f"restart/{name}", sample_bytes(sample))
     state = tmp_path / "state"
     async with following(url, state) as (source, _):
         await until_finished(source, url, DONE)
@@ -115,7 +135,7 @@ async def test_a_restart_lists_from_the_resume_point(
         assert stores.requests()["list"] - lists == 1
         assert not emitted and not source.apps
         new = "local-1795495169104"
-        s3.put(f"restart/{new}", sample_bytes("sigterm"))
+        store.put(f"restart/{new}", sample_bytes("sigterm"))
         await until_finished(source, url, (new,))
         await look(source)
         assert source.state.resume_point(url) == new
@@ -124,13 +144,13 @@ async def test_a_restart_lists_from_the_resume_point(
 
 
 async def test_a_log_before_the_resume_point_is_found_from_the_start(
-    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: S3Server | EmulatedStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A log whose name sorts before the resume point (another id scheme) is not in a
     listing made from the point; the next listing from the start follows it and moves the
     point back before it, until it is finished."""
-    url = s3.url("before")
-    s3.put(f"before/{DONE[0]}", sample_bytes("success"))
+    url = store.url("before")
+    store.put(f"before/{DONE[0]}", sample_bytes("success"))
     state = tmp_path / "state"
     async with following(url, state) as (source, _):
         await until_finished(source, url, DONE[:1])
@@ -138,7 +158,7 @@ async def test_a_log_before_the_resume_point_is_found_from_the_start(
         assert source.state.resume_point(url) == DONE[0]
     async with following(url, state) as (source, emitted):
         earlier = "app-20261129010000-0001"  # a standalone master's id: sorts before `local-`
-        s3.put(f"before/{earlier}", sample_bytes("sigterm"))
+        store.put(f"before/{earlier}", sample_bytes("sigterm"))
         await look(source)
         assert not emitted and stores.child(url, earlier) not in source.apps
         monkeypatch.setattr(storewatch, "FULL_LISTING_EVERY", 0.0)
@@ -177,7 +197,7 @@ def test_rolling_directories_come_with_the_listing_of_their_directory(
     same tree does, in as many LIST requests as it has pages of objects, none per rolling
     directory; a directory Spark does not write, and one inside a rolling directory, are
     left out once each however many objects they hold."""
-    monkeypatch.setattr(stores, "LIST_PAGE", 7)
+    monkeypatch.setattr(listings, "LIST_PAGE", 7)
     local = tmp_path / "tree"
     for n in range(12):
         key = f"local-17954951692{n:02d}"

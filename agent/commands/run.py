@@ -134,7 +134,8 @@ def cmd_config_extras(args: argparse.Namespace) -> int:
     from agent.config.loader import load_located
     from agent.errors import ConfigError
     from agent.service.preflight import hint_for
-    from agent.spark.eventlog import filesystems, stores
+    from agent.spark.eventlog import stores
+    from agent.spark.eventlog.storage import filesystems
 
     try:
         located = load_located(args.file, {})  # the file alone, as --syntax-only reads it

@@ -49,6 +49,7 @@ from agent.delivery.transports.http.settings import (
 from agent.errors import KeyFileError, StartError
 from agent.service.nodekey import make_key, missing_key_note
 from agent.spark.eventlog import stores
+from agent.spark.eventlog.storage import listings
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +257,7 @@ def _store_notes(config: AgentConfig) -> list[str]:
         except OSError as error:
             notes.append(f"{where}: cannot be listed from here: {error}")
         else:
-            more = "+" if found >= stores.LIST_PAGE else ""
+            more = "+" if found >= listings.LIST_PAGE else ""
             notes.append(f"{where}: reachable from here ({found}{more} entries)")
     return notes
 

@@ -9,7 +9,8 @@ the same rules.
 
 Only the names Spark writes count (`names`): any other file or directory, at the top or
 inside a rolling directory, and a Spark-named entry that is a symlink loop, is left out and
-named in `Listing.ignored`, so a decoy (`<appId>.x`, `<appId>.inprogress.bak`, a directory
+named in `Listing.ignored` (the first MAX_LEFT_OUT of them: a directory may hold any number,
+and so may each rolling directory), so a decoy (`<appId>.x`, `<appId>.inprogress.bak`, a directory
 `<appId>/`) changes no application's state. Each scan derives every application again from
 its files as they are.
 """
@@ -32,6 +33,7 @@ from agent.spark.eventlog.layout import (
     decoys_only,
     failed,
     ignored,
+    leave_out,
     parse_single_name,
     pick,
     rolling_ref,
@@ -57,8 +59,8 @@ def listing(
     """Every application logged in `directory`, sorted by key, and the entries left out:
     one `os.scandir` of the directory, one stat per single-file log, one scandir plus stats
     per rolling directory. On a store, rolling directories whose key is in `skip` are not
-    listed (nor returned), nor are single-file logs last written before `since_ns`; on S3
-    the listing starts after the name `start_after`."""
+    listed (nor returned), nor are single-file logs last written before `since_ns`; where
+    the store can (`stores.resumable`), the listing starts after the name `start_after`."""
     if stores.is_url(str(directory)):
         return storescan.scan_store(str(directory), skip, since_ns, start_after)
     found: dict[str, LogRef] = {}
@@ -71,9 +73,9 @@ def listing(
             if ref is None:
                 continue
             if isinstance(ref, str):
-                left_out.append(ref)
+                leave_out(left_out, (ref,))
                 continue
-            left_out += ref.ignored
+            leave_out(left_out, ref.ignored)
             if ref.error != HOLLOW:
                 found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out))
@@ -146,7 +148,7 @@ def _rolling(path: str, key: str) -> LogRef | None:
                 status = names.appstatus(name, key)
                 events = names.events(name, key) if status is None else None
                 if status is None and events is None:
-                    left_out.append(entry.path)
+                    leave_out(left_out, (entry.path,))
                     continue
                 try:
                     stat = entry.stat()
@@ -154,7 +156,7 @@ def _rolling(path: str, key: str) -> LogRef | None:
                     continue  # the appstatus rename, seen half-way
                 except OSError as error:
                     if error.errno == errno.ELOOP:
-                        left_out.append(entry.path)
+                        leave_out(left_out, (entry.path,))
                         continue
                     raise
                 mtime_ns = max(mtime_ns, stat.st_mtime_ns)

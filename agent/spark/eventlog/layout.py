@@ -22,7 +22,9 @@ rules serve local directories and stores (`discovery` lists both). No I/O here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Final, Literal
 
 from agent.spark.eventlog.codecs import CODECS
@@ -226,6 +228,7 @@ def _hollow(ref: LogRef) -> bool:
 
 
 HOLLOW: Final = "nothing Spark wrote"  # a rolling directory with decoys only: no application
+MAX_LEFT_OUT: Final = 1000  # paths of entries left out that one listing reports, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +238,7 @@ class Listing:
 
     refs: list[LogRef]
     ignored: tuple[str, ...] = ()
-    # On S3: the last name of the listing's longest prefix that is all decided (`storescan`).
+    # Where resumable: the last name of the listing's longest decided prefix (`storescan`).
     settled: str = ""
 
 
@@ -245,3 +248,8 @@ def decoys_only(path: str, key: str, left_out: list[str]) -> LogRef | None:
     if not left_out:
         return None
     return replace(failed(key, "rolling", path, HOLLOW), ignored=tuple(left_out))
+
+
+def leave_out(left_out: list[str], paths: Iterable[str]) -> None:
+    """`paths` added to the entries `left_out`, which hold MAX_LEFT_OUT at most."""
+    left_out.extend(islice(paths, max(0, MAX_LEFT_OUT - len(left_out))))

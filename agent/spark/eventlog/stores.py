@@ -2,13 +2,18 @@
 
 Every function here blocks on the network and is called from a worker thread (discovery and
 reading already run there), never from the event loop. Each request is bounded as a whole,
-not per read: on S3, GCS and Azure (asynchronous libraries) the request, its retry, its first
-byte and its whole body must come within `deadline()` seconds (`configure`), or the request
-is cancelled and fails as a StoreError, so a store that drips its answer a byte at a time
-holds one listing for that long and no longer. A listing on S3 is paged by the agent itself
-(`pages`): each LIST page is one request with its own deadline, so a large prefix is never
-cut short by the deadline of the whole. WebHDFS (blocking `requests`) has the connect and
-read timeouts below, per read.
+not per read: its connection, its retry, its first byte and its whole body must come within
+`deadline()` seconds (`configure`), or the request is cancelled and fails as a StoreError,
+so a store that drips its answer a byte at a time holds one listing for that long and no
+longer. S3, GCS and Azure (asynchronous libraries) are cancelled on fsspec's loop; WebHDFS'
+blocking session has its socket shut at the deadline (`storage.bounded`).
+
+A listing is paged by the agent itself on every store (`pages`, `storage.listings`): each
+page is one request with its own deadline, processed before the next is asked for, so what
+a listing holds is one page, never the prefix, and a large prefix is never cut short by the
+deadline of the whole. On S3, GCS and HDFS it can start after a name (`resumable`), which
+the resume point of a directory uses; Azure has no such start (its continuation marker is
+opaque), so there a listing always starts from the beginning.
 
 Credentials come from each library's standard chain (for S3: the `AWS_*` variables,
 `AWS_PROFILE`, instance roles, `AWS_ENDPOINT_URL` for S3-compatible stores); the agent never
@@ -26,39 +31,27 @@ Listings are never cached (fsspec's directory cache would hide new parts).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import threading
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
-import fsspec
-import fsspec.asyn
-
-from agent.spark.eventlog import filesystems
-from agent.spark.eventlog.filesystems import StoreError as StoreError
-
-REQUEST_DEADLINE: Final = 30.0  # seconds for a whole request (spark.store_request_timeout)
-LIST_PAGE: Final = 1000  # names per LIST request (S3's, GCS's and WebHDFS' page)
-
-Request = Literal["list", "head", "get"]
-_counts: Counter[str] = Counter()
-_counts_lock = threading.Lock()
-_deadline = REQUEST_DEADLINE
-
-
-def configure(request_timeout: float) -> None:
-    """The deadline of each whole request from now on (`spark.store_request_timeout`)."""
-    global _deadline
-    _deadline = request_timeout
-
-
-def deadline() -> float:
-    return _deadline
+from agent.spark.eventlog.storage import filesystems, listings
+from agent.spark.eventlog.storage.calls import (
+    StoreError as StoreError,
+)
+from agent.spark.eventlog.storage.calls import (
+    call,
+    count,
+    unavailable,
+)
+from agent.spark.eventlog.storage.calls import configure as configure
+from agent.spark.eventlog.storage.calls import deadline as deadline
+from agent.spark.eventlog.storage.calls import (
+    redact as redact,
+)
+from agent.spark.eventlog.storage.calls import requests as requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,42 +71,28 @@ def is_url(path: str) -> bool:
     return bool(sep) and scheme.lower() in filesystems.SCHEMES
 
 
-def redact(url: str) -> str:
-    """The URL without a password in its userinfo (abfss' `container@account` stays)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
 def identity(url: str) -> int:
     """A stable stand-in for an inode: the same for a file and its `.inprogress` name."""
     digest = hashlib.blake2b(url.removesuffix(".inprogress").encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 2  # fits SQLite's signed 64-bit INTEGER
 
 
-def requests() -> dict[str, int]:
-    """Calls made to stores since the start, per kind."""
-    with _counts_lock:
-        return {kind: _counts[kind] for kind in ("list", "head", "get")}
-
-
-def _count(kind: Request, requests: int = 1) -> None:
-    with _counts_lock:
-        _counts[kind] += requests
-
-
 def resumable(url: str) -> bool:
-    """A listing of `url` can start after a name (`pages`' start_after): S3 only."""
-    return filesystems.protocol(url) == "s3"
+    """A listing of `url` can start after a name (`pages`' start_after): S3, GCS and HDFS,
+    not Azure (`listings`)."""
+    return filesystems.protocol(url) in listings.RESUMABLE
 
 
 def lists_deep(url: str) -> bool:
-    """`url` can be listed whole, every object under it at any depth in one key-ordered
-    listing (`pages`' deep): S3 only."""
-    return filesystems.protocol(url) == "s3"
+    """`url` can be listed at every depth in one key-ordered listing (`pages`' deep): S3."""
+    return filesystems.protocol(url) in listings.DEEP
+
+
+def order(url: str, entry: Entry) -> str:
+    """The entry's place in the listing order of its store (where `pages` resumes): on an
+    object store a directory is its keys' prefix, `name/`; on HDFS its bare name."""
+    slash = entry.is_dir and listings.directory_order(filesystems.protocol(url))
+    return f"{entry.name}/" if slash else entry.name
 
 
 def child(directory: str, name: str) -> str:
@@ -127,18 +106,17 @@ def listdir(url: str) -> list[Entry]:
 
 def pages(url: str, start_after: str = "", *, deep: bool = False) -> Iterator[list[Entry]]:
     """The entries directly under the directory `url`, a page at a time as each arrives
-    (names after `start_after` only, where the store can skip: S3); FileNotFoundError when it
-    does not exist (an empty prefix on object stores), StoreError when the store cannot
-    answer, or not within the deadline. `deep` (where `lists_deep`): every object at any depth,
-    in key order, each named by its path under `url` (`eventlog_v2_x/events_1_x`), and no
-    directories."""
+    (names after `start_after` only, where the store can skip: `resumable`);
+    FileNotFoundError when it does not exist (an empty prefix on object stores), StoreError
+    when the store cannot answer, or not within the deadline. `deep` (where `lists_deep`):
+    every object at any depth, in key order, each named by its path under `url`
+    (`eventlog_v2_x/events_1_x`), and no directories."""
     fs, path = filesystems.resolve(url)
+    protocol = filesystems.protocol(url)
     base = path.rstrip("/")
     seen = False
-    if deep and not lists_deep(url):
-        raise ValueError(f"{redact(url)} cannot be listed at every depth")
-    listed = _s3_pages(fs, base, start_after, not deep) if resumable(url) else _whole(fs, path)
-    for found in listed:
+    after = start_after if protocol in listings.RESUMABLE else ""
+    for found in listings.pages(fs, protocol, path, after, deep=deep):
         entries = []
         for item in found:
             full = str(item["name"])
@@ -152,79 +130,20 @@ def pages(url: str, start_after: str = "", *, deep: bool = False) -> Iterator[li
         seen = seen or bool(entries)
         yield entries
         entries = []
-    if not seen and not start_after and not _exists_dir(fs, path):
+    if not seen and not after and not _exists_dir(fs, path):
         raise FileNotFoundError(2, "no such directory", redact(url))
-
-
-def _whole(fs: Any, path: str) -> Iterator[list[dict[str, Any]]]:
-    """The library's own listing (it pages through it: GCS, Azure, WebHDFS), as one page."""
-    try:
-        found = _call(fs, "ls", path, detail=True)
-    except FileNotFoundError:
-        _count("list")
-        raise
-    except Exception as error:
-        _count("list")
-        raise _unavailable(error) from None
-    # S3, GCS and WebHDFS answer 1,000 names a page.
-    _count("list", max(1, -(-len(found) // LIST_PAGE)))
-    yield found
-
-
-def _s3_pages(
-    fs: Any, path: str, start_after: str, delimited: bool = True
-) -> Iterator[list[dict[str, Any]]]:
-    """LIST pages of `path/` on S3, one request (with its deadline) per page; `delimited`:
-    the names directly under it, its subdirectories as common prefixes."""
-    bucket, _, key = path.partition("/")
-    prefix = f"{key}/" if key else ""
-    request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-    if delimited:
-        request["Delimiter"] = "/"
-    request["MaxKeys"] = LIST_PAGE
-    if start_after:
-        request["StartAfter"] = prefix + start_after
-    while True:
-        _count("list")
-        try:
-            page = _call(fs, "call_s3", "list_objects_v2", **request)
-        except FileNotFoundError:
-            raise
-        except Exception as error:
-            raise _unavailable(error) from None
-        found: list[dict[str, Any]] = [
-            {"name": f"{bucket}/{p['Prefix']}", "type": "directory"}
-            for p in page.get("CommonPrefixes", ())
-        ]
-        for item in page.get("Contents", ()):
-            found.append(
-                {
-                    "name": f"{bucket}/{item['Key']}",
-                    "type": "file",
-                    "size": item.get("Size", 0),
-                    "LastModified": item.get("LastModified"),
-                }
-            )
-        token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
-        page = {}  # one page held at a time: let this one go before the next request
-        yield found
-        found = []
-        if not token:
-            return
-        request.pop("StartAfter", None)
-        request["ContinuationToken"] = token
 
 
 def stat(url: str) -> Entry | None:
     """The file `url` as it is now; None when it does not exist."""
     fs, path = filesystems.resolve(url)
-    _count("head")
+    count("head")
     try:
-        item = _call(fs, "info", path)
+        item = call(fs, "info", path)
     except FileNotFoundError:
         return None
     except Exception as error:
-        raise _unavailable(error) from None
+        raise unavailable(error) from None
     name = url.rstrip("/").rpartition("/")[2]
     is_dir = item.get("type") == "directory"
     return Entry(name, url, is_dir, int(item.get("size") or 0), _mtime_ns(item))
@@ -233,21 +152,21 @@ def stat(url: str) -> Entry | None:
 def read_range(url: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of the file `url` (fewer at its end); FileNotFoundError when gone."""
     fs, path = filesystems.resolve(url)
-    _count("get")
+    count("get")
     try:
         if filesystems.protocol(url) == "webhdfs":
             # WebHDFS' OPEN itself: fsspec's file object stops at the NameNode's length,
             # which leaves out what Spark flushed into a block still being written.
             return bytes(fs._call("OPEN", path=path, offset=start, length=end - start).content)
-        return bytes(_call(fs, "cat_file", path, start=start, end=end))
+        return bytes(call(fs, "cat_file", path, start=start, end=end))
     except FileNotFoundError:
         raise
     except RuntimeError as error:
         if "out of the range" in str(error):  # WebHDFS' answer to an offset at the end
             return b""
-        raise _unavailable(error) from None
+        raise unavailable(error) from None
     except Exception as error:
-        raise _unavailable(error) from None
+        raise unavailable(error) from None
 
 
 class RemoteFile:
@@ -293,21 +212,12 @@ class RemoteFile:
 # -- file systems ------------------------------------------------------------------------------
 
 
-def _call(fs: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-    """One call of the file system, bounded as a whole where the library is asynchronous:
-    it runs on fsspec's own event loop and is cancelled at the deadline (FSTimeoutError)."""
-    if getattr(fs, "async_impl", False):
-        call = getattr(fs, f"_{method}")
-        return fsspec.asyn.sync(fs.loop, call, *args, timeout=_deadline, **kwargs)
-    return getattr(fs, method)(*args, **kwargs)
-
-
 def _exists_dir(fs: Any, path: str) -> bool:
-    _count("head")
+    count("head")
     try:
-        return bool(_call(fs, "isdir", path))
+        return bool(call(fs, "isdir", path))
     except Exception as error:
-        raise _unavailable(error) from None
+        raise unavailable(error) from None
 
 
 def _mtime_ns(item: dict[str, Any]) -> int:
@@ -323,15 +233,3 @@ def _mtime_ns(item: dict[str, Any]) -> int:
             except ValueError:
                 continue
     return 0
-
-
-def _unavailable(error: Exception) -> StoreError:
-    """The store's error as a StoreError whose text names no credential."""
-    if isinstance(error, StoreError):
-        return error
-    if isinstance(error, asyncio.TimeoutError):  # fsspec's FSTimeoutError is one
-        return StoreError(
-            f"no whole answer within {_deadline:g} s (spark.store_request_timeout): the "
-            "request was cancelled"
-        )
-    return StoreError(f"{type(error).__name__}: {redact(str(error))}")

@@ -10,9 +10,10 @@ listing costs requests).
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 from typing import Final
 
 from agent.spark.eventlog import names, stores
@@ -23,6 +24,7 @@ from agent.spark.eventlog.layout import (
     LogRef,
     decoys_only,
     ignored,
+    leave_out,
     parse_single_name,
     pick,
     rolling_ref,
@@ -30,7 +32,6 @@ from agent.spark.eventlog.layout import (
 )
 
 STORE_LISTINGS: Final = 8  # rolling directories on a store listed at once
-MAX_LEFT_OUT: Final = 1000  # names of entries left out that one store listing reports
 
 
 def scan_store(directory: str, skip: Container[str], since_ns: int, start_after: str) -> Listing:
@@ -38,20 +39,22 @@ def scan_store(directory: str, skip: Container[str], since_ns: int, start_after:
     keeps is the applications it returns, never the whole listing (a bucket may hold
     millions of objects), nor more than MAX_LEFT_OUT names of entries it left out.
 
-    On S3 it also finds `Listing.settled`, the last name of the longest prefix of the
-    listing (in the store's key order) whose every entry is decided: an application already
-    finished (in `skip`), a single-file log past the horizon, or a name Spark does not
-    write. Only a prefix is safe: names are in lexical order, not time order. Application
-    ids sort by time within one cluster and one scheme only (`application_<clusterStart>_`
-    of two YARN clusters, `app-` beside `local-`, random Kubernetes `spark-` ids, a YARN
-    sequence past 9999), so a live or undecided application may sort before a finished
-    one; stopping at the first undecided entry never passes over one that is there now."""
+    Where the store is resumable it also finds `Listing.settled`, the last name of the longest
+    prefix of the listing (in the store's order, `stores.order`) whose every entry is
+    decided: an application already finished (in `skip`), a log past the horizon, or a name
+    Spark does not write. Only a prefix is safe: names are in lexical order, not time order.
+    Application ids sort by time within one cluster and one scheme only
+    (`application_<clusterStart>_` of two YARN clusters, `app-` beside `local-`, random
+    Kubernetes `spark-` ids, a YARN sequence past 9999), so a live or undecided application
+    may sort before a finished one; stopping at the first undecided entry never passes over
+    one that is there now."""
     found: dict[str, LogRef] = {}
     refs: list[LogRef] = []
     left_out: list[str] = []
     if stores.lists_deep(directory):
         return _scan_deep(directory, skip, since_ns, start_after)
     resumable = stores.resumable(directory)
+    order = partial(stores.order, directory)
     start_after = start_after if resumable else ""
     settled, open_prefix = start_after, resumable
     # A LIST per rolling directory, a few at once (their cost is the store's latency), as
@@ -60,8 +63,9 @@ def scan_store(directory: str, skip: Container[str], since_ns: int, start_after:
     with ThreadPoolExecutor(STORE_LISTINGS, thread_name_prefix="eventlog-list") as pool:
         for page in stores.pages(directory, start_after):
             rolling: list[tuple[str, str]] = []  # (url, key) of the page's directories to list
-            # A page is a range of keys; S3 gives its directories (common prefixes) apart.
-            page.sort(key=_key_order)
+            # A page is a range of names; S3 and GCS give its directories (common prefixes)
+            # apart.
+            page.sort(key=order)
             for entry in page:
                 decided = True
                 if ignored(entry.name):
@@ -71,19 +75,22 @@ def scan_store(directory: str, skip: Container[str], since_ns: int, start_after:
                     if not decided:
                         rolling.append((entry.url, key))
                 elif entry.is_dir or (single := names.single(entry.name)) is None:
-                    if len(left_out) < MAX_LEFT_OUT:
-                        left_out.append(entry.url)
+                    leave_out(left_out, (entry.url,))
                 elif entry.mtime_ns >= since_ns:  # older: past the horizon, passed over
                     decided = single.key in skip
                     refs.append(single_store(entry))
                 open_prefix = open_prefix and decided
                 if open_prefix:
-                    settled = _key_order(entry)
+                    settled = order(entry)
+                elif not decided and order(entry) <= settled:
+                    # Listed out of order (an emulator may give a page prefixes from later
+                    # on): the point goes back to where this listing started.
+                    settled = start_after
             page = []  # one page held at a time
             listed = pool.map(lambda item: rolling_store(*item), rolling)
             refs.extend(ref for ref in listed if ref is not None)
     for ref in refs:
-        left_out += ref.ignored
+        leave_out(left_out, ref.ignored)
         if ref.error != HOLLOW:
             found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out), settled)
@@ -104,12 +111,11 @@ def _scan_deep(directory: str, skip: Container[str], since_ns: int, start_after:
         page = []  # one page held at a time
     scan.close_group()
     for ref in scan.refs:
-        left_out += ref.ignored
+        leave_out(left_out, ref.ignored)
         if ref.error != HOLLOW:
             found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
-    left_out += scan.left_out
-    refs = [found[key] for key in sorted(found)]
-    return Listing(refs, tuple(left_out[:MAX_LEFT_OUT]), scan.settled)
+    leave_out(left_out, scan.left_out)
+    return Listing([found[key] for key in sorted(found)], tuple(left_out), scan.settled)
 
 
 class _DeepScan:
@@ -147,8 +153,8 @@ class _DeepScan:
             return
         inner, deeper, _ = rest.partition("/")
         if deeper:  # a directory inside a rolling directory: Spark writes none
-            if inner != self.nested and len(self.left_out) < MAX_LEFT_OUT:
-                self.left_out.append(stores.child(stores.child(self.directory, top), inner))
+            if inner != self.nested:
+                leave_out(self.left_out, (stores.child(stores.child(self.directory, top), inner),))
             self.nested = inner
             return
         self.entries.append(replace(entry, name=rest))
@@ -157,8 +163,7 @@ class _DeepScan:
         self.group, self.entries, self.nested = top, [], ""
         self.key = None if ignored(top) or top == self.partial else names.rolling(top)
         if self.key is None and not (ignored(top) or top == self.partial):
-            if len(self.left_out) < MAX_LEFT_OUT:
-                self.left_out.append(stores.child(self.directory, top))
+            leave_out(self.left_out, (stores.child(self.directory, top),))
         elif self.key in self.skip:
             self.key = None  # finished: its objects pass by unread
 
@@ -171,7 +176,7 @@ class _DeepScan:
             ref = rolling_entries(url, self.key, self.entries)
             newest = max((entry.mtime_ns for entry in self.entries), default=0)
             if ref is not None and ref.error == HOLLOW:  # nothing Spark wrote: only its decoys
-                self.left_out += ref.ignored[: MAX_LEFT_OUT - len(self.left_out)]
+                leave_out(self.left_out, ref.ignored)
                 decided = newest < self.since_ns
             elif ref is not None and (ref.error or newest >= self.since_ns):
                 decided = False
@@ -184,8 +189,7 @@ class _DeepScan:
         if ignored(entry.name):
             pass
         elif (single := names.single(entry.name)) is None:
-            if len(self.left_out) < MAX_LEFT_OUT:
-                self.left_out.append(entry.url)
+            leave_out(self.left_out, (entry.url,))
         elif entry.mtime_ns >= self.since_ns:  # older: past the horizon, passed over
             decided = single.key in self.skip
             self.refs.append(single_store(entry))
@@ -197,11 +201,6 @@ class _DeepScan:
             self.settled = name
 
 
-def _key_order(entry: stores.Entry) -> str:
-    """The entry's place in the store's key order: a directory is its keys' prefix."""
-    return f"{entry.name}/" if entry.is_dir else entry.name
-
-
 def single_store(entry: stores.Entry) -> LogRef:
     key, codec, in_progress, compacted = parse_single_name(entry.name)
     identity = (entry.size, entry.mtime_ns, 0, stores.identity(entry.url))
@@ -209,17 +208,17 @@ def single_store(entry: stores.Entry) -> LogRef:
 
 
 def rolling_store(url: str, key: str) -> LogRef | None:
-    """One eventlog_v2_ directory on a store (one listing); None when it no longer exists."""
+    """One eventlog_v2_ directory on a store (one listing, taken a page at a time); None
+    when it no longer exists."""
     try:
-        entries = stores.listdir(url)
+        return rolling_entries(url, key, (entry for page in stores.pages(url) for entry in page))
     except FileNotFoundError:
         return None
-    return rolling_entries(url, key, entries)
 
 
-def rolling_entries(url: str, key: str, entries: list[stores.Entry]) -> LogRef | None:
-    """The rolling log of the directory `url` from its listed entries; None when it holds
-    nothing at all."""
+def rolling_entries(url: str, key: str, entries: Iterable[stores.Entry]) -> LogRef | None:
+    """The rolling log of the directory `url` from its listed entries, taken as they come;
+    None when it holds nothing at all."""
     statuses: list[bool] = []
     files: list[EventFile] = []
     codecs: set[str] = set()
@@ -232,7 +231,7 @@ def rolling_entries(url: str, key: str, entries: list[stores.Entry]) -> LogRef |
         status = None if entry.is_dir else names.appstatus(name, key)
         events = None if entry.is_dir or status is not None else names.events(name, key)
         if status is None and events is None:
-            left_out.append(entry.url)
+            leave_out(left_out, (entry.url,))
             continue
         mtime_ns = max(mtime_ns, entry.mtime_ns)
         if events is None:

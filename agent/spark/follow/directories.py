@@ -1,6 +1,8 @@
 """The event-log directories, listed off the event loop; each one that is missing or cannot
 be listed is logged once, and again when it comes back. Each entry whose name Spark does not
-write is counted and logged once (`eventlog_file_ignored`): it changes no application."""
+write is counted and logged once (`eventlog_file_ignored`): it changes no application. A
+listing names at most `layout.MAX_LEFT_OUT` of them, so a directory full of decoys costs
+the log and the memory of that many per look."""
 
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ class Directories:
         slow or hung mount must not hold up the deliveries, the control socket or SIGTERM.
         `finished` (keys `<directory>/<name>`) spares a store the listing of rolling
         directories of applications already finished; single-file logs on a store last
-        written before `since_ns` are passed over; an S3 directory in `start_after` is listed
-        after that name."""
+        written before `since_ns` are passed over; a directory in `start_after` on a
+        resumable store is listed after that name."""
         after = start_after or {}
         listed = await asyncio.to_thread(_list_all, self.paths, finished, since_ns, after)
         found: dict[str, list[LogRef]] = {}

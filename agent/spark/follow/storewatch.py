@@ -8,12 +8,13 @@ bounded by what is followed, not by what the bucket holds. What each look found,
 failed and since when, is kept here for `status`, `describe` and /healthz, and in the
 per-store metrics.
 
-On S3 a listing starts after the directory's resume point: the last name of the longest
-prefix of the listing that is all decided (`storescan.scan_store` says why a prefix), kept
-in the state so that a restart does not list the whole bucket again. An application whose
-name sorts before the point but appears later (another YARN cluster, another id scheme) is
-found by the full listing made every FULL_LISTING_EVERY seconds, which also sets the point
-again from the start: such a log is followed late, never passed over."""
+On S3, GCS and HDFS (`stores.resumable`; not Azure) a listing starts after the directory's
+resume point: the last name of the longest prefix of the listing that is all decided
+(`storescan.scan_store` says why a prefix), kept in the state so that a restart does not
+list the whole bucket again. An application whose name sorts before the point but appears
+later (another YARN cluster, another id scheme) is found by the full listing made every
+FULL_LISTING_EVERY seconds, which also sets the point again from the start: such a log is
+followed late, never passed over."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from agent.telemetry.metrics import Metrics
 
 log = structlog.get_logger("agent.spark")
 
-FULL_LISTING_EVERY: Final = 600.0  # seconds between listings from the start on S3
+FULL_LISTING_EVERY: Final = 600.0  # seconds between listings from the start (resumable stores)
 
 
 class StoreDirectory:

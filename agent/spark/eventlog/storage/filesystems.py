@@ -1,6 +1,7 @@
 """Which fsspec file system reads a store's URL: the schemes Spark writes event logs to,
 the package and the agent's extra behind each, and one file system per store (scheme and
-authority), made with the connect and read timeouts its library takes."""
+authority), made with the connect and read timeouts its library takes (and, on WebHDFS'
+blocking session, `bounded`'s whole deadline per request)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 import fsspec
-from requests.adapters import HTTPAdapter
+
+from agent.spark.eventlog.storage.bounded import DeadlineAdapter
+from agent.spark.eventlog.storage.calls import CONNECT_TIMEOUT, READ_TIMEOUT, StoreError
 
 #: URL schemes Spark writes event logs to, and the fsspec implementation that reads each.
 SCHEMES: Final = {
@@ -26,13 +29,7 @@ SCHEMES: Final = {
 PACKAGES: Final = {"s3": "s3fs", "gs": "gcsfs", "abfs": "adlfs", "webhdfs": "fsspec"}
 #: The agent's extra (pyproject's optional dependencies) that brings each of those packages.
 EXTRAS: Final = {"s3": "s3", "gs": "gcs", "abfs": "azure"}
-CONNECT_TIMEOUT: Final = 5.0  # seconds per connection attempt
-READ_TIMEOUT: Final = 20.0  # seconds per response
 WEBHDFS_PORT: Final = 9870  # Hadoop 3's NameNode HTTP port, where WebHDFS answers
-
-
-class StoreError(OSError):
-    """The store could not answer now (network, throttling, permission); tried again later."""
 
 
 _systems: dict[tuple[str, str], Any] = {}
@@ -87,16 +84,8 @@ def _make(protocol: str, parts: Any) -> Any:
             f"reading {parts.scheme}:// needs the {PACKAGES[protocol]} package"
             f"{how if extra else ''} ({error})"
         ) from None
-    if protocol == "webhdfs":  # its requests.Session sends without a timeout of its own
-        adapter = _TimeoutAdapter()
+    if protocol == "webhdfs":  # its requests.Session bounds each read only: bound each request
+        adapter = DeadlineAdapter()
         fs.session.mount("http://", adapter)
         fs.session.mount("https://", adapter)
     return fs
-
-
-class _TimeoutAdapter(HTTPAdapter):
-    """Every request of the session bounded in time (WebHDFS)."""
-
-    def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        kwargs["timeout"] = kwargs.get("timeout") or (CONNECT_TIMEOUT, READ_TIMEOUT)
-        return super().send(request, *args, **kwargs)
