@@ -71,6 +71,8 @@ FIGURES = {
     ],
     "state": ["claims_per_second", "failover_seconds"],
     "stores": [
+        "first_scan_listing_seconds",
+        "first_scan_listing_rss_growth_mib",
         "first_scan_requests",
         "steady_requests_per_minute",
         "rss_mib",
