@@ -154,9 +154,7 @@ def run(context: Context) -> Result:
     empty.mkdir()
     result.setup = {"logs": manifest, "agent": "python -m agent run (real daemon), http"}
 
-    baseline = start(
-        base / "agent-empty", empty, lambda tail: tail.count("agent_started") > 0, 60
-    )
+    baseline = start(base / "agent-empty", empty, lambda tail: tail.count("agent_started") > 0, 60)
     excluded = start(
         base / "agent-excluded",
         logs,
