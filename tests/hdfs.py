@@ -70,7 +70,7 @@ def running_hdfs(work: Path) -> Iterator[Hdfs]:
         process = subprocess.Popen(
             [
                 "java",
-                "-XX:TieredStopAtLevel=1",  # C1 alone, as for Spark's JVMs (tests/conftest.py)
+                "-XX:TieredStopAtLevel=1",  # C1 alone, as for Spark's JVMs (tests/jvm.py)
                 f"-Dtest.build.data={work / 'data'}",
                 "-cp",
                 classpath(),
