@@ -86,6 +86,7 @@ def running_hdfs(work: Path, conf: Mapping[str, str] | None = None) -> Iterator[
         process = subprocess.Popen(
             [
                 "java",
+                "-XX:TieredStopAtLevel=1",  # C1 alone, as for Spark's JVMs (tests/jvm.py)
                 f"-Dtest.build.data={work / 'data'}",
                 "-cp",
                 classpath(),

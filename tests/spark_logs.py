@@ -41,6 +41,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests import jvm
 from tests.agentproc import stop_process
 
 JOBS = Path(__file__).resolve().parent / "sparkjobs"
@@ -77,6 +78,7 @@ def spark_env() -> dict[str, str]:
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    jvm.start_archive(env)
     return env
 
 

@@ -199,7 +199,8 @@ def copy_systemd_units(root: Path) -> None:
 @pytest.fixture
 def unit_root(tmp_path: Path) -> Path:
     """A root with the unit installed, the host's systemd units and a stand-in executable at the
-    ExecStart path (the real one is checked in test_install_builds_a_real_virtualenv)."""
+    ExecStart path (the real one is checked in
+    test_install_builds_a_real_virtualenv_with_the_extras_the_config_needs)."""
     root = tmp_path / "root"
     (root / "etc/systemd/system").mkdir(parents=True)
     shutil.copy(UNIT, root / "etc/systemd/system/lineage-agent.service")
@@ -756,14 +757,35 @@ def image_source(root: Path, tmp_path: Path) -> Path:
     return source
 
 
+EXAMPLE = ROOT / "config" / "file.yaml"
+LOCAL_DIRS = "event_log_dirs: [/var/log/spark-events]"
+
+
+def config_with(path: Path, *directories: str) -> Path:
+    """The example config following `directories` instead of its own, written at `path`."""
+    text = EXAMPLE.read_text()
+    assert LOCAL_DIRS in text
+    listed = ", ".join(f'"{d}"' for d in directories)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.replace(LOCAL_DIRS, f"event_log_dirs: [{listed}]"))
+    return path
+
+
 @needs_systemd_analyze
 @needs_distribution_python
-def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
+def test_install_builds_a_real_virtualenv_with_the_extras_the_config_needs(
+    root: Path, tmp_path: Path
+) -> None:
     """Without --python-env, install.sh --root pip-installs the project into an environment
     made with the image's own Python (the tree's /usr/bin/python3): its links, pyvenv.cfg,
     scripts and byte code name paths in the image, never the staging directory or the build
-    host's interpreter; systemd-analyze accepts it as ExecStart (needs pip's package index)."""
+    host's interpreter; systemd-analyze accepts it as ExecStart. With a config kept in the
+    tree that follows s3a:// and no --extras, it asks the agent what the config needs and
+    adds the [s3] extra: s3fs imports there, gcsfs does not; a second run changes nothing;
+    --extras '' installs none. One environment for all of it, as each real install costs
+    tens of seconds of CPU (needs pip's package index)."""
     source = image_source(root, tmp_path)
+    kept = config_with(root / "etc/lineage-agent/config.yaml", "s3a://spark-logs/events")
     result = run_script(INSTALL, "--root", str(root), "--source", str(source))
     assert result.returncode == 0, result.stdout + result.stderr
     venv = root / "opt/lineage-agent/venv"
@@ -773,6 +795,8 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
         f"install: {venv} runs the image's /usr/bin/python3 (made with {root}/usr/bin/python3)"
         in out
     )
+    assert f"install: {kept} names stores that need the extras [s3]: installing them" in out
+    assert (venv / ".lineage-agent-source").read_text().endswith(" [s3]\n")
     assert os.readlink(venv / "bin/python3") == "/usr/bin/python3"
     config = (venv / "pyvenv.cfg").read_text()
     assert "home = /usr/bin\n" in config
@@ -781,37 +805,39 @@ def test_install_builds_a_real_virtualenv(root: Path, tmp_path: Path) -> None:
     # Nothing in it names the staging directory (scripts, byte code, metadata).
     staged = str(root).encode()
     assert [p for p in venv.rglob("*") if p.is_file() and staged in p.read_bytes()] == []
-    version = subprocess.run(
-        [str(venv / "bin/python"), "-I", "-m", "agent", "--version"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    assert version.startswith("lineage-agent ")
-    assert f"install: installed {version.strip()} from {source} into {venv}" in out
+
+    def run_staged(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(venv / "bin/python"), "-I", *args], capture_output=True, text=True, timeout=60
+        )
+
+    version = run_staged("-m", "agent", "--version")
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith("lineage-agent ")
+    assert f"install: installed {version.stdout.strip()} from {source} into {venv}" in out
     # The environment is isolated: the agent runs from its own site-packages.
-    where = subprocess.run(
-        [str(venv / "bin/python"), "-I", "-c", "import agent; print(agent.__file__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    assert Path(where).is_relative_to(venv.resolve())
+    where = Path(run_staged("-c", "import agent; print(agent.__file__)").stdout.strip())
+    assert where.is_relative_to(venv.resolve())
+    assert run_staged("-c", "import s3fs").returncode == 0
+    assert run_staged("-c", "import gcsfs").returncode != 0
     first_line = (root / AGENT_IN_ROOT).read_text().splitlines()[0]
     assert first_line == "#!/opt/lineage-agent/venv/bin/python"
-    commands = Path(where).parent / "commands"
+    commands = where.parent / "commands"
     (cached,) = (commands / "__pycache__").glob("cli.*.pyc")
     code = marshal.loads(cached.read_bytes()[16:])
     assert code.co_filename == "/" + str(commands.relative_to(root) / "cli.py")
     before = snapshot(root)
     again = run_script(INSTALL, "--root", str(root), "--source", str(source))
     assert f"install: {venv} is up to date with {source}" in again.stdout.splitlines()
+    assert "installing them" not in again.stdout
     assert snapshot(root) == before  # checked without touching the staged environment
     copy_systemd_units(root)
     verify = analyze("verify", f"--root={root}", "lineage-agent.service")
     assert (verify.returncode, verify.stdout, verify.stderr) == (0, "", "")
+    none = run_script(INSTALL, "--root", str(root), "--source", str(source), "--extras", "")
+    assert none.returncode == 0, none.stdout + none.stderr
+    assert "installing them" not in none.stdout
+    assert not (venv / ".lineage-agent-source").read_text().endswith("]\n")
 
 
 def test_install_refuses_to_stage_an_environment_on_the_build_hosts_python(root: Path) -> None:

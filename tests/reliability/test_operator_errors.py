@@ -555,15 +555,18 @@ def start_refusals(workdir: Path) -> Iterator[tuple[str, dict[str, Any], dict[st
     )
 
 
-def test_config_check_refuses_every_config_run_refuses(workdir: Path) -> None:
-    """Each config `run` refuses before opening anything, `config check` refuses alike."""
-    env = {**os.environ, "OL_EMPTY_TOKEN": ""}
+def test_config_check_refuses_every_config_run_refuses(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each config `run` refuses before opening anything, `config check` refuses alike (in
+    this process for each config, the last one through the command line too)."""
+    monkeypatch.setenv("OL_EMPTY_TOKEN", "")
     for case, lineage, sections, message in list(start_refusals(workdir)):
         config = config_file(workdir, lineage, **sections)
-        result = cli("config", "check", str(config), env=env)
+        code, stdout, stderr = checked(config)
         # config check places the message in the file and may add a hint; run says it alone
-        first, *hints = result.stderr.splitlines()
-        assert (result.returncode, result.stdout) == (78, ""), case
+        first, *hints = stderr.splitlines()
+        assert (code, stdout) == (78, ""), case
         assert first.startswith(f"lineage-agent: {config}"), case
         assert first.endswith(f": {message}"), case
         assert all(line.startswith("lineage-agent: hint: ") for line in hints), case
@@ -572,6 +575,8 @@ def test_config_check_refuses_every_config_run_refuses(workdir: Path) -> None:
         assert process.wait_log("start_refused")["error"] == message, case
         assert "Traceback" not in process.raw_output(), case
         assert not (workdir / "control.sock").exists(), case
+    result = cli("config", "check", str(config))
+    assert (result.returncode, result.stdout, result.stderr) == (78, "", stderr)
 
 
 @pytest.fixture
