@@ -16,20 +16,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Final
 
-from agent.spark.eventlog import names, stores
-from agent.spark.eventlog.layout import (
-    HOLLOW,
-    EventFile,
-    Listing,
-    LogRef,
-    decoys_only,
-    ignored,
-    leave_out,
-    parse_single_name,
-    pick,
-    rolling_ref,
-    single_ref,
-)
+from agent.spark.eventlog import layout, names, stores
+from agent.spark.eventlog.layout import HOLLOW, EventFile, Listing, LogRef, ignored, leave_out
 
 STORE_LISTINGS: Final = 8  # rolling directories on a store listed at once
 
@@ -92,7 +80,7 @@ def scan_store(directory: str, skip: Container[str], since_ns: int, start_after:
     for ref in refs:
         leave_out(left_out, ref.ignored)
         if ref.error != HOLLOW:
-            found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
+            found[ref.key] = layout.pick(found[ref.key], ref) if ref.key in found else ref
     return Listing([found[key] for key in sorted(found)], tuple(left_out), settled)
 
 
@@ -113,7 +101,7 @@ def _scan_deep(directory: str, skip: Container[str], since_ns: int, start_after:
     for ref in scan.refs:
         leave_out(left_out, ref.ignored)
         if ref.error != HOLLOW:
-            found[ref.key] = pick(found[ref.key], ref) if ref.key in found else ref
+            found[ref.key] = layout.pick(found[ref.key], ref) if ref.key in found else ref
     leave_out(left_out, scan.left_out)
     return Listing([found[key] for key in sorted(found)], tuple(left_out), scan.settled)
 
@@ -202,9 +190,9 @@ class _DeepScan:
 
 
 def single_store(entry: stores.Entry) -> LogRef:
-    key, codec, in_progress, compacted = parse_single_name(entry.name)
+    key, codec, in_progress, compacted = layout.parse_single_name(entry.name)
     identity = (entry.size, entry.mtime_ns, 0, stores.identity(entry.url))
-    return single_ref(key, entry.url, codec, in_progress, compacted, identity)
+    return layout.single_ref(key, entry.url, codec, in_progress, compacted, identity)
 
 
 def rolling_store(url: str, key: str) -> LogRef | None:
@@ -243,5 +231,5 @@ def rolling_entries(url: str, key: str, entries: Iterable[stores.Entry]) -> LogR
             EventFile(entry.url, events.index, entry.size, entry.mtime_ns, 0, ino, events.compacted)
         )
     if not statuses and not files:
-        return decoys_only(url, key, left_out)
-    return rolling_ref(url, key, statuses, files, codecs, mtime_ns, left_out)
+        return layout.decoys_only(url, key, left_out)
+    return layout.rolling_ref(url, key, statuses, files, codecs, mtime_ns, left_out)
