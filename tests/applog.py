@@ -4,6 +4,8 @@ Shared by the tests that replay checked-in logs or the logs their own jobs wrote
 
 from __future__ import annotations
 
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,14 @@ from agent.spark.translate.options import TranslateOptions
 Event = dict[str, Any]
 #: A name Spark could give a single-file log.
 LOG_NAME = "local-1700000000000"
+
+
+def machine_places() -> tuple[str, ...]:
+    """The places of the machine running the tests that a log made here could name: the
+    checkout, the temporary directory, the home directory and the interpreter's environment.
+    A checked-in log names none of them (its generator rewrote them)."""
+    places = (Path(__file__).resolve().parents[1], tempfile.gettempdir(), Path.home(), sys.prefix)
+    return tuple(f"{str(place).rstrip('/')}/" for place in places)
 
 
 def unpacked(path: Path) -> bytes:
