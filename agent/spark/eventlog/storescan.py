@@ -36,11 +36,11 @@ def scan_store(directory: str, skip: Container[str], since_ns: int, start_after:
     Kubernetes `spark-` ids, a YARN sequence past 9999), so a live or undecided application
     may sort before a finished one; stopping at the first undecided entry never passes over
     one that is there now."""
+    if stores.lists_deep(directory):
+        return _scan_deep(directory, skip, since_ns, start_after)
     found: dict[str, LogRef] = {}
     refs: list[LogRef] = []
     left_out: list[str] = []
-    if stores.lists_deep(directory):
-        return _scan_deep(directory, skip, since_ns, start_after)
     resumable = stores.resumable(directory)
     order = partial(stores.order, directory)
     start_after = start_after if resumable else ""
