@@ -340,6 +340,23 @@ def test_failed_query_ends_fail_with_the_exception_and_its_error_class() -> None
     assert fields(end["outputs"][0]) == [("id", "long"), ("qty", "integer")]  # the cast's type
 
 
+def test_a_failed_micro_batch_is_the_query_s_even_when_its_execution_ends_first() -> None:
+    """Spark may log the failed batch's SQLExecutionEnd before its JobEnd (seen in a real
+    run): the failure still ends the query FAIL and the application COMPLETE."""
+    logged = lines("stream_failure")
+    job_end = next(
+        i
+        for i, line in enumerate(logged)
+        if b'"SparkListenerJobEnd"' in line and b"JobFailed" in line
+    )
+    assert b"SparkListenerSQLExecutionEnd" in logged[job_end + 1]
+    logged[job_end], logged[job_end + 1] = logged[job_end + 1], logged[job_end]
+    translator = ApplicationTranslator(TranslateOptions(namespace="spark"))
+    events = feed(translator, logged)
+    assert of_type(events, "STREAMING_QUERY")[-1]["eventType"] == "FAIL"
+    assert of_type(events, "APPLICATION")[-1]["eventType"] == "COMPLETE"
+
+
 def test_statistics_only_on_terminal_events_and_only_for_one_dataset_per_description() -> None:
     """Row statistics from the progress events appear on the terminal event only, and not
     for a source whose description names several datasets (two topics counted together)."""

@@ -205,6 +205,7 @@ class Job:
     execution: int | None
     stages: list[int]
     run: Run | None = None  # an RDD job with file inputs
+    batch: bool = False  # a streaming query's job: its failure is the query's, not the program's
 
 
 def summary(run: Run) -> RunSummary:

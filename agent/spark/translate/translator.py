@@ -289,6 +289,11 @@ class ApplicationTranslator:
             return
         submitted = self._life.tick(as_int(event.get("Submission Time")))
         props = event.get("Properties")
+        execution = self._sql.execution(job.execution)
+        # Known now, not at JobEnd: Spark may log the execution's end (which forgets it) first.
+        job.batch = (execution is not None and self._sql.run_of(execution).query is not None) or (
+            isinstance(props, Mapping) and self._queries.runs_group(props.get("spark.jobGroup.id"))
+        )
         warehouse = (
             as_str(props.get("spark.sql.warehouse.dir")) if isinstance(props, Mapping) else None
         )
@@ -311,8 +316,7 @@ class ApplicationTranslator:
         end = self._life.tick(as_int(event.get("Completion Time")))
         failure = job_failure(event.get("Job Result"))
         execution = self._sql.execution(job.execution)
-        batch = execution is not None and self._sql.run_of(execution).query is not None
-        if not (batch and failure is not None):  # a micro-batch's failure is its query's
+        if not (job.batch and failure is not None):  # a micro-batch's failure is its query's
             self._life.last = failure or Failure("ok", "")
         if failure is not None and execution is not None:
             self._sql.run_of(execution).failure = failure

@@ -90,6 +90,10 @@ class Queries:
             run.query = query
             run.job_name = job_name(query.job_name, "micro_batch")
 
+    def runs_group(self, group: object) -> bool:
+        """Whether a job group is an open query's (its runId): the query's jobs outside SQL."""
+        return isinstance(group, str) and group.lower() in self._open
+
     def own(self, run: Run) -> bool:
         """Whether a SQL run is a run of its own: not a micro-batch folded into its query."""
         return run.query is None or self.batch_runs
