@@ -1,7 +1,8 @@
 """The heartbeat through a state server's outage, in process, over a fake server: a term the
 source no longer follows keeps being renewed while its events are on their way (and its
 lease kept), and a round trip that gets no answer neither stalls the heartbeat nor piles
-up worker threads; its answer decides once it comes."""
+up worker threads; its answer decides once it comes, and a slow answer still opens a window
+for the events."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class FakeServer:
     def __init__(self) -> None:
         self.answer = threading.Event()
         self.answer.set()
+        self.delay = 0.0  # seconds every answer takes (a busy server)
         self.taken: set[str] = set()
         self.calls: list[dict[str, int]] = []
         self.in_flight = 0
@@ -48,6 +50,7 @@ class FakeServer:
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             self.answer.wait(30)
+            time.sleep(self.delay)
             self.calls.append(dict(held))
             return Heartbeat(frozenset(held.keys() - self.taken), frozenset(), ())
         finally:
@@ -134,3 +137,54 @@ async def test_a_round_trip_without_answer_neither_stalls_the_heartbeat_nor_pile
         server.answer.set()
         await beats
     assert not held.lost
+
+
+async def test_answers_slower_than_a_third_of_a_lease_still_let_the_events_leave() -> None:
+    """Every answer takes half a lease: each one, used as it comes, renews the lease from its
+    request's start, so the events get a window (kept for the next beat, none would)."""
+    server = FakeServer()
+    server.delay = LEASE / 2  # past the beat's wait (a third), inside the lease less the margin
+    leases = leasing(server)
+    held = term("held", claimed=1)
+    leases.terms[("held", 1)] = held
+    stop = asyncio.Event()
+    beats = asyncio.create_task(leases.run(lambda: [held], stop))
+    try:
+        await asyncio.sleep(LEASE)  # the first deadline, from the take, is past
+        began = time.monotonic()
+        while not held.holds():
+            assert time.monotonic() - began < LEASE * 50, "no window in fifty leases"
+            await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await beats
+    assert not held.lost
+
+
+async def test_a_term_taken_while_a_round_trip_waits_is_renewed_after_its_answer() -> None:
+    """A lease taken while the heartbeat waits for an answer (after a pause of the server)
+    has no events yet, and the beat's view of what the source holds predates it: it is kept
+    and renewed once the source let it go with events on their way (forgotten, they would
+    wait forever)."""
+    server = FakeServer()
+    leases = leasing(server)
+    server.answer.clear()  # the server pauses
+    held: list[Term] = []
+    stop = asyncio.Event()
+    beats = asyncio.create_task(leases.run(lambda: list(held), stop))
+    try:
+        await until(lambda: server.in_flight == 1)  # a round trip waits
+        await asyncio.sleep(LEASE)  # past the beat's wait: its answer will come late
+        taken = leases.terms[("new", 1)] = term("new", claimed=0)  # as `take` records it
+        held.append(taken)
+        server.answer.set()  # the server resumes: the late answer is used
+        await until(lambda: len(server.calls) >= 2)  # the next beat: the late answer was used
+        assert ("new", 1) in leases.terms
+        taken.claimed = 1  # the source claims an event, finishes and lets go
+        held.clear()
+        await until(lambda: {"new": 1} in server.calls and taken.holds())
+        assert not taken.lost
+    finally:
+        stop.set()
+        server.answer.set()
+        await beats

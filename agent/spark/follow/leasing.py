@@ -23,7 +23,11 @@ the heartbeat keeps it, and releases it at the first beat after.
 A round trip that gets no answer (a server stopped without closing its connections: the
 kernel acknowledges, nothing answers, no socket timeout fires) is waited for a third of a
 lease; the beats that fall due while it still waits start no other (no worker threads pile
-up behind it), and its answer is used by the first beat after it came.
+up behind it), and its answer is used the moment it comes: a renewal is good from the
+request's start for a lease less the margin, so an answer that came after the beat stopped
+waiting still opens a window for the events if it is used at once (kept for the next beat,
+an answer slower than a third of a lease would open none, and a busy server would hold
+every event back for as long as it stays slow). Such a late answer is logged.
 """
 
 from __future__ import annotations
@@ -44,8 +48,11 @@ log = structlog.get_logger("agent.spark")
 #: Events with an outcome since the last heartbeat, per term (key, token).
 Written = dict[tuple[str, int], int]
 #: A heartbeat's round trip still waiting for its answer: (the call, the terms it renews,
-#: the terms the source held then, when it started (monotonic), the outcomes it records).
-Pending = tuple["asyncio.Future[Heartbeat]", list[Term], list[Term], float, Written]
+#: the terms the source no longer held then, when it started (monotonic), the outcomes it
+#: records).
+Pending = tuple["asyncio.Future[Heartbeat]", list[Term], "Idents", float, Written]
+#: Terms by (key, token).
+Idents = frozenset[tuple[str, int]]
 
 
 class Leasing:
@@ -134,15 +141,8 @@ class Leasing:
         """One heartbeat for the leases `held` and every term whose events are still on
         their way (see the module's docstring)."""
         if self._call is not None:
-            future, renewing, was_held, since, sent = self._call
-            if not future.done():
-                return  # the last round trip still waits for its answer: no second one
-            self._call = None
-            error = future.exception()
-            if error is None:
-                self._use(future.result(), renewing, was_held, since, sent)
-            elif not isinstance(error, self.state.write_errors):  # refused: nothing written
-                log.error("heartbeat_failed", error=repr(error), exc_info=error)
+            return  # the last round trip still waits for its answer: no second one
+        await self._release_deferred()  # those a late answer made ready
         now = time.monotonic()
         written = {
             (term.key, term.token): term.resolved - term.written
@@ -154,6 +154,10 @@ class Leasing:
             if not term.lost and term.resolved < term.claimed and term.key not in keys:
                 keys[term.key] = term  # not followed any more, its events on their way
         renewing = list(keys.values())
+        # Terms the source let go of before this beat: once all their outcomes are recorded
+        # they are forgotten. Not one taken while the round trip waits: the source holds it,
+        # though `held` cannot say so (it would be forgotten, and never renewed after).
+        let_go = frozenset(ident for ident, term in self.terms.items() if term not in held)
         future = asyncio.ensure_future(
             call(
                 self.state,
@@ -165,16 +169,39 @@ class Leasing:
         try:
             beat = await asyncio.wait_for(asyncio.shield(future), self.seconds / 3)
         except TimeoutError:
-            # No answer yet (the server stopped without closing): the events wait, and the
-            # first beat after the answer came uses it.
-            self._call = (future, renewing, held, now, written)
+            # No answer yet (a slow server, or one stopped without closing): the events
+            # wait, and the answer is used the moment it comes.
+            self._call = (future, renewing, let_go, now, written)
+            future.add_done_callback(self._answered_late)
             return
         except self.state.write_errors:
             # Not renewed: the events wait (`Term.holds`), claims are fenced, and a lease
             # taken meanwhile is found lost at the next answer.
             return
-        self._use(beat, renewing, held, now, written)
+        self._use(beat, renewing, let_go, now, written)
         await self._release_deferred()
+
+    def _answered_late(self, future: asyncio.Future[Heartbeat]) -> None:
+        """Use a round trip's answer that came after its beat stopped waiting."""
+        if self._call is None or self._call[0] is not future:
+            return
+        _, renewing, let_go, since, written = self._call
+        self._call = None
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is None:
+            took = time.monotonic() - since
+            log.warning(
+                "heartbeat_late",
+                seconds=round(took, 3),
+                lease_seconds=self.seconds,
+                detail="the state server answered a lease renewal after a third of a lease: "
+                "events leave only while the renewed lease has a third of it left",
+            )
+            self._use(future.result(), renewing, let_go, since, written)
+        elif not isinstance(error, self.state.write_errors):  # refused: nothing written
+            log.error("heartbeat_failed", error=repr(error), exc_info=error)
 
     async def _release_deferred(self) -> None:
         """Give up the finished applications whose events all have an outcome now."""
@@ -190,7 +217,7 @@ class Leasing:
                 await asyncio.wait_for(asyncio.shield(releases), self.seconds / 3)
 
     def _use(
-        self, beat: Heartbeat, renewing: list[Term], held: list[Term], now: float, written: Written
+        self, beat: Heartbeat, renewing: list[Term], let_go: Idents, now: float, written: Written
     ) -> None:
         """What one heartbeat's answer says: leases renewed or lost, outcomes recorded,
         events handed over, orphans and stops."""
@@ -203,7 +230,7 @@ class Leasing:
             else:
                 term.lost = True
         for ident, term in list(self.terms.items()):
-            if term.done and (term.lost or term not in held):
+            if term.done and (term.lost or ident in let_go):
                 del self.terms[ident]
         for key, token, owner, events in beat.adopted:
             self.metrics.handed_over.inc(events)
@@ -220,5 +247,5 @@ class Leasing:
         self.stops = beat.stops
         if any(self._wanted(key) for key in beat.orphans):
             self.orphaned = True
-        if news or self.orphaned or any(term.lost for term in held):
+        if news or self.orphaned or any(term.lost for term in renewing):
             self._wake()
