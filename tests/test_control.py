@@ -219,13 +219,13 @@ class _SharedState:
         self.threads.append(threading.get_ident())
         return True
 
-    def acquire(self, app_key: str) -> int | None:
+    def acquire(self, app_key: str, *, steal: bool = True) -> int | None:
         return None
 
     def release(self, app_key: str, token: int) -> None:
         return None
 
-    def heartbeat(self, held: Any, written: Any) -> Any:
+    def heartbeat(self, held: Any, written: Any, *, judge: bool = True) -> Any:
         return None
 
 

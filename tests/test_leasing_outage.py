@@ -35,6 +35,8 @@ class FakeServer:
         self.answer = threading.Event()
         self.answer.set()
         self.delay = 0.0  # seconds every answer takes (a busy server)
+        self.refuse = False  # every round trip fails at once (a stopped server)
+        self.judged: list[bool] = []  # `judge` of each round trip
         self.taken: set[str] = set()
         self.calls: list[dict[str, int]] = []
         self.in_flight = 0
@@ -43,7 +45,11 @@ class FakeServer:
         self.lock = threading.Lock()
 
     def heartbeat(
-        self, held: Mapping[str, int], written: Mapping[tuple[str, int], int]
+        self,
+        held: Mapping[str, int],
+        written: Mapping[tuple[str, int], int],
+        *,
+        judge: bool = True,
     ) -> Heartbeat:
         with self.lock:
             self.in_flight += 1
@@ -51,6 +57,9 @@ class FakeServer:
         try:
             self.answer.wait(30)
             time.sleep(self.delay)
+            if self.refuse:
+                raise psycopg.OperationalError("connection refused")
+            self.judged.append(judge)
             self.calls.append(dict(held))
             return Heartbeat(frozenset(held.keys() - self.taken), frozenset(), ())
         finally:
@@ -188,3 +197,23 @@ async def test_a_term_taken_while_a_round_trip_waits_is_renewed_after_its_answer
         stop.set()
         server.answer.set()
         await beats
+
+
+async def test_after_an_outage_others_are_judged_gone_only_a_lease_after_answers_came_back() -> (
+    None
+):
+    """A refused round trip stops this agent judging others gone (taking their expired
+    leases, orphans, adoption); it judges again one lease after the first answer on time."""
+    server = FakeServer()
+    leases = leasing(server)
+    await leases.beat([])
+    assert leases.judging and server.judged == [True]
+    server.refuse = True  # the server stops
+    await leases.beat([])
+    assert not leases.judging
+    server.refuse = False  # back: answered on time, but the others may not have renewed yet
+    await leases.beat([])
+    assert not leases.judging and server.judged[-1] is False
+    await until(lambda: leases.judging)  # a lease later
+    await leases.beat([])
+    assert server.judged[-1] is True

@@ -224,6 +224,28 @@ def test_one_heartbeat_renews_every_lease_and_names_those_lost(state_url: str) -
     b.close()
 
 
+def test_an_agent_that_does_not_judge_takes_no_expired_lease_and_hears_no_orphan(
+    state_url: str,
+) -> None:
+    """Not judging (the server was just away from it): another agent's expired lease is not
+    taken, no orphan is named and nothing adopted; a new application or its own still is."""
+    a = PostgresState(state_url, owner="a", lease_seconds=1.0)
+    b = PostgresState(state_url, owner="b", lease_seconds=1.0)
+    token = a.acquire("d/app-1")
+    assert token is not None
+    assert len(a.claim("d/app-1", list(sample_run_events(2)), token=token)) == 2
+    time.sleep(1.3)  # a's lease expires, a looks silent
+    assert b.acquire("d/app-1", steal=False) is None
+    beat = b.heartbeat({}, {}, judge=False)
+    assert (beat.orphans, beat.adopted) == (frozenset(), ())
+    assert b.acquire("d/app-2", steal=False) == 1  # nobody's yet
+    assert a.heartbeat({"d/app-1": token}, {}).held == {"d/app-1"}  # a renews in time
+    assert a.acquire("d/app-1", steal=False) == token
+    assert b.acquire("d/app-1") is None  # held again
+    a.close()
+    b.close()
+
+
 def test_a_silent_agents_unsettled_events_are_adopted_once(
     state_url: str, postgres_server: Postgres
 ) -> None:

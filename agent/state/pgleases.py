@@ -36,17 +36,18 @@ class PgLeases(PgConnection):
     lease_seconds: float
 
     @serialized
-    def acquire(self, app_key: str) -> int | None:
+    def acquire(self, app_key: str, *, steal: bool = True) -> int | None:
         """Own an application for `lease_seconds` (renewed when already ours): its fencing
-        token, or None while another agent holds an unexpired lease on it."""
+        token, or None while another agent holds an unexpired lease on it (and, without
+        `steal`, while another agent's lease on it exists at all, expired or not)."""
         with self._transaction() as conn:
             row = conn.execute(
                 "INSERT INTO leases AS l VALUES (%s, %s, 1, now() + make_interval(secs => %s)) "
                 "ON CONFLICT (app_key) DO UPDATE SET owner = excluded.owner, "
                 "token = CASE WHEN l.owner = excluded.owner AND l.expires > now() "
                 "THEN l.token ELSE l.token + 1 END, expires = excluded.expires "
-                "WHERE l.owner = excluded.owner OR l.expires <= now() RETURNING token",
-                (app_key, self.owner, self.lease_seconds),
+                "WHERE l.owner = excluded.owner OR (l.expires <= now() AND %s) RETURNING token",
+                (app_key, self.owner, self.lease_seconds, steal),
             ).fetchone()
             if row is not None:  # a new token is a new term; a renewal keeps its own
                 conn.execute(
@@ -68,7 +69,11 @@ class PgLeases(PgConnection):
 
     @serialized
     def heartbeat(
-        self, held: Mapping[str, int], written: Mapping[tuple[str, int], int]
+        self,
+        held: Mapping[str, int],
+        written: Mapping[tuple[str, int], int],
+        *,
+        judge: bool = True,
     ) -> Heartbeat:
         """Renew the leases `held`, record `written`, and report (see `Leases.heartbeat`)."""
         params = {
@@ -84,10 +89,14 @@ class PgLeases(PgConnection):
             for statement in HEARTBEAT:
                 conn.execute(statement, params)
             renewed = frozenset(row[0] for row in conn.execute(RENEW, params))
-            orphans = frozenset(row[0] for row in conn.execute(ORPHANS))
-            adopted = tuple(
-                (row[0], int(row[1]), row[2], int(row[3])) for row in conn.execute(ADOPT, params)
-            )
+            orphans: frozenset[str] = frozenset()
+            adopted: tuple[tuple[str, int, str, int], ...] = ()
+            if judge:
+                orphans = frozenset(row[0] for row in conn.execute(ORPHANS))
+                adopted = tuple(
+                    (row[0], int(row[1]), row[2], int(row[3]))
+                    for row in conn.execute(ADOPT, params)
+                )
             for statement in PRUNE:
                 conn.execute(statement)
             stops = {row[0]: (row[1], row[2]) for row in conn.execute(RECENT_STOPS)}

@@ -203,16 +203,23 @@ class Leases(Protocol):
     owner: str
     lease_seconds: float
 
-    def acquire(self, app_key: str) -> int | None: ...
+    def acquire(self, app_key: str, *, steal: bool = True) -> int | None:
+        """Own an application (see above); without `steal`, only a new one or one of this
+        agent's own, never one whose lease another agent let expire."""
 
     def release(self, app_key: str, token: int) -> None: ...
 
     def heartbeat(
-        self, held: Mapping[str, int], written: Mapping[tuple[str, int], int]
+        self,
+        held: Mapping[str, int],
+        written: Mapping[tuple[str, int], int],
+        *,
+        judge: bool = True,
     ) -> Heartbeat:
         """Renew the leases `held` (key -> token), add `written` (key, token -> events with
         an outcome since the last call) to their terms, say this agent is alive, and report
-        the orphaned applications, the silent agents' unsettled events and the stops."""
+        the stops; with `judge`, also the orphaned applications and the silent agents'
+        unsettled events (adopted)."""
 
     def leases(self) -> dict[str, tuple[str, int, float]]:
         """Every unexpired lease: application key -> (owner, token, seconds left)."""

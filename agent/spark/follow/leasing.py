@@ -28,6 +28,14 @@ request's start for a lease less the margin, so an answer that came after the be
 waiting still opens a window for the events if it is used at once (kept for the next beat,
 an answer slower than a third of a lease would open none, and a busy server would hold
 every event back for as long as it stays slow). Such a late answer is logged.
+
+An outage of the server is everyone's: no agent renewed, so every lease may have expired by
+the server's clock though its owner lives. An agent judges others gone (takes an application
+another agent let expire, hears of orphans, adopts a silent agent's events) only once it has
+had answers on time for a whole lease since its last round trip that failed or came late:
+by then every live owner has renewed. Without that, the first agent answered after a pause
+would take applications from agents whose renewal was a moment behind, and count their
+events as handed over while they deliver them.
 """
 
 from __future__ import annotations
@@ -81,10 +89,18 @@ class Leasing:
         self._deferred: dict[tuple[str, int], Term] = {}  # released once their events are
         # The round trip still waiting for its answer, with what its beat needs to use it.
         self._call: Pending | None = None
+        # From when (monotonic) this agent judges others gone; None until a round trip is
+        # answered on time after one that failed or came late (see the module's docstring).
+        self._judging_from: float | None = 0.0
 
     @property
     def owner(self) -> str:
         return self.leases.owner
+
+    @property
+    def judging(self) -> bool:
+        """Whether this agent may judge other agents gone (see the module's docstring)."""
+        return self._judging_from is not None and time.monotonic() >= self._judging_from
 
     def take_orphaned(self) -> bool:
         """Whether a heartbeat named an orphan since the last call (a listing is due)."""
@@ -96,12 +112,13 @@ class Leasing:
         agent finished it, or the database refused (the next listing tries again)."""
         since = time.monotonic()  # before the request: the local deadline is never late
         try:
-            token = await call(self.state, self.leases.acquire, key)
+            token = await call(self.state, self.leases.acquire, key, steal=self.judging)
             if token is None:
                 return False
             position = await call(self.state, self.state.position, key)
         except self.state.write_errors:
             self.orphaned = True  # list again at the next pass, not at the next rescan
+            self._judging_from = None
             return False
         if position is not None and position.finished:  # another agent finished it
             with contextlib.suppress(*self.state.write_errors):
@@ -164,6 +181,7 @@ class Leasing:
                 self.leases.heartbeat,
                 {term.key: term.token for term in renewing},
                 written,
+                judge=self.judging,
             )
         )
         try:
@@ -173,11 +191,15 @@ class Leasing:
             # wait, and the answer is used the moment it comes.
             self._call = (future, renewing, let_go, now, written)
             future.add_done_callback(self._answered_late)
+            self._judging_from = None
             return
         except self.state.write_errors:
             # Not renewed: the events wait (`Term.holds`), claims are fenced, and a lease
             # taken meanwhile is found lost at the next answer.
+            self._judging_from = None
             return
+        if self._judging_from is None:
+            self._judging_from = time.monotonic() + self.seconds
         self._use(beat, renewing, let_go, now, written)
         await self._release_deferred()
 
