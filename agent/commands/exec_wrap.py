@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from agent.errors import ControlError
 from agent.service.control.client import request
-from agent.spark.translate.facets.verdict import EXEC, PARENT, ROOT_PARENT
+from agent.spark.translate.execprops import EXEC, PARENT, ROOT_PARENT
 
 FORWARDED: Final = (
     signal.SIGINT,

@@ -7,17 +7,16 @@ The work itself is `agent.commands.replay`; this module only turns arguments int
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 from agent.commands.arguments import Command, Subparsers
-from agent.commands.replay import replay
-from agent.commands.replay_report import ReplayReport
-from agent.commands.replay_send import replay_send
 from agent.errors import ReplayError
+
+if TYPE_CHECKING:  # the translator behind them loads when `replay` runs, not for --help
+    from agent.commands.replay_report import ReplayReport
 
 _EPILOG = """\
 Each LOG is a single-file event log, a rolling eventlog_v2_* directory, or an event-log
@@ -79,6 +78,8 @@ def execute(args: argparse.Namespace) -> ReplayReport:
     """`lineage-agent replay`: the report. Raises ConfigError or StartError (a config or
     transport that cannot be used), ReplayError or KeyFileError (arguments, logs, keys)."""
 
+    from agent.commands.replay import replay
+    from agent.commands.replay_send import replay_send
     from agent.config.loader import load_config
     from agent.config.model import AgentConfig
     from agent.delivery.signing import Signer, load_signing_key
@@ -101,6 +102,8 @@ def execute(args: argparse.Namespace) -> ReplayReport:
     progress = _ProgressLine(sys.stderr) if sys.stderr.isatty() else None
     try:
         if args.send:
+            import asyncio
+
             from agent.telemetry import logs
 
             logs.configure("warning", "auto", sys.stderr)  # stdout carries the report only

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -54,6 +53,8 @@ def run_daemon(
     if control_limits is not None:
         daemon.control_limits = control_limits
     try:
+        import asyncio  # here: the other commands start without it
+
         outcome = asyncio.run(daemon.run())
     except StartError as error:
         import structlog

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agent.spark.translate.datasets.columnfacet import DEFAULT_MAX_FIELDS
+from agent.spark.translate.execprops import PARENT, ROOT_PARENT
 from agent.spark.translate.facets.events import RunRef, parent_facet
-from agent.spark.translate.facets.verdict import PARENT, ROOT_PARENT, scheduler_run
 from agent.spark.translate.facets.verdict import PROPERTIES as EXEC_PROPERTIES
+from agent.spark.translate.facets.verdict import scheduler_run
 from agent.spark.translate.model import Run
 from agent.spark.translate.naming import Catalog, IcebergCatalog
 from agent.spark.translate.values import as_uuid

@@ -46,11 +46,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from agent.spark.plan.syntax.tables import normalize
+from agent.spark.translate.execprops import EXEC
 from agent.spark.translate.facets.appfacets import DETAIL_PROPERTIES
 from agent.spark.translate.facets.events import MAX_MS
 from agent.spark.translate.facets.verdict import (
     CANCELLED_AT_END,
-    EXEC,
     AppEnd,
     Verdict,
     application_state,

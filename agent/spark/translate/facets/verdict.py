@@ -26,13 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from agent.spark.translate.execprops import EXEC, PARENT, ROOT_PARENT
 from agent.spark.translate.facets.events import RunRef
 from agent.spark.translate.model import Failure, application_end
 from agent.spark.translate.values import as_uuid
 
-EXEC: Final = "spark.lineageAgent.exec"
-PARENT: Final = "spark.lineageAgent.parent"
-ROOT_PARENT: Final = "spark.lineageAgent.rootParent"
 PROPERTIES: Final = frozenset({EXEC, PARENT, ROOT_PARENT})
 #: How the child runs still open at ApplicationEnd end (ABORT).
 CANCELLED_AT_END: Final = Failure(
