@@ -221,7 +221,10 @@ class Leasing:
                 detail="the state server answered a lease renewal after a third of a lease: "
                 "events leave only while the renewed lease has a third of it left",
             )
-            self._use(future.result(), renewing, let_go, since, written)
+            try:
+                self._use(future.result(), renewing, let_go, since, written)
+            except Exception as bug:  # in a callback: said here, not by the loop's handler
+                log.error("heartbeat_failed", error=repr(bug), exc_info=bug)
         elif not isinstance(error, self.state.write_errors):  # refused: nothing written
             log.error("heartbeat_failed", error=repr(error), exc_info=error)
 
