@@ -143,8 +143,9 @@ def test_read_of_two_paths_takes_lineage_from_both() -> None:
 
 
 def test_generated_columns_come_from_the_generator_input() -> None:
-    """`explode(split(text, " "))` as `word` comes from `text`; posexplode, inline, stack
-    and a Python UDTF likewise from the columns they read, kept columns as they are."""
+    """`explode(split(text, " "))` as `word` comes from `text` (a TRANSFORMATION, also at
+    field level); posexplode, inline, stack and a Python UDTF likewise from the columns they
+    read, kept columns as they are."""
     lines = f"{DATA}/lines"
 
     def source(*fields: str, subtype: str = "TRANSFORMATION") -> set[tuple[str, str, str]]:
@@ -167,6 +168,12 @@ def test_generated_columns_come_from_the_generator_input() -> None:
         "stacked": {"id": kept, "k": source("text", "id"), "v": source("text", "id"), "*": set()},
         "udtf_words": {"id": kept, "word": source("text"), "size": source("text"), "*": set()},
     }
+    words = LOGS.terminal("fidelity", f"{WRITE}.data_words")["outputs"][0]
+    word = words["facets"]["columnLineage"]["fields"]["word"]
+    assert (word["transformationType"], word["transformationDescription"]) == (
+        "TRANSFORMATION",
+        "DIRECT TRANSFORMATION",
+    )
 
 
 @pytest.mark.parametrize(
