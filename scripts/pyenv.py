@@ -6,7 +6,8 @@
 4.2 but Iceberg publishes no runtime for 4.2 and the Kafka connector's dependencies are not
 published for 4.1.2+; 4.1.1 is the newest Spark that Delta 4.3.1, Iceberg 1.12.0
 (`iceberg-spark-runtime-4.1`), `spark-sql-kafka-0-10` and `spark-avro` all run on (their jars:
-scripts/jars.py). `spark35`: PySpark 3.5.9 and delta-spark 3.3.3, for the Spark 3.5 logs.
+scripts/jars.py). `spark35`: PySpark 3.5.9 and delta-spark 3.3.3, for the Spark 3.5 logs;
+`spark43`: plain PySpark 4.3.0 (no connector for it is served here), for the Spark 4.3 logs.
 The environments live under `build/venvs/<name>/`, keyed by their pins like the jar cache,
 and made under a lock like them. Standard library only.
 """
@@ -35,6 +36,12 @@ ENVS: dict[str, tuple[str, ...]] = {
     "spark35": (
         "pyspark==3.5.9",
         "delta-spark==3.3.3",
+        "zstandard==0.25.0",
+    ),
+    # Spark 4.3 without connectors: the logs of tests/data/make_spark43_logs.py, pinned apart
+    # from the project's own test PySpark so that they stay reproducible when that one moves.
+    "spark43": (
+        "pyspark==4.3.0",
         "zstandard==0.25.0",
     ),
 }

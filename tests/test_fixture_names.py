@@ -15,11 +15,10 @@ import zstandard
 
 from agent.spark.translate.options import TranslateOptions
 from agent.spark.translate.translator import ApplicationTranslator
+from tests.logsets import DESCRIBED_ONLY, named_after_a_node, node_names
 
 TESTS = Path(__file__).resolve().parent
 LOGS = sorted([*(TESTS / "data" / "eventlogs").rglob("*.jsonl.zst"), *TESTS.glob("golden/*.zst")])
-#: Operators that only the plan description prints (a save's query is a logical plan).
-DESCRIBED_ONLY = ("LogicalRelation", "Project", "Filter", "Relation")
 #: A regular expression's marks: a made-up name for topics chosen row by row.
 PATTERN = re.compile(r"\.\*|\[\^|\\\\")
 
@@ -29,18 +28,6 @@ def records(path: Path) -> Iterator[dict[str, Any]]:
     for line in data.splitlines():
         if line.strip():
             yield json.loads(line)
-
-
-def node_names(plan: Any) -> Iterator[str]:
-    """Every node name of a `sparkPlanInfo` tree, stripped."""
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            name = node.get("nodeName")
-            if isinstance(name, str) and name.strip():
-                yield name.strip()
-            stack.extend(node.get("children") or [])
 
 
 def test_the_suite_keeps_fixture_logs() -> None:
@@ -69,9 +56,7 @@ def test_no_dataset_is_named_after_a_plan_node_or_made_up(log: Path) -> None:
         for role in ("inputs", "outputs"):
             for dataset in event[role]:
                 name, namespace = dataset["name"], dataset["namespace"]
-                named_after = [n for n in nodes if name == n or name.startswith(n + " ")]
-                assert not named_after, f"{role[:-1]} {name!r} is named after a plan node"
-                assert not name.startswith("Execute "), name
+                assert not named_after_a_node(name, nodes), f"{role[:-1]} {name!r}"
                 facets = dataset.get("facets", {})
                 if namespace == "unknown":  # a table (catalog or JDBC) of unknown place
                     assert re.fullmatch(r"[\w.$`\"-]+", name), name

@@ -9,19 +9,16 @@ of the Spark 4.1 lakehouse logs and must translate to the same runs, datasets an
 
 from __future__ import annotations
 
-import functools
+import copy
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.spark.translate.model import task_error
-from agent.spark.translate.options import TranslateOptions
-from tests.applog import machine_places, read_through, staged, unpacked
 from tests.data.make_spark35_logs import SPARK35
-from tests.olschema import validate_run_event
+from tests.logsets import TERMINAL, LogSet, assert_runs_end_once, lineage, replayed
 
 DATA = Path(__file__).resolve().parent / "data" / "eventlogs"
 LOGS = DATA / "spark35"
@@ -37,101 +34,27 @@ AS_IN_SPARK4 = (
 P = "/data/spark35"
 WAREHOUSE = f"{P}/warehouse"
 DERBY = "derby:memory:spark35"
-TERMINAL = {"COMPLETE", "FAIL", "ABORT"}
-Event = dict[str, Any]
-Names = list[tuple[str, str]]
-
-_WORK: list[Path] = []  # the module's scratch directory, set by the `work` fixture
-
-
-@pytest.fixture(scope="module", autouse=True)
-def work(tmp_path_factory: pytest.TempPathFactory) -> None:
-    _WORK.append(tmp_path_factory.mktemp("spark35"))
-    replayed.cache_clear()
-
-
-@functools.cache
-def replayed(log: Path) -> tuple[list[Event], list[str]]:
-    """The events and warnings of one checked-in log, replayed through `ApplicationLog`."""
-    directory = _WORK[-1] / f"{log.parent.name}-{log.name.split('.')[0]}"
-    return read_through(staged(directory, unpacked(log)), TranslateOptions(namespace="spark"))
-
-
-def events_of(shape: str) -> list[Event]:
-    return replayed(LOGS / f"{shape}.jsonl.zst")[0]
-
-
-def spark_events(shape: str) -> list[Event]:
-    """The SparkListener events of one log, in log order."""
-    return [json.loads(line) for line in unpacked(LOGS / f"{shape}.jsonl.zst").splitlines()]
-
-
-def names(datasets: list[Event]) -> Names:
-    return [(d["namespace"], d["name"]) for d in datasets]
-
-
-def statements(shape: str, state: str = "COMPLETE") -> list[tuple[str, Names, Names]]:
-    """Each statement run's terminal event: job (without the application), inputs, outputs."""
-    return [
-        (e["job"]["name"].split(".", 1)[1], names(e["inputs"]), names(e["outputs"]))
-        for e in events_of(shape)
-        if e["eventType"] in TERMINAL and "." in e["job"]["name"]
-        if state in ("*", e["eventType"])
-    ]
-
-
-def terminal(shape: str, job: str) -> Event:
-    (found,) = [
-        e for e in events_of(shape) if e["eventType"] in TERMINAL and e["job"]["name"] == job
-    ]
-    return found
-
-
-def lineage(event: Event, output: int = 0) -> dict[str, set[tuple[str, str, str]]]:
-    """Output field -> {(input dataset name, field, subtype)}; `*` holds the dataset level."""
-    facet = event["outputs"][output]["facets"]["columnLineage"]
-
-    def edges(fields: list[Event]) -> set[tuple[str, str, str]]:
-        return {(i["name"], i["field"], t["subtype"]) for i in fields for t in i["transformations"]}
-
-    found = {name: edges(f["inputFields"]) for name, f in facet["fields"].items()}
-    found["*"] = edges(facet.get("dataset", []))
-    return found
+SPARK35_LOGS = LogSet(LOGS, "spark35", P)
+events_of, spark_events = SPARK35_LOGS.events, SPARK35_LOGS.spark_events
+statements, terminal = SPARK35_LOGS.statements, SPARK35_LOGS.terminal
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_every_log_is_a_whole_scrubbed_spark_35_application(shape: str) -> None:
     """Each log is one PySpark 3.5.9 application, its paths under /data/spark35."""
-    log = spark_events(shape)
-    assert log[0] == {"Event": "SparkListenerLogStart", "Spark Version": "3.5.9"}
-    apps = [e["App Name"] for e in log if e["Event"] == "SparkListenerApplicationStart"]
-    assert apps == [f"spark35_{shape}"]
-    body = unpacked(LOGS / f"{shape}.jsonl.zst").decode()
-    for machine in machine_places():
-        assert machine not in body
-    for line in body.splitlines():
-        for path in json.loads(line).get("Spark Properties", {}).values():
-            assert "/" not in path or path.startswith((P, "file:" + P, "jdbc:", "org."))
+    SPARK35_LOGS.assert_whole_and_scrubbed(shape, "3.5.9")
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_every_event_is_schema_valid_and_every_run_ends_once(shape: str) -> None:
     """Every event validates; each run has one START first and one terminal event last."""
-    events = events_of(shape)
-    by_run: dict[str, list[str]] = defaultdict(list)
-    for event in events:
-        validate_run_event(event)
-        by_run[event["run"]["runId"]].append(event["eventType"])
-    assert len(by_run) > 1
-    for types in by_run.values():
-        assert types[0] == "START" and types[-1] in TERMINAL, types
-        assert set(types[1:-1]) <= {"RUNNING"}, types
+    assert len(assert_runs_end_once(events_of(shape))) > 1
 
 
 def comparable(log: Path, app: str, placeholder: str) -> list[tuple[Any, ...]]:
     """Each event of a replayed log as (type, job without the application, inputs, outputs
     with their facets but the byte sizes), the log's path placeholder made `/data/spark35`."""
-    events, _ = replayed(log)
+    events = copy.deepcopy(replayed(log)[0])  # the replay is cached: its sizes stay
     found = []
     for event in events:
         for dataset in event["inputs"] + event["outputs"]:
@@ -199,9 +122,7 @@ def test_file_reads_and_writes() -> None:
 def test_join_aggregate_explode_column_lineage() -> None:
     """Column lineage through a broadcast join, `explode` and a hash aggregate under AQE's
     root: each output column from its input field, join keys and filters at dataset level."""
-    event = terminal(
-        "files", "spark35_files.execute_insert_into_hadoop_fs_relation_command.data_city_tags"
-    )
+    event = terminal("files", "execute_insert_into_hadoop_fs_relation_command.data_city_tags")
     people, orders = f"{P}/data/people", f"{P}/data/orders"
     assert lineage(event) == {
         "city": {(people, "city", "IDENTITY")},
@@ -217,18 +138,14 @@ def test_join_aggregate_explode_column_lineage() -> None:
             (people, "city", "GROUP_BY"),
         },
     }
-    two_paths = terminal(
-        "files", "spark35_files.execute_insert_into_hadoop_fs_relation_command.data_all_people"
-    )
+    two_paths = terminal("files", "execute_insert_into_hadoop_fs_relation_command.data_all_people")
     more = f"{P}/data/people_more"
     assert lineage(two_paths) == {
         "id": {(people, "id", "IDENTITY"), (more, "id", "IDENTITY")},
         "city": {(people, "city", "IDENTITY"), (more, "city", "IDENTITY")},
         "*": set(),
     }
-    directory = terminal(
-        "files", "spark35_files.execute_insert_into_data_source_dir_command.data_leeds"
-    )
+    directory = terminal("files", "execute_insert_into_data_source_dir_command.data_leeds")
     assert lineage(directory) == {
         "id": {(people, "id", "IDENTITY")},
         "name": {(people, "name", "TRANSFORMATION")},
@@ -261,7 +178,7 @@ def test_session_catalog_tables() -> None:
         ("execute_truncate_table_command.default_owners", [], [("file", owners)]),
         ("drop_table.default_pet_owners", [], [("file", pet_owners)]),
     ]
-    ctas_end = terminal("tables", f"spark35_tables.{ctas}.default_pet_owners")
+    ctas_end = terminal("tables", f"{ctas}.default_pet_owners")
     assert lineage(ctas_end) == {
         "pet": {(pets, "pet", "IDENTITY")},
         "owner": {(owners, "name", "IDENTITY")},
@@ -296,19 +213,16 @@ def test_jdbc_derby_named_by_the_url() -> None:
         ("execute_insert_into_hadoop_fs_relation_command.data_more_people", [], [("file", more)]),
         ("append_data_exec_v1.APP_PEOPLE", [("file", more)], [table]),
     ]
-    read = terminal(
-        "jdbc", "spark35_jdbc.execute_insert_into_hadoop_fs_relation_command.data_jdbc_read"
-    )
+    read = terminal("jdbc", "execute_insert_into_hadoop_fs_relation_command.data_jdbc_read")
     assert read["inputs"][0]["facets"]["dataSource"]["name"] == DERBY
     assert lineage(read) == {"name": {("APP.PEOPLE", "NAME", "TRANSFORMATION")}, "*": set()}
-    insert = terminal("jdbc", "spark35_jdbc.append_data_exec_v1.APP_PEOPLE")
+    insert = terminal("jdbc", "append_data_exec_v1.APP_PEOPLE")
     assert lineage(insert) == {
         "ID": {(more, "id", "TRANSFORMATION")},
         "NAME": {(more, "name", "TRANSFORMATION")},
         "*": set(),
     }
-    _, warnings = replayed(LOGS / "jdbc.jsonl.zst")
-    assert not [w for w in warnings if "JDBC" in w]
+    assert not [w for w in SPARK35_LOGS.warnings("jdbc") if "JDBC" in w]
 
 
 def test_failed_statements_report_the_task_error() -> None:

@@ -126,6 +126,29 @@ def describe(spark: SparkSession, text: str) -> None:
     spark.sparkContext.setJobDescription(text)
 
 
+def expect_failure(action: Callable[[], object]) -> None:
+    """Run `action`, which must raise (the shape is about its failure)."""
+    try:
+        action()
+    except Exception as error:
+        print("expected:", type(error).__name__, str(error)[:200], file=sys.stderr)
+    else:
+        raise AssertionError("the action was meant to fail")
+
+
+def failing_sql(spark: SparkSession) -> None:
+    """A table, an INSERT into it whose tasks fail on a cast (under ANSI mode), then a SELECT
+    of a column that does not exist (an analysis error)."""
+    describe(spark, "failure: create table")
+    spark.sql("CREATE TABLE nums (n INT) USING parquet")
+    describe(spark, "failure: sql insert whose tasks fail")
+    expect_failure(
+        lambda: spark.sql("INSERT INTO nums SELECT CAST(concat('n', id) AS INT) FROM range(3)")
+    )
+    describe(spark, "failure: unresolved column")
+    expect_failure(lambda: spark.sql("SELECT no_such_col FROM range(3)").collect())
+
+
 def delta_path(spark: SparkSession, root: Path) -> None:
     """A Delta table addressed by path: write API, DeltaTable API and SQL on delta.`path`."""
     path = str(root / "data" / "delta_events")
@@ -965,7 +988,9 @@ def run_child(logs: LogSet, shape: str, root: Path, env: dict[str, str]) -> None
     )
     command = [sys.executable, str(logs.script), "--child", shape, str(root), jars]
     with (root / "child.log").open("wb") as out:
-        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        # in the job's directory: what a job leaves in its working directory (Derby's
+        # derby.log) goes with it
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + CHILD_TIMEOUT
     try:
         if shape == "stream_sigterm":
@@ -997,6 +1022,8 @@ def generate(logs: LogSet, shape: str, keep: Path | None) -> None:
         (root / "events").mkdir()
         (root / "data").mkdir()
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+        # Python workers import the repository's modules: a UDTF's class is pickled by name
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
         broker = None
         if logs.shapes[shape][1]:
             with running_kafka(root) as kafka:

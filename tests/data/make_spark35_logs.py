@@ -14,13 +14,12 @@ job's temporary directory become `/data/spark35/...`; see `eventlogs/spark35/NOT
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for `tests`
 from tests.data import make_lakehouse_logs as lake
-from tests.data.make_lakehouse_logs import describe
+from tests.data.make_lakehouse_logs import describe, expect_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -145,15 +144,6 @@ def sql_failure(spark: SparkSession, root: Path) -> None:
     division by zero collected, a file write and a SQL INSERT whose tasks fail on a cast, a
     write to a path that exists, an unresolved column."""
     data = root / "data"
-
-    def expect_failure(action: Callable[[], object]) -> None:
-        try:
-            action()
-        except Exception as error:  # the shape is about these
-            print("expected:", type(error).__name__, str(error)[:200], file=sys.stderr)
-        else:
-            raise AssertionError("the action was meant to fail")
-
     describe(spark, "failure: ansi divide by zero")
     expect_failure(spark.range(0, 10).selectExpr("id", "10 / (id - id) AS boom").collect)
     describe(spark, "failure: write whose tasks fail")
@@ -163,14 +153,7 @@ def sql_failure(spark: SparkSession, root: Path) -> None:
     spark.range(0, 3).write.parquet(str(data / "exists"))
     describe(spark, "failure: write to existing path")
     expect_failure(lambda: spark.range(0, 3).write.parquet(str(data / "exists")))
-    describe(spark, "failure: create table")
-    spark.sql("CREATE TABLE nums (n INT) USING parquet")
-    describe(spark, "failure: sql insert whose tasks fail")
-    expect_failure(
-        lambda: spark.sql("INSERT INTO nums SELECT CAST(concat('n', id) AS INT) FROM range(3)")
-    )
-    describe(spark, "failure: unresolved column")
-    expect_failure(lambda: spark.sql("SELECT no_such_col FROM range(3)").collect())
+    lake.failing_sql(spark)
 
 
 def conf(shape: str, root: Path) -> dict[str, str]:

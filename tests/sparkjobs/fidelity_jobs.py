@@ -35,15 +35,18 @@ def session(out: Path) -> SparkSession:
     events = out / "events"
     events.mkdir(parents=True)
     settings = sql_settings("2", str(out / "warehouse"))
-    hive = {
-        "spark.sql.catalogImplementation": "hive",
-        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={out}/metastore;create=true",
-        "spark.hadoop.javax.jdo.option.ConnectionURL": (
-            f"jdbc:derby:;databaseName={out}/metastore;create=true"
-        ),
-    }
     log = event_log(events.as_uri(), compress=False, rolling=False)
-    return local_session("local[2]", "fidelity", settings, log, hive)
+    return local_session("local[2]", "fidelity", settings, log, hive_conf(out))
+
+
+def hive_conf(out: Path) -> dict[str, str]:
+    """The Hive catalog, its Derby metastore under `out`."""
+    metastore = f"jdbc:derby:;databaseName={out}/metastore;create=true"
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "javax.jdo.option.ConnectionURL": metastore,
+        "spark.hadoop.javax.jdo.option.ConnectionURL": metastore,
+    }
 
 
 class Words:
@@ -123,9 +126,13 @@ def directories(jobs: Jobs) -> None:
         jobs.run(name, functools.partial(spark.sql, statement))
 
 
+#: The program's steps, in order (tests/data/make_spark43_logs.py runs them too).
+STEPS = (many_paths, generators, directories)
+
+
 def main(out: Path) -> None:
     started = time.monotonic()
-    run_steps(out, session(out), (many_paths, generators, directories), started)
+    run_steps(out, session(out), STEPS, started)
 
 
 if __name__ == "__main__":
