@@ -136,12 +136,16 @@ def test_exec_verdict_decides_the_end_of_an_application_whose_query_failed() -> 
 def test_query_failing_in_its_first_batch_names_its_source_directory() -> None:
     """The first micro-batch fails, so no progress event describes the source or the sink:
     the input is the directory of the file the batch read (typed as it read it), no sink is
-    invented, and a warning says what the log lacks."""
+    invented, and the run's facet and a warning say what the log lacks."""
     translator, events = replay("stream_fail_caught")
     (query,) = terminal(events, "STREAMING_QUERY")
     assert names(query["inputs"]) == [("file", f"{DATA}/landing")]
     assert fields(query["inputs"][0]) == [("id", "integer"), ("litres", "double")]
     assert query["outputs"] == []
+    assert unnamed(query) == [("output", streaming.SINK_UNSEEN)]
+    run_id = query["run"]["runId"]
+    (start,) = [e for e in events if e["run"]["runId"] == run_id and e["eventType"] == "START"]
+    assert unnamed(start) == []  # not before it ended: a first progress may still name it
     assert translator.warnings == [
         "streaming query volumes: ended before its first progress event: its sink is not in "
         "the event log, and a file source is named by the directory of the files its "

@@ -61,6 +61,11 @@ NO_PROGRESS: Final = (
     "ended before its first progress event: its sink is not in the event log, and a file "
     "source is named by the directory of the files its micro-batch read"
 )
+#: The `lineageAgent_unnamedDatasets` reason of a query that ended with no sink named.
+SINK_UNSEEN: Final = (
+    "the query ended before its first progress event, the only event that describes its "
+    "sink, and no micro-batch's write named it"
+)
 NO_PROGRESS_PLANNED: Final = (
     "ended before its first progress event: its sink is named by its micro-batch's write, "
     "and a file source by the directory of the files the micro-batch read"
@@ -229,6 +234,8 @@ def stream_datasets(
             else:
                 topics.append((role, item))
     unprogressed = query.batches == 0  # no progress event: no source or sink described
+    if unprogressed and not query.plan_sink and run.state != "RUNNING":  # ended: say so
+        unnamed[("output", SINK_UNSEEN)] = None
     for ref in query.plan_sink if unprogressed else ():  # the sink its micro-batch's write names
         table = Tables(catalog).table("output", ref.table.qualified) if ref.table else None
         tables += [table] if table is not None else []
