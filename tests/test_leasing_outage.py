@@ -9,13 +9,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Mapping
 
 import psycopg
 from prometheus_client import CollectorRegistry
 
 from agent.spark.follow.leasing import Leasing
-from agent.state.store import Heartbeat, Term
+from agent.state.store import Heartbeat, Outcomes, Term, Tokens
 from agent.telemetry.metrics import Metrics
 from tests.waits import until
 
@@ -44,13 +43,7 @@ class FakeServer:
         self.released: list[str] = []
         self.lock = threading.Lock()
 
-    def heartbeat(
-        self,
-        held: Mapping[str, int],
-        written: Mapping[tuple[str, int], int],
-        *,
-        judge: bool = True,
-    ) -> Heartbeat:
+    def heartbeat(self, held: Tokens, written: Outcomes, *, judge: bool = True) -> Heartbeat:
         with self.lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)

@@ -85,27 +85,19 @@ def public_key_text(verify_key: VerifyKey) -> str:
 class Signer:
     """Signs RunEvents with one Ed25519 key; immutable, safe to share between tasks."""
 
-    __slots__ = ("_facet_base", "_key", "_key_id", "_verify_key")
+    __slots__ = ("_facet_base", "_key", "key_id", "verify_key")
 
     def __init__(self, private_key: SigningKey) -> None:
         self._key = private_key
-        self._verify_key = private_key.verify_key
-        self._key_id = key_id(self._verify_key)
+        self.verify_key: Final = private_key.verify_key
+        self.key_id: Final = key_id(self.verify_key)
         self._facet_base: dict[str, str] = {
             "_producer": PRODUCER,
             "_schemaURL": FACET_URLS[SIGNATURE_FACET],
             "algorithm": ALGORITHM,
-            "keyId": self._key_id,
+            "keyId": self.key_id,
             "canonicalization": CANONICALIZATION,
         }
-
-    @property
-    def key_id(self) -> str:
-        return self._key_id
-
-    @property
-    def verify_key(self) -> VerifyKey:
-        return self._verify_key
 
     def sign_event(self, event: Mapping[str, Any]) -> bytes:
         """The compact UTF-8 JSON to ship: `event` plus its signature facet.

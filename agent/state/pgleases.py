@@ -20,14 +20,13 @@ is accounted for by some agent: claimed = resolved + adopted, term by term.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import psycopg
 
 from agent.state.pgconnection import PgConnection, serialized
 from agent.state.pgschema import ADOPT, HEARTBEAT, ORPHANS, PRUNE, RECENT_STOPS, RENEW
-from agent.state.store import Heartbeat, LeaseLost
+from agent.state.store import Heartbeat, LeaseLost, Outcomes, Tokens
 
 
 class PgLeases(PgConnection):
@@ -68,13 +67,7 @@ class PgLeases(PgConnection):
             )
 
     @serialized
-    def heartbeat(
-        self,
-        held: Mapping[str, int],
-        written: Mapping[tuple[str, int], int],
-        *,
-        judge: bool = True,
-    ) -> Heartbeat:
+    def heartbeat(self, held: Tokens, written: Outcomes, *, judge: bool = True) -> Heartbeat:
         """Renew the leases `held`, record `written`, and report (see `Leases.heartbeat`)."""
         params = {
             "owner": self.owner,

@@ -174,6 +174,12 @@ class Term:
         return self.written == self.claimed
 
 
+#: The leases a heartbeat renews: application key -> the token this agent holds.
+Tokens = Mapping[str, int]
+#: Events that got an outcome since the last heartbeat: (key, token) of their term -> count.
+Outcomes = Mapping[tuple[str, int], int]
+
+
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     """What one renewal of this agent's leases found in the shared state."""
@@ -209,17 +215,10 @@ class Leases(Protocol):
 
     def release(self, app_key: str, token: int) -> None: ...
 
-    def heartbeat(
-        self,
-        held: Mapping[str, int],
-        written: Mapping[tuple[str, int], int],
-        *,
-        judge: bool = True,
-    ) -> Heartbeat:
-        """Renew the leases `held` (key -> token), add `written` (key, token -> events with
-        an outcome since the last call) to their terms, say this agent is alive, and report
-        the stops; with `judge`, also the orphaned applications and the silent agents'
-        unsettled events (adopted)."""
+    def heartbeat(self, held: Tokens, written: Outcomes, *, judge: bool = True) -> Heartbeat:
+        """Renew the leases `held`, add `written` to their terms, say this agent is alive,
+        and report the stops; with `judge`, also the orphaned applications and the silent
+        agents' unsettled events (adopted)."""
 
     def leases(self) -> dict[str, tuple[str, int, float]]:
         """Every unexpired lease: application key -> (owner, token, seconds left)."""

@@ -61,11 +61,8 @@ NO_PROGRESS: Final = (
     "ended before its first progress event: its sink is not in the event log, and a file "
     "source is named by the directory of the files its micro-batch read"
 )
-#: The `lineageAgent_unnamedDatasets` reason of a query that ended with no sink named.
-SINK_UNSEEN: Final = (
-    "the query ended before its first progress event, the only event that describes its "
-    "sink, and no micro-batch's write named it"
-)
+#: Why a query that ended before any progress, no micro-batch write naming its sink, has none.
+SINK_UNSEEN: Final = "ended before its first progress event, the only event naming its sink"
 NO_PROGRESS_PLANNED: Final = (
     "ended before its first progress event: its sink is named by its micro-batch's write, "
     "and a file source by the directory of the files the micro-batch read"
