@@ -37,8 +37,8 @@ def closed(sock: socket.socket, seconds: float) -> bool:
 
 
 @contextmanager
-def server(timeout: float, most: int = ScrapeServer.max_connections) -> Iterator[tuple[str, int]]:
-    """A real metrics server on loopback with the given limits; yields its address."""
+def server(timeout: float, most: int = ScrapeServer.max_connections) -> Iterator[MetricsServer]:
+    """A real metrics server on loopback with the given limits."""
     registry = CollectorRegistry()
     Metrics(registry)
     metrics = MetricsServer(
@@ -50,15 +50,15 @@ def server(timeout: float, most: int = ScrapeServer.max_connections) -> Iterator
     )
     metrics.start()
     try:
-        yield metrics.address
+        yield metrics
     finally:
         metrics.stop()
 
 
 def test_idle_connections_are_closed_after_the_timeout() -> None:
     """A connection that sends no request, or half of one, is closed after the timeout."""
-    with server(timeout=0.5) as address:
-        silent, half = idle(address, 2)
+    with server(timeout=0.5) as metrics:
+        silent, half = idle(metrics.address, 2)
         half.sendall(b"GET /metrics HTTP/1.1\r\n")  # headers never end
         began = time.monotonic()
         # Closed after the timeout (a busy machine can only make that later), and closed at
@@ -73,19 +73,24 @@ def test_a_scrape_gets_through_the_limit_of_idle_connections() -> None:
     """With the limit of idle connections open, a scrape closes the oldest and is answered;
     the server never runs more threads than the limit allows."""
     threads = threading.active_count()
-    with server(timeout=30, most=4) as address:
-        held = idle(address, 4)
-        wait(lambda: threading.active_count() == threads + 1 + 4)  # all four accepted
-        answer = httpx.get(f"http://{address[0]}:{address[1]}/metrics", timeout=30)
-        assert answer.status_code == 200
-        assert "lineage_events_dropped_total" in answer.text
-        # The oldest was shut before the scrape was taken on; the others stay open (a
-        # busy machine cannot make an open connection look closed).
-        assert closed(held[0], 30)
-        assert [closed(sock, 0.3) for sock in held[1:]] == [False, False, False]
-        assert threading.active_count() <= threads + 1 + 4  # serve_forever and the limit
-        for sock in held:
-            sock.close()
+    with server(timeout=30, most=4) as metrics:
+        host, port = metrics.address
+        held = idle(metrics.address, 4)
+        try:
+            # The server's own count: the process's threads may include ones an earlier test
+            # left to end on their own, so their number cannot say when all four are in.
+            wait(lambda: metrics.connections == 4)
+            answer = httpx.get(f"http://{host}:{port}/metrics", timeout=30)
+            assert answer.status_code == 200
+            assert "lineage_events_dropped_total" in answer.text
+            # The oldest was shut before the scrape was taken on; the others stay open (a
+            # busy machine cannot make an open connection look closed).
+            assert closed(held[0], 30)
+            assert [closed(sock, 0.3) for sock in held[1:]] == [False, False, False]
+            assert threading.active_count() <= threads + 1 + 4  # serve_forever and the limit
+        finally:
+            for sock in held:
+                sock.close()
 
 
 def test_idle_flood_leaves_the_agent_and_its_metrics_answering(tmp_path: Path) -> None:

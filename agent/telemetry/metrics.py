@@ -365,6 +365,11 @@ class MetricsServer:
         host, port = self._server.server_address[:2]
         return str(host), int(port)
 
+    @property
+    def connections(self) -> int:
+        """The connections the server holds now, each with its thread (bounded)."""
+        return self._server.connections
+
     def start(self) -> None:
         self._thread.start()
 

@@ -65,6 +65,11 @@ class ScrapeServer(ThreadingMixIn, WSGIServer):
         finally:
             self._release(request)
 
+    @property
+    def connections(self) -> int:
+        """The connections taken on and not yet ended (never above `max_connections`)."""
+        return self._open
+
     def request_arrived(self, request: Request) -> None:
         """The connection sent its request line: it is no longer idle."""
         with self._lock:
