@@ -48,17 +48,15 @@ from typing import Literal
 
 import structlog
 
-from agent.state.store import Heartbeat, Leases, StateStore, Term, call
+from agent.state.store import Heartbeat, Leases, Outcomes, StateStore, Term, call
 from agent.telemetry.metrics import Metrics
 
 log = structlog.get_logger("agent.spark")
 
-#: Events with an outcome since the last heartbeat, per term (key, token).
-Written = dict[tuple[str, int], int]
 #: A heartbeat's round trip still waiting for its answer: (the call, the terms it renews,
 #: the terms the source no longer held then, when it started (monotonic), the outcomes it
 #: records).
-Pending = tuple["asyncio.Future[Heartbeat]", list[Term], "Idents", float, Written]
+Pending = tuple["asyncio.Future[Heartbeat]", list[Term], "Idents", float, Outcomes]
 #: Terms by (key, token).
 Idents = frozenset[tuple[str, int]]
 
@@ -242,7 +240,7 @@ class Leasing:
                 await asyncio.wait_for(asyncio.shield(releases), self.seconds / 3)
 
     def _use(
-        self, beat: Heartbeat, renewing: list[Term], let_go: Idents, now: float, written: Written
+        self, beat: Heartbeat, renewing: list[Term], let_go: Idents, now: float, written: Outcomes
     ) -> None:
         """What one heartbeat's answer says: leases renewed or lost, outcomes recorded,
         events handed over, orphans and stops."""
