@@ -3,8 +3,11 @@
 `DirectoryWatch` watches the event-log directories and each rolling log's directory with
 inotify, on the event loop's reader callback (no thread, no polling). Any event sets the
 wake-up; a new entry in an event-log directory, or a queue overflow (events were lost),
-also asks for a rescan. Where inotify is unavailable (`available` is False) the caller
-falls back to its poll interval.
+also asks for a rescan. Spark makes a rolling log's directory empty and writes its first
+file a moment later: a listing between the two finds no application yet, so such a new
+directory is watched at once and its first entries ask for a rescan too, until the
+caller follows it. Where inotify is unavailable (`available` is False) the caller falls
+back to its poll interval.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import Collection
 from typing import Any
 
 import structlog
+
+from agent.spark.eventlog import names
 
 log = structlog.get_logger("agent.spark")
 
@@ -27,6 +32,8 @@ class DirectoryWatch:
         self._inotify: Any = None
         self._watches: dict[int, str] = {}
         self._watched: set[str] = set()
+        # New rolling-log directories not followed yet: an entry made in one asks a rescan.
+        self._fresh: set[str] = set()
         self.rescan = False  # set when a new log may have appeared or events were lost
 
     @property
@@ -55,7 +62,9 @@ class DirectoryWatch:
             self._inotify = None
 
     def watch(self, path: str) -> None:
-        """Watch a directory (idempotent); a failure is logged and polling covers it."""
+        """Watch a directory (idempotent); a failure is logged and polling covers it. A
+        rolling log's directory watched this way is followed: its entries ask no rescan."""
+        self._fresh.discard(path)
         if self._inotify is None or path in self._watched:
             return
         from inotify_simple import flags
@@ -84,13 +93,28 @@ class DirectoryWatch:
         except OSError:
             events = []
         for event in events:
+            where = self._watches.get(event.wd)
+            created = event.mask & (flags.CREATE | flags.MOVED_TO)
             if event.mask & flags.Q_OVERFLOW or (
-                event.mask & (flags.CREATE | flags.MOVED_TO)
-                and self._watches.get(event.wd) in self._roots
+                created and (where in self._roots or where in self._fresh)
             ):
                 self.rescan = True  # a new log, or events were lost: rescan now
+            if (
+                created
+                and event.mask & flags.ISDIR
+                and where is not None
+                and where in self._roots
+                and names.rolling(event.name) is not None
+            ):
+                # Watched before the rescan lists it: whatever Spark writes in it after this
+                # event is seen, and what it wrote before, the rescan lists.
+                fresh = f"{where.rstrip('/')}/{event.name}"
+                self.watch(fresh)
+                if fresh in self._watched:
+                    self._fresh.add(fresh)
             if event.mask & flags.IGNORED:
                 path = self._watches.pop(event.wd, None)
                 if path is not None:
                     self._watched.discard(path)
+                    self._fresh.discard(path)
         self._wake.set()
