@@ -28,9 +28,13 @@ def main(event_dir: Path, work: Path) -> None:
 
     @udf("long")
     def held(value: int) -> int:
-        with open(started + ".tmp", "w") as f:
+        # Both tasks start at once, each in its own Python worker: a temporary name shared by
+        # them let one worker's rename take the other's file, whose rename then failed the
+        # task, the job, and the application before the test could stop it.
+        tmp = f"{started}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
             f.write(app_id)
-        os.replace(started + ".tmp", started)
+        os.replace(tmp, started)
         deadline = time.monotonic() + TIMEOUT
         while not os.path.exists(release) and time.monotonic() < deadline:
             time.sleep(0.05)
