@@ -46,6 +46,7 @@ from tests.reliability.harness import (
     config_file,
     drops,
     file_lineage,
+    healthz,
     http_lineage,
     memory_agent,
     public,
@@ -539,7 +540,9 @@ def delivered_to_file(process: AgentProcess) -> float:
 def test_symlinks_planted_by_another_user_are_never_followed(
     tmp_path: Path, shared_spool: Path
 ) -> None:
-    """Links another user plants at the file, lock or directory never steer a write."""
+    """Links another user plants at the file, lock or directory never steer a write; the
+    directory swapped for a link while the agent runs is refused, and /healthz names the lock
+    whose path it took."""
     keygen(tmp_path)
     victim = shared_spool.parent / "victim"
     victim.mkdir()
@@ -583,7 +586,12 @@ def test_symlinks_planted_by_another_user_are_never_followed(
             f"os.symlink({str(victim)!r}, {str(path.parent)!r})"
         )
         wait_until("write errors", lambda: "write_error" in drops(process.scrape(), "file"))
-        assert_healthy(process)
+        # The lock's path no longer names the lock the agent holds: /healthz says so at the
+        # next check of the files it owns (every second), until a restart.
+        lock_gone = f"{path}.lock removed"
+        wait_until("the lock reported", lambda: lock_gone in healthz(process)["problems"])
+        assert process.proc.poll() is None, process.raw_output()[-4000:]
+        assert healthz(process)["status"] == "degraded"
         accounting = stop_and_account(process)
     failing = process.wait_log("transport_failing", transport="file")
     assert failing["detail"] == (
