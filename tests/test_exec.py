@@ -237,7 +237,16 @@ def test_agent_restarted_while_the_program_runs(tmp_path: Path) -> None:
     with spark_daemon(s.config) as first:
         proc = start_exec(s, "hold")
         wait_path(s.work / "hold" / "holding", proc)
-        wait_events(s.lineage, lambda ev: any(e["job"]["name"] == "exec_hold" for e in ev))
+        # The write ended before `holding`: the kill waits for its COMPLETE to be written, so
+        # that it lands while the program holds, not inside the one batch a SIGKILL may lose
+        # between its claim and the spool (docs/reliability.md, at-most-once under SIGKILL).
+        wait_events(
+            s.lineage,
+            lambda ev: any(
+                e["job"]["name"].startswith("exec_hold.") and e["eventType"] == "COMPLETE"
+                for e in ev
+            ),
+        )
         first.proc.kill()
         first.proc.wait(30)
     with spark_daemon(s.config) as second:
