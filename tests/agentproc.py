@@ -82,6 +82,12 @@ class AgentProcess:
     def raw_output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def print_tail(self, lines: int = 60) -> None:
+        """Print the log's last `lines` lines: pytest shows them in a failing test's report,
+        so a failure seen only in CI says what the agent did."""
+        print(f"--- the agent's log ({self.log_path.name}), last {lines} lines ---")
+        print("\n".join(self.raw_output().splitlines()[-lines:]))
+
     def wait_log(self, event: str, timeout: float = 20, **fields: Any) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

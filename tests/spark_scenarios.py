@@ -330,6 +330,9 @@ def spark_daemon(config: Path) -> Iterator[AgentProcess]:
     try:
         agent.wait_started(timeout=60)
         yield agent
+    except BaseException:
+        agent.print_tail()
+        raise
     finally:
         stop_process(proc)
 

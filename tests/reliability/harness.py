@@ -44,7 +44,6 @@ ROOT = Path(__file__).resolve().parents[2]
 #: How long a scenario may wait for something that should happen; generous, because other
 #: Spark work shares the two cores in CI. Never a statement about speed.
 PATIENCE = 90.0
-LOG_TAIL = 60  # lines of an agent's log a failing test prints
 
 
 # -- agent processes ------------------------------------------------------------------------
@@ -119,9 +118,7 @@ def agent(
             process.wait_started(timeout=PATIENCE)
         yield process
     except BaseException:
-        # A failure's report carries what the agent said (pytest shows captured output).
-        print(f"--- the agent's log ({log_path.name}), last {LOG_TAIL} lines ---")
-        print("\n".join(process.raw_output().splitlines()[-LOG_TAIL:]))
+        process.print_tail()
         raise
     finally:
         if proc.poll() is None:
